@@ -1,0 +1,97 @@
+"""The engine protocol: what smgpy needs from a Python LLM engine.
+
+An engine is any object with
+
+* ``async def generate_request(obj)`` returning an async iterator of output dicts, and
+* ``def abort_request(rid: str) -> None``.
+
+This is the interface of tokenspeed's and sglang's ``TokenizerManager``, so those engines are
+served as they are.
+
+The request object
+------------------
+smgpy builds ``obj`` with the attributes of sglang's / tokenspeed's ``GenerateReqInput`` that
+matter for serving (see :class:`GenerateReqInput`): ``rid``, ``text`` (the rendered prompt) or
+``input_ids``, ``sampling_params`` (a dict), ``stream``, ``return_logprob``,
+``top_logprobs_num``. ``serve_oai(..., request_class=X)`` builds ``X(**fields)`` instead and
+sets ``rid`` after construction (as tokenspeed requires).
+
+``sampling_params`` keys (only those the client set are present): ``max_new_tokens``,
+``min_new_tokens``, ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``,
+``frequency_penalty``, ``presence_penalty``, ``stop`` (list of str), ``stop_token_ids``
+(list of int), ``ignore_eos``, ``seed``, ``n``, ``logit_bias`` (dict token id str -> float),
+``json_schema`` / ``response_format`` (when the client asked for structured output).
+
+The outputs
+-----------
+Each yielded dict follows the sglang/tokenspeed output shape::
+
+    {"text": <cumulative text>,          # or "delta": <new text only>
+     "output_ids": [...],                # new token ids of this step ("delta" mode) or all of them
+     "meta_info": {"prompt_tokens": int, "completion_tokens": int, "cached_tokens": int,
+                   "finish_reason": None | {"type": "stop" | "length" | "abort",
+                                            "matched": str | int | None,
+                                            "message": str (abort only, optional)},
+                   "output_token_logprobs": [(logprob, token_id, token_text), ...],   # optional
+                   "output_top_logprobs": [[(logprob, token_id, token_text), ...], ...]}}  # optional
+
+An engine may yield ``"delta"`` (incremental text) instead of ``"text"``; smgpy accepts both.
+Cumulative text costs O(n^2) copying on long outputs, so smgpy's own engines emit deltas.
+In delta mode ``output_ids`` and the logprob lists hold only the new tokens of that step.
+The last dict carries a non-null ``finish_reason``.
+
+Optional attributes smgpy picks up when present (so ``serve_oai`` needs no extra arguments):
+``model_name`` (str), ``context_length`` (int), ``chat_template`` (str),
+``special_tokens`` (dict of ``bos_token``, ``eos_token``, ...), ``eos_token_ids`` (list of int),
+``tokenizer`` (an object with ``encode(text) -> list[int]`` and ``decode(ids) -> str``), and
+``get_load() -> dict`` (running / waiting requests and token usage, for ``/v1/loads``).
+
+An engine raises :class:`EngineOverloaded` when its waiting queue is full (smgpy answers 503 with
+``Retry-After``) and :class:`EngineRequestError` for a request it refuses (smgpy answers 400 with
+the message, e.g. a prompt longer than the context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Engine", "EngineOverloaded", "EngineRequestError", "GenerateReqInput"]
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What smgpy calls on an engine."""
+
+    def generate_request(self, obj: Any) -> AsyncIterator[dict[str, Any]]:
+        """Start generating for ``obj``; yields output dicts (see the module docs)."""
+        ...
+
+    def abort_request(self, rid: str) -> None:
+        """Stop generating for request ``rid`` and free its resources."""
+        ...
+
+
+class EngineRequestError(ValueError):
+    """The engine refuses this request (bad input): smgpy answers HTTP 400 with the message."""
+
+
+class EngineOverloaded(RuntimeError):
+    """The engine's waiting queue is full: smgpy answers HTTP 503 with the message."""
+
+
+@dataclass
+class GenerateReqInput:
+    """The request object smgpy passes to ``generate_request`` by default.
+
+    Attribute names and meanings follow sglang's / tokenspeed's ``GenerateReqInput``.
+    """
+
+    text: str | None = None
+    input_ids: list[int] | None = None
+    sampling_params: dict[str, Any] = field(default_factory=dict)
+    stream: bool = True
+    return_logprob: bool = False
+    top_logprobs_num: int = 0
+    rid: str | None = None

@@ -1,0 +1,20 @@
+//! Tool-call and reasoning parsers for LLM output, complete and streaming.
+//!
+//! Every parser is a synchronous state machine: `push(delta)` returns what can be emitted now,
+//! `finish()` flushes what is held. A complete parse is `push(whole); finish()`, so streaming
+//! equals complete by construction.
+#![forbid(unsafe_code)]
+
+pub mod reasoning;
+pub mod tool;
+
+pub use reasoning::{ReasoningDelta, ReasoningFormat, ReasoningOptions, ReasoningParser};
+pub use tool::{ToolCall, ToolCallDelta, ToolCallParser, ToolDef, ToolDelta, ToolFormat, ToolParseResult};
+
+/// Errors of this crate.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ParserError {
+    /// A parser name that is not known.
+    #[error("unknown {kind} parser `{name}`; valid names: {valid}")]
+    UnknownParser { kind: &'static str, name: String, valid: String },
+}

@@ -1,0 +1,23 @@
+//! The `smgpy._native` extension module. This crate only converts between Python and the core
+//! crates; every behaviour lives in a pure-Rust crate.
+
+use pyo3::prelude::*;
+
+mod convert;
+mod engine_bridge;
+mod errors;
+mod parsers;
+mod server;
+mod stop;
+mod template;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    parsers::register(m)?;
+    template::register(m)?;
+    stop::register(m)?;
+    server::register(m)?;
+    Ok(())
+}

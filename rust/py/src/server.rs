@@ -1,0 +1,6 @@
+//! `serve_oai` plumbing.
+use pyo3::prelude::*;
+
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}
