@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod reasoning;
+pub mod scan;
 pub mod tool;
 
 pub use reasoning::{ReasoningDelta, ReasoningFormat, ReasoningOptions, ReasoningParser};
@@ -16,5 +17,9 @@ pub use tool::{ToolCall, ToolCallDelta, ToolCallParser, ToolDef, ToolDelta, Tool
 pub enum ParserError {
     /// A parser name that is not known.
     #[error("unknown {kind} parser `{name}`; valid names: {valid}")]
-    UnknownParser { kind: &'static str, name: String, valid: String },
+    UnknownParser {
+        kind: &'static str,
+        name: String,
+        valid: String,
+    },
 }

@@ -1,2 +1,11 @@
-//! Wire types of the OpenAI and Anthropic HTTP APIs, and the engine-facing request they become.
+//! Wire types of the OpenAI and Anthropic HTTP APIs, their validation, and the engine-facing
+//! sampling parameters they become. Pure data: no I/O, no async.
 #![forbid(unsafe_code)]
+
+pub mod chat;
+pub mod common;
+pub mod error;
+pub mod sampling;
+
+pub use error::{ProtocolError, parse_json};
+pub use sampling::SamplingParams;

@@ -1,1 +1,87 @@
-//! Python object <-> serde_json::Value conversion (no JSON text crosses the boundary).
+//! Python object <-> `serde_json::Value`, walked directly (no JSON text crosses the boundary).
+//! Dict key order is kept (`serde_json` is built with `preserve_order`).
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use serde_json::{Map, Number, Value};
+
+/// Convert a Python value made of dict/list/tuple/str/int/float/bool/None into a JSON value.
+pub fn py_to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Value::String(s.to_str()?.to_owned()));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        if let Ok(v) = obj.extract::<i64>() {
+            return Ok(Value::Number(v.into()));
+        }
+        if let Ok(v) = obj.extract::<u64>() {
+            return Ok(Value::Number(v.into()));
+        }
+        // Larger than 64 bits: keep it as a float approximation (JSON has no big integers).
+        let f: f64 = obj.extract()?;
+        return Ok(Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null));
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(Number::from_f64(f.value()).map(Value::Number).unwrap_or(Value::Null));
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        let mut map = Map::with_capacity(d.len());
+        for (k, v) in d.iter() {
+            let key = match k.cast::<PyString>() {
+                Ok(s) => s.to_str()?.to_owned(),
+                Err(_) => k.str()?.to_str()?.to_owned(),
+            };
+            map.insert(key, py_to_value(&v)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        return l.iter().map(|v| py_to_value(&v)).collect::<PyResult<Vec<_>>>().map(Value::Array);
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        return t.iter().map(|v| py_to_value(&v)).collect::<PyResult<Vec<_>>>().map(Value::Array);
+    }
+    Err(PyTypeError::new_err(format!(
+        "cannot convert a Python {} to JSON: use dict, list, str, int, float, bool or None",
+        obj.get_type().name()?
+    )))
+}
+
+/// Convert a JSON value into Python objects.
+pub fn value_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                i.into_pyobject(py)?.into_any()
+            } else if let Some(u) = n.as_u64() {
+                u.into_pyobject(py)?.into_any()
+            } else {
+                n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any()
+            }
+        }
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(a) => {
+            let list = PyList::empty(py);
+            for x in a {
+                list.append(value_to_py(py, x)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(o) => {
+            let d = PyDict::new(py);
+            for (k, x) in o {
+                d.set_item(k, value_to_py(py, x)?)?;
+            }
+            d.into_any()
+        }
+    })
+}

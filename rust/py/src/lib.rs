@@ -3,10 +3,11 @@
 
 use pyo3::prelude::*;
 
-mod convert;
+pub mod convert;
 mod engine_bridge;
 mod errors;
 mod parsers;
+mod reasoning;
 mod server;
 mod stop;
 mod template;
@@ -16,6 +17,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     parsers::register(m)?;
+    reasoning::register(m)?;
     template::register(m)?;
     stop::register(m)?;
     server::register(m)?;

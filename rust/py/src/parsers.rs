@@ -1,6 +1,161 @@
-//! Python binding for this area (filled in by its owner).
+//! Python binding for the tool-call parsers: conversion only, the logic is in `smgpy-parsers`.
+use crate::convert::py_to_value;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use smgpy_parsers::tool::{self, ToolCallParser, ToolDef, ToolDelta, ToolFormat, ToolParseResult};
+use smgpy_parsers::ParserError;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+/// Inputs larger than this are parsed with the GIL released.
+const DETACH_BYTES: usize = 1 << 16;
+
+/// Map a parser error to Python (moves to `errors.rs` later).
+fn to_py_err(e: ParserError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn format_of(parser: &str) -> PyResult<ToolFormat> {
+    parser.parse::<ToolFormat>().map_err(to_py_err)
+}
+
+/// Tools in OpenAI form `{"type": "function", "function": {"name", "parameters"}}` or flat form
+/// `{"name", "parameters"}`.
+fn tool_defs(tools: Option<&Bound<'_, PyList>>) -> PyResult<Option<Vec<ToolDef>>> {
+    let Some(tools) = tools else { return Ok(None) };
+    let mut defs = Vec::with_capacity(tools.len());
+    for item in tools.iter() {
+        let value = py_to_value(&item)?;
+        let f = value.get("function").filter(|f| f.is_object()).unwrap_or(&value);
+        let Some(name) = f.get("name").and_then(|n| n.as_str()) else {
+            return Err(PyTypeError::new_err(
+                "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}} or {\"name\": ...}",
+            ));
+        };
+        defs.push(ToolDef { name: name.to_string(), parameters: f.get("parameters").cloned() });
+    }
+    Ok(Some(defs))
+}
+
+fn result_to_dict<'py>(py: Python<'py>, r: &ToolParseResult) -> PyResult<Bound<'py, PyDict>> {
+    let calls = PyList::empty(py);
+    for c in &r.calls {
+        let d = PyDict::new(py);
+        d.set_item("name", &c.name)?;
+        d.set_item("arguments", &c.arguments)?;
+        if let Some(id) = &c.id {
+            d.set_item("id", id)?;
+        }
+        calls.append(d)?;
+    }
+    let out = PyDict::new(py);
+    out.set_item("normal_text", &r.normal_text)?;
+    out.set_item("tool_calls", calls)?;
+    Ok(out)
+}
+
+fn delta_to_dict<'py>(py: Python<'py>, d: &ToolDelta) -> PyResult<Bound<'py, PyDict>> {
+    let calls = PyList::empty(py);
+    for c in &d.calls {
+        let item = PyDict::new(py);
+        item.set_item("index", c.index)?;
+        item.set_item("id", &c.id)?;
+        item.set_item("name", &c.name)?;
+        item.set_item("arguments", &c.arguments)?;
+        calls.append(item)?;
+    }
+    let out = PyDict::new(py);
+    out.set_item("normal_text", &d.normal_text)?;
+    out.set_item("calls", calls)?;
+    Ok(out)
+}
+
+/// Parse a complete model output into normal text and tool calls.
+///
+/// `parser` is a tool-call parser name (see `list_tool_parsers()`; SMG/SGLang aliases are
+/// accepted). When `tools` is given (OpenAI or flat form), calls to undeclared names stay in
+/// `normal_text`, and parameter schemas type XML-style values. Returns
+/// `{"normal_text": str, "tool_calls": [{"name": str, "arguments": str}]}`, with an `"id"` key
+/// when the format carries one. Raises `ValueError` for an unknown parser.
+#[pyfunction]
+#[pyo3(signature = (text, parser, tools = None))]
+fn parse_tool_call_complete<'py>(
+    py: Python<'py>,
+    text: &str,
+    parser: &str,
+    tools: Option<&Bound<'py, PyList>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let format = format_of(parser)?;
+    let defs = tool_defs(tools)?;
+    let r = if text.len() > DETACH_BYTES {
+        py.detach(|| tool::parse_complete(text, format, defs))
+    } else {
+        tool::parse_complete(text, format, defs)
+    };
+    result_to_dict(py, &r)
+}
+
+/// Canonical tool-call parser names (vLLM's `--tool-call-parser` names where vLLM has the format).
+#[pyfunction]
+fn list_tool_parsers() -> Vec<&'static str> {
+    ToolFormat::ALL.iter().map(|f| f.name()).collect()
+}
+
+/// The tool-call parser for a model id or path (case-insensitive, most specific pattern wins),
+/// or `None` when the model is unknown.
+#[pyfunction]
+fn tool_parser_for_model(model: &str) -> Option<&'static str> {
+    ToolFormat::for_model(model).map(|f| f.name())
+}
+
+/// Streaming tool-call parser for one response.
+///
+/// `ToolCallStream(parser, tools=None)`. `feed(delta)` returns what can be emitted now:
+/// `{"normal_text": str, "calls": [{"index", "id", "name", "arguments"}]}`. A call's first entry
+/// carries its `name` (and `id` when the format gives one); later entries with the same index
+/// carry argument fragments, whose concatenation is the call's JSON arguments. Text that could
+/// begin a marker is held back, never emitted and retracted; `finish()` flushes the rest.
+#[pyclass(name = "ToolCallStream", module = "smgpy._native")]
+struct PyToolCallStream {
+    inner: ToolCallParser,
+}
+
+impl From<ToolCallParser> for PyToolCallStream {
+    fn from(inner: ToolCallParser) -> Self {
+        Self { inner }
+    }
+}
+
+#[pymethods]
+impl PyToolCallStream {
+    #[new]
+    #[pyo3(signature = (parser, tools = None))]
+    fn new(parser: &str, tools: Option<&Bound<'_, PyList>>) -> PyResult<Self> {
+        Ok(ToolCallParser::new(format_of(parser)?, tool_defs(tools)?).into())
+    }
+
+    /// Feed the next piece of output; returns `{"normal_text", "calls"}` to emit now.
+    fn feed<'py>(&mut self, py: Python<'py>, delta: &str) -> PyResult<Bound<'py, PyDict>> {
+        let d = self.inner.push(delta);
+        delta_to_dict(py, &d)
+    }
+
+    /// End of output: flush everything held back.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = self.inner.finish();
+        delta_to_dict(py, &d)
+    }
+
+    /// The canonical name of this stream's parser.
+    #[getter]
+    fn parser(&self) -> &'static str {
+        self.inner.format().name()
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(parse_tool_call_complete, m)?)?;
+    m.add_function(wrap_pyfunction!(list_tool_parsers, m)?)?;
+    m.add_function(wrap_pyfunction!(tool_parser_for_model, m)?)?;
+    m.add_class::<PyToolCallStream>()?;
     Ok(())
 }

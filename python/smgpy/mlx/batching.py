@@ -1,0 +1,304 @@
+"""The MLX thread: continuous batching on top of mlx-lm's ``BatchGenerator``.
+
+One thread owns every MLX call (model, caches, sampling). The asyncio side talks to it through
+a thread-safe inbox (new requests, aborts) and gets results back through
+``loop.call_soon_threadsafe`` into each request's ``asyncio.Queue``. Between two decode steps the
+thread drains the inbox, drops aborted sequences and admits waiting ones, so a request joins
+or leaves the running batch within one step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.generate import BatchGenerator, StopSequences
+from mlx_lm.models.cache import make_prompt_cache
+
+from smgpy.mlx.detokenize import IncrementalDecoder
+from smgpy.mlx.prefix_cache import PrefixCache
+from smgpy.mlx.sampling import SamplingParams, make_logits_processors, make_sampler
+
+__all__ = ["Scheduler", "Sequence"]
+
+log = logging.getLogger("smgpy.mlx")
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One sample of one request, as the MLX thread sees it."""
+
+    rid: str
+    index: int
+    tokens: list[int]
+    params: SamplingParams
+    max_tokens: int
+    stop_ids: frozenset[int]
+    decoder: IncrementalDecoder
+    emit: Callable[[dict[str, Any]], None]
+    top_logprobs: int | None  # None: no logprobs asked
+    with_index: bool
+    generated: int = 0
+    cached_tokens: int = 0
+    uid: int = -1
+    done: bool = False
+    text_tokens: list[int] = field(default_factory=list)
+
+
+class Scheduler:
+    """Runs on the MLX thread. Public methods other than ``run`` are called from any thread."""
+
+    def __init__(
+        self,
+        load: Callable[[], tuple[Any, Any]],
+        *,
+        max_running: int,
+        prefix_cache_bytes: int,
+        prefill_step_size: int = 512,
+    ) -> None:
+        self._load = load
+        self.max_running = max_running
+        self._prefill_step = prefill_step_size
+        self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._waiting: deque[list[Sequence]] = deque()
+        self._by_uid: dict[int, Sequence] = {}
+        self._cache = PrefixCache(prefix_cache_bytes)
+        self._lock = threading.Lock()
+        self.pending = 0  # submitted, not admitted yet (guarded by _lock)
+        self.running = 0
+        self.ready = threading.Event()
+        self.load_error: BaseException | None = None
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self._gen: BatchGenerator | None = None
+        self._stream: Any = None
+
+    # ----- called from the asyncio side -----
+
+    def submit(self, group: list[Sequence]) -> None:
+        with self._lock:
+            self.pending += 1
+        self._inbox.put(("add", group))
+
+    def abort(self, rid: str) -> None:
+        self._inbox.put(("abort", rid))
+
+    def shutdown(self) -> None:
+        self._inbox.put(("stop", None))
+
+    def load_info(self) -> dict[str, Any]:
+        return {
+            "running": self.running,
+            "waiting": self.pending,
+            "max_running": self.max_running,
+            "prefix_cache_bytes": self._cache.nbytes,
+            "prefix_cache_entries": len(self._cache),
+        }
+
+    # ----- the MLX thread -----
+
+    def run(self) -> None:
+        try:
+            self.model, self.tokenizer = self._load()
+            self._stream = mx.default_stream(mx.default_device())
+            self._gen = self._new_generator()
+        except BaseException as e:  # reported to from_pretrained, which re-raises it
+            self.load_error = e
+            self.ready.set()
+            return
+        self.ready.set()
+        while True:
+            idle = not self._by_uid and not self._waiting
+            if not self._drain(block=idle):
+                break
+            self._admit()
+            if not self._by_uid:
+                continue
+            try:
+                _, responses = self._gen.next()
+            except Exception as e:  # a failed step must not kill the thread: fail the batch, go on
+                log.exception("MLX decode step failed")
+                self._fail_all(f"generation failed: {e}")
+                continue
+            for r in responses:
+                self._on_token(r)
+        self._gen.close()
+
+    def _new_generator(self) -> BatchGenerator:
+        return BatchGenerator(
+            self.model,
+            completion_batch_size=self.max_running,
+            prefill_batch_size=min(self.max_running, 8),
+            prefill_step_size=self._prefill_step,
+            stream=self._stream,
+        )
+
+    def _drain(self, block: bool) -> bool:
+        """Apply inbox commands; return False on shutdown."""
+        while True:
+            try:
+                cmd, arg = self._inbox.get() if block else self._inbox.get_nowait()
+            except queue.Empty:
+                return True
+            block = False
+            if cmd == "add":
+                self._waiting.append(arg)
+            elif cmd == "abort":
+                self._abort(arg)
+            else:
+                return False
+
+    def _abort(self, rid: str) -> None:
+        for group in [g for g in self._waiting if g[0].rid == rid]:
+            self._waiting.remove(group)
+            with self._lock:
+                self.pending -= 1
+            for seq in group:
+                self._finish(seq, {"type": "abort"}, "")
+        uids = [uid for uid, seq in self._by_uid.items() if seq.rid == rid]
+        if uids and self._gen is not None:
+            self._gen.remove(uids)
+        for uid in uids:
+            seq = self._by_uid.pop(uid)
+            self.running -= 1
+            self._finish(seq, {"type": "abort"}, "")
+
+    def _fail_all(self, message: str) -> None:
+        for seq in list(self._by_uid.values()):
+            self._finish(seq, {"type": "abort", "message": message}, "")
+        self._by_uid.clear()
+        self.running = 0
+        self._gen = self._new_generator()
+
+    def _admit(self) -> None:
+        while self._waiting and (not self._by_uid or self.running + len(self._waiting[0]) <= self.max_running):
+            group = self._waiting.popleft()
+            with self._lock:
+                self.pending -= 1
+            try:
+                self._insert(group)
+            except Exception as e:
+                log.exception("could not start request %s", group[0].rid)
+                for seq in group:
+                    self._finish(seq, {"type": "abort", "message": f"could not start: {e}"}, "")
+
+    def _insert(self, group: list[Sequence]) -> None:
+        assert self._gen is not None
+        tokens = group[0].tokens
+        cache, cached = self._cache.fetch(tokens)
+        if len(group) > 1:
+            # n > 1: run the prompt once, then give each sample its own copy of the cache.
+            with mx.stream(self._stream):
+                cache = cache or make_prompt_cache(self.model)
+                rest = tokens[cached:-1]
+                for i in range(0, len(rest), self._prefill_step):
+                    self.model(mx.array(rest[i : i + self._prefill_step])[None], cache=cache)
+                    mx.eval([c.state for c in cache])
+            caches = [cache] + [copy.deepcopy(cache) for _ in group[1:]]
+            prompts = [tokens[-1:] for _ in group]
+            known = [tokens[:-1] for _ in group]
+        else:
+            caches = [cache]  # None: BatchGenerator makes a fresh one
+            prompts = [tokens[cached:]]
+            known = [tokens[:cached]]
+        end_ids = sorted(group[0].stop_ids)
+        uids = self._gen.insert(
+            prompts,
+            max_tokens=[s.max_tokens for s in group],
+            caches=caches,
+            all_tokens=known,
+            samplers=[make_sampler(s.params, s.index) for s in group],
+            logits_processors=[make_logits_processors(s.params, len(tokens), end_ids) for s in group],
+            stop_sequences=[StopSequences([[t] for t in end_ids] or None) for _ in group],
+        )
+        for uid, seq in zip(uids, group):
+            seq.uid = uid
+            seq.cached_tokens = cached
+            self._by_uid[uid] = seq
+        self.running += len(group)
+
+    def _on_token(self, r: Any) -> None:
+        seq = self._by_uid.get(r.uid)
+        if seq is None:
+            return
+        token = int(r.token)
+        seq.generated += 1
+        finish: dict[str, Any] | None = None
+        if r.finish_reason == "stop":
+            matched = token if token in seq.params.stop_token_ids else None
+            finish = {"type": "stop", "matched": matched}
+        elif r.finish_reason == "length":
+            finish = {"type": "length"}
+        # A matched stop token id is reported, not shown; EOS and padding are dropped by the decoder.
+        delta = "" if finish and finish.get("matched") is not None else seq.decoder.push(token)
+        logprobs = self._logprobs(seq, token, r.logprobs) if seq.top_logprobs is not None else None
+        if finish is None:
+            seq.emit(self._output(seq, delta, [token], None, logprobs))
+            return
+        del self._by_uid[r.uid]
+        self.running -= 1
+        if r.prompt_cache is not None and r.all_tokens:
+            self._cache.insert(list(r.all_tokens), r.prompt_cache)
+        delta += seq.decoder.flush()
+        seq.done = True
+        seq.emit(self._output(seq, delta, [token], finish, logprobs))
+
+    def _logprobs(self, seq: Sequence, token: int, row: mx.array) -> dict[str, Any]:
+        decode = self.tokenizer.decode
+        out: dict[str, Any] = {"output_token_logprobs": [(float(row[token].item()), token, decode([token]))]}
+        k = seq.top_logprobs or 0
+        if k > 0:
+            k = min(k, row.shape[-1])
+            idx = mx.argpartition(-row, kth=k - 1)[:k]
+            vals = row[idx]
+            order = mx.argsort(-vals)
+            ids = idx[order].tolist()
+            lps = vals[order].tolist()
+            out["output_top_logprobs"] = [[(float(lp), int(t), decode([int(t)])) for lp, t in zip(lps, ids)]]
+        return out
+
+    def _output(
+        self,
+        seq: Sequence,
+        delta: str,
+        ids: list[int],
+        finish: dict[str, Any] | None,
+        logprobs: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "prompt_tokens": len(seq.tokens),
+            "completion_tokens": seq.generated,
+            "cached_tokens": seq.cached_tokens,
+            "finish_reason": finish,
+        }
+        if logprobs:
+            meta.update(logprobs)
+        out: dict[str, Any] = {"delta": delta, "output_ids": ids, "meta_info": meta}
+        if seq.with_index:
+            out["index"] = seq.index
+        return out
+
+    def _finish(self, seq: Sequence, finish: dict[str, Any], delta: str) -> None:
+        if not seq.done:
+            seq.done = True
+            seq.emit(self._output(seq, delta, [], finish, None))
+
+
+def emitter(loop: asyncio.AbstractEventLoop, q: asyncio.Queue[dict[str, Any]]) -> Callable[[dict[str, Any]], None]:
+    """A thread-safe ``emit`` that hands outputs to an asyncio queue (dropped once the loop is closed)."""
+
+    def emit(item: dict[str, Any]) -> None:
+        try:
+            loop.call_soon_threadsafe(q.put_nowait, item)
+        except RuntimeError:
+            pass  # the event loop is gone: nobody is listening any more
+
+    return emit

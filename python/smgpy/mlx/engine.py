@@ -1,0 +1,234 @@
+"""``MLXEngine``: smgpy's engine protocol on top of mlx-lm.
+
+The asyncio side validates and tokenizes a request, then hands it to the MLX thread
+(:mod:`smgpy.mlx.batching`) and drains the request's own queue; it never waits on MLX.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from smgpy.engine import EngineOverloaded, EngineRequestError
+from smgpy.mlx.batching import Scheduler, Sequence, emitter
+from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids
+from smgpy.mlx.sampling import SamplingParams
+
+__all__ = ["MLXEngine", "resolve_model"]
+
+log = logging.getLogger("smgpy.mlx")
+
+DEFAULT_PREFIX_CACHE_BYTES = 2 << 30
+
+
+class _Tokenizer:
+    """What the server's ``/v1/tokenize`` needs: ``encode`` / ``decode`` on token ids."""
+
+    def __init__(self, hf: Any) -> None:
+        self._hf = hf
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._hf.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._hf.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+
+
+def resolve_model(model: str, *, dtype: str | None = None) -> tuple[str, str]:
+    """Map ``model`` to ``(mlx-lm path or HF id, display name)``; GGUF files are converted once.
+
+    ``dtype`` applies to GGUF conversion only: ``"float32"`` (default on CPU), ``"float16"``,
+    ``"bfloat16"`` or ``"quantized"`` to keep the GGUF's own weights.
+    """
+    p = Path(model).expanduser()
+    if p.suffix == ".gguf":
+        from smgpy.mlx.gguf import convert_gguf
+
+        if dtype is None:
+            import mlx.core as mx
+
+            dtype = "float32" if mx.default_device() == mx.cpu else "quantized"
+        out = convert_gguf(p, dtype=None if dtype == "quantized" else dtype)
+        name = p.stem.split(".")[0]  # "SmolLM2-135M-Instruct.Q4_1" -> "SmolLM2-135M-Instruct"
+        return str(out), name
+    if p.is_dir():
+        return str(p.resolve()), p.resolve().name
+    return model, model  # a Hugging Face id: mlx-lm downloads it through huggingface_hub
+
+
+class MLXEngine:
+    """A continuous-batching MLX engine for ``smgpy.serve_oai``.
+
+    Build it with :meth:`from_pretrained`. Attributes ``model_name``, ``context_length``,
+    ``chat_template``, ``special_tokens``, ``eos_token_ids`` and ``tokenizer`` are read by the
+    server, so it needs no other configuration.
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        model_name: str | None = None,
+        max_running: int = 8,
+        max_waiting: int = 64,
+        prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
+        context_length: int | None = None,
+        prefill_step_size: int = 512,
+    ) -> None:
+        if max_running < 1 or max_waiting < 0:
+            raise ValueError("max_running must be >= 1 and max_waiting >= 0")
+        self.model_path = model_path
+        self.model_name = model_name or model_path
+        self.max_waiting = max_waiting
+        self._config: dict[str, Any] = {}
+
+        def load() -> tuple[Any, Any]:
+            from mlx_lm.utils import load as mlx_load
+
+            model, tok, config = mlx_load(model_path, return_config=True)
+            self._config = config
+            return model, tok
+
+        self._sched = Scheduler(
+            load, max_running=max_running, prefix_cache_bytes=prefix_cache_bytes, prefill_step_size=prefill_step_size
+        )
+        self._thread = threading.Thread(target=self._sched.run, name="smgpy-mlx", daemon=True)
+        self._thread.start()
+        self._sched.ready.wait()
+        if self._sched.load_error is not None:
+            raise self._sched.load_error
+        wrapper = self._sched.tokenizer
+        self._hf = getattr(wrapper, "_tokenizer", wrapper)
+        self.eos_token_ids: list[int] = sorted(int(t) for t in wrapper.eos_token_ids)
+        self._drop = end_of_turn_ids(self._hf, self.eos_token_ids)
+        self.vocab_size = int(self._config.get("vocab_size") or len(self._hf))
+        self.context_length: int = int(context_length or self._context_from_config())
+        self.chat_template: str | None = getattr(self._hf, "chat_template", None)
+        self.special_tokens: dict[str, str] = {
+            k: str(v)
+            for k in ("bos_token", "eos_token", "pad_token", "unk_token")
+            if (v := getattr(self._hf, k, None)) is not None
+        }
+        self.tokenizer = _Tokenizer(self._hf)
+        self._bos = self.special_tokens.get("bos_token")
+
+    @classmethod
+    def from_pretrained(cls, model: str, *, dtype: str | None = None, **kwargs: Any) -> MLXEngine:
+        """Load ``model``: a local mlx-lm directory, a Hugging Face id or a ``.gguf`` file.
+
+        Keyword arguments go to the constructor (``max_running``, ``max_waiting``,
+        ``prefix_cache_bytes``, ``context_length``, ``model_name``).
+        """
+        path, name = resolve_model(model, dtype=dtype)
+        kwargs.setdefault("model_name", name)
+        return cls(path, **kwargs)
+
+    def _context_from_config(self) -> int:
+        for key in ("max_position_embeddings", "max_sequence_length", "n_positions", "seq_length"):
+            v = self._config.get(key)
+            if isinstance(v, int) and v > 0:
+                return v
+        v = getattr(self._hf, "model_max_length", None)
+        return int(v) if isinstance(v, int) and 0 < v < 10**7 else 4096
+
+    # ----- the engine protocol -----
+
+    def _prompt_tokens(self, obj: Any) -> list[int]:
+        ids = getattr(obj, "input_ids", None)
+        if ids:
+            return [int(t) for t in ids]
+        text = getattr(obj, "text", None)
+        if text is None:
+            raise EngineRequestError("the request has neither text nor input_ids")
+        # A rendered chat template already carries its BOS; adding another would change the prompt.
+        add_special = not (self._bos and text.startswith(self._bos))
+        return list(self._hf.encode(text, add_special_tokens=add_special))
+
+    async def generate_request(self, obj: Any) -> AsyncIterator[dict[str, Any]]:
+        """Generate for ``obj`` (see :mod:`smgpy.engine`); yields ``"delta"`` output dicts."""
+        rid = getattr(obj, "rid", None) or uuid.uuid4().hex
+        tokens = self._prompt_tokens(obj)
+        params = SamplingParams.from_dict(dict(getattr(obj, "sampling_params", None) or {}), self.vocab_size)
+        n_prompt = len(tokens)
+        if n_prompt == 0:
+            raise EngineRequestError("the prompt is empty")
+        if n_prompt >= self.context_length:
+            raise EngineRequestError(
+                f"the prompt has {n_prompt} tokens, but the model's context length is {self.context_length} tokens"
+            )
+        if params.max_new_tokens is not None and n_prompt + params.max_new_tokens > self.context_length:
+            raise EngineRequestError(
+                f"the prompt ({n_prompt} tokens) plus max_tokens ({params.max_new_tokens}) is "
+                f"{n_prompt + params.max_new_tokens} tokens, more than the model's context length of "
+                f"{self.context_length} tokens"
+            )
+        if self._sched.pending >= self.max_waiting:
+            raise EngineOverloaded(
+                f"the engine already has {self._sched.pending} requests waiting (limit {self.max_waiting}); "
+                "retry later"
+            )
+        max_tokens = params.max_new_tokens or (self.context_length - n_prompt)
+        stop_ids = frozenset(params.stop_token_ids) | (frozenset() if params.ignore_eos else frozenset(self.eos_token_ids))
+        logprobs = bool(getattr(obj, "return_logprob", False))
+        top = int(getattr(obj, "top_logprobs_num", 0) or 0) if logprobs else None
+
+        loop = asyncio.get_running_loop()
+        q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        emit = emitter(loop, q)
+        group = [
+            Sequence(
+                rid=rid,
+                index=i,
+                tokens=tokens,
+                params=params,
+                max_tokens=max_tokens,
+                stop_ids=stop_ids,
+                decoder=IncrementalDecoder(self._hf, self._drop),
+                emit=emit,
+                top_logprobs=top,
+                with_index=params.n > 1,
+            )
+            for i in range(params.n)
+        ]
+        self._sched.submit(group)
+        remaining = params.n
+        try:
+            while remaining:
+                item = await q.get()
+                if item["meta_info"]["finish_reason"] is not None:
+                    remaining -= 1
+                yield item
+        finally:
+            if remaining:  # the consumer went away (client disconnect): free the slots
+                self.abort_request(rid)
+
+    def abort_request(self, rid: str) -> None:
+        """Stop request ``rid``; its batch slot is freed before the next decode step."""
+        self._sched.abort(rid)
+
+    def get_load(self) -> dict[str, Any]:
+        """Running and waiting requests and prefix-cache use, for ``/v1/loads``."""
+        return self._sched.load_info()
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop the MLX thread (running requests are dropped)."""
+        self._sched.shutdown()
+        self._thread.join(timeout)
+
+    def info(self) -> dict[str, Any]:
+        """A summary for logs: name, path, context, limits."""
+        return {
+            "model_name": self.model_name,
+            "model_path": self.model_path,
+            "context_length": self.context_length,
+            "max_running": self._sched.max_running,
+            "max_waiting": self.max_waiting,
+            "prefix_cache_bytes": self._sched._cache.max_bytes,
+            "config": json.dumps({k: self._config.get(k) for k in ("model_type", "hidden_size", "num_hidden_layers")}),
+        }

@@ -1,0 +1,171 @@
+"""Per-request samplers and logits processors, built on mlx-lm's sampling functions.
+
+mlx-lm's ``BatchGenerator`` calls one sampler and one list of logits processors per row, so each
+request brings its own: that is what makes ``seed`` reproducible inside a batch (the request owns
+its random key and splits it once per token, whatever else runs beside it).
+
+Penalties follow the OpenAI / vLLM meaning: ``frequency_penalty`` and ``presence_penalty`` count
+the generated tokens only; ``repetition_penalty`` (multiplicative) looks at prompt and output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p, greedy_sampler, make_repetition_penalty
+
+from smgpy.engine import EngineRequestError
+
+__all__ = ["SamplingParams", "make_logits_processors", "make_sampler"]
+
+Sampler = Callable[[mx.array], mx.array]
+LogitsProcessor = Callable[[mx.array, mx.array], mx.array]
+
+
+@dataclass
+class SamplingParams:
+    """The sampling keys of a request, validated once when it arrives."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    logit_bias: dict[int, float] | None = None
+    seed: int | None = None
+    max_new_tokens: int | None = None
+    min_new_tokens: int = 0
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    n: int = 1
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], vocab_size: int) -> SamplingParams:
+        def num(key: str, default: float) -> float:
+            v = d.get(key)
+            return default if v is None else float(v)
+
+        p = cls(
+            temperature=num("temperature", 1.0),
+            top_p=num("top_p", 1.0),
+            top_k=int(num("top_k", 0)),
+            min_p=num("min_p", 0.0),
+            repetition_penalty=num("repetition_penalty", 1.0),
+            frequency_penalty=num("frequency_penalty", 0.0),
+            presence_penalty=num("presence_penalty", 0.0),
+            seed=None if d.get("seed") is None else int(d["seed"]),
+            max_new_tokens=None if d.get("max_new_tokens") is None else int(d["max_new_tokens"]),
+            min_new_tokens=int(d.get("min_new_tokens") or 0),
+            stop_token_ids=tuple(int(t) for t in d.get("stop_token_ids") or ()),
+            ignore_eos=bool(d.get("ignore_eos") or False),
+            n=int(d.get("n") or 1),
+        )
+        if p.temperature < 0:
+            raise EngineRequestError(f"temperature must be >= 0, got {p.temperature}")
+        if not 0 < p.top_p <= 1:
+            raise EngineRequestError(f"top_p must be in (0, 1], got {p.top_p}")
+        if p.top_k < 0 and p.top_k != -1:
+            raise EngineRequestError(f"top_k must be >= 0 (or -1 for no limit), got {p.top_k}")
+        if p.repetition_penalty <= 0:
+            raise EngineRequestError(f"repetition_penalty must be > 0, got {p.repetition_penalty}")
+        if p.max_new_tokens is not None and p.max_new_tokens < 1:
+            raise EngineRequestError(f"max_tokens must be >= 1, got {p.max_new_tokens}")
+        if p.n < 1:
+            raise EngineRequestError(f"n must be >= 1, got {p.n}")
+        bias = d.get("logit_bias")
+        if bias:
+            parsed = {int(k): float(v) for k, v in bias.items()}
+            bad = [t for t in parsed if not 0 <= t < vocab_size]
+            if bad:
+                raise EngineRequestError(f"logit_bias token ids {bad} are outside the vocabulary (0..{vocab_size - 1})")
+            p.logit_bias = parsed
+        for t in p.stop_token_ids:
+            if not 0 <= t < vocab_size:
+                raise EngineRequestError(f"stop_token_ids entry {t} is outside the vocabulary (0..{vocab_size - 1})")
+        return p
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0 or self.top_k == 1
+
+
+def make_sampler(params: SamplingParams, sample_index: int = 0) -> Sampler:
+    """A sampler for one sequence. Greedy requests share mlx-lm's ``greedy_sampler``.
+
+    Sharing matters: ``BatchGenerator`` samples the whole batch in one call when every row has
+    the same sampler object, and per row otherwise.
+    """
+    if params.greedy:
+        return greedy_sampler
+    temp = params.temperature
+    top_p, top_k, min_p = params.top_p, params.top_k, params.min_p
+    key: list[mx.array] | None = None
+    if params.seed is not None:
+        # Sample i of an n>1 request gets its own stream, still fixed by the seed.
+        key = [mx.random.key(params.seed + sample_index * 7919)]
+
+    def sampler(logprobs: mx.array) -> mx.array:
+        if top_k > 0:
+            logprobs = apply_top_k(logprobs, top_k)
+        if 0 < top_p < 1:
+            logprobs = apply_top_p(logprobs, top_p)
+        if min_p > 0:
+            logprobs = apply_min_p(logprobs, min_p)
+        logits = logprobs * (1 / temp)
+        if key is None:
+            return mx.random.categorical(logits)
+        key[0], sub = mx.random.split(key[0])
+        return mx.random.categorical(logits, key=sub)
+
+    return sampler
+
+
+def _openai_penalties(frequency: float, presence: float, prompt_len: int) -> LogitsProcessor:
+    """Subtract ``frequency * count + presence * (count > 0)`` over the generated tokens."""
+
+    def processor(tokens: mx.array, logits: mx.array) -> mx.array:
+        generated = tokens[prompt_len:]
+        if generated.size == 0:
+            return logits
+        counts = mx.zeros((logits.shape[-1],), dtype=logits.dtype).at[generated].add(1)
+        return logits - frequency * counts - presence * (counts > 0).astype(logits.dtype)
+
+    return processor
+
+
+def _ban_until(token_ids: Sequence[int], min_new: int, prompt_len: int) -> LogitsProcessor:
+    """Forbid end tokens until ``min_new`` tokens are generated (``min_new_tokens``)."""
+    ids = mx.array(list(token_ids))
+
+    def processor(tokens: mx.array, logits: mx.array) -> mx.array:
+        # The context holds the prompt plus the tokens generated so far, minus the newest input.
+        if tokens.size - prompt_len >= min_new:
+            return logits
+        return logits.at[:, ids].add(-float("inf"))
+
+    return processor
+
+
+def make_logits_processors(params: SamplingParams, prompt_len: int, end_ids: Sequence[int]) -> list[LogitsProcessor]:
+    """The processors a request needs; empty for plain requests, which keeps the batch fast."""
+    out: list[LogitsProcessor] = []
+    if params.logit_bias:
+        idx = mx.array(list(params.logit_bias.keys()))
+        val = mx.array(list(params.logit_bias.values()))
+
+        def bias(_: mx.array, logits: mx.array) -> mx.array:
+            return logits.at[:, idx].add(val)
+
+        out.append(bias)
+    if params.repetition_penalty != 1.0:
+        out.append(make_repetition_penalty(params.repetition_penalty, context_size=1 << 30))
+    if params.frequency_penalty or params.presence_penalty:
+        out.append(_openai_penalties(params.frequency_penalty, params.presence_penalty, prompt_len))
+    if params.min_new_tokens > 0 and end_ids:
+        out.append(_ban_until(end_ids, params.min_new_tokens, prompt_len))
+    return out

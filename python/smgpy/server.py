@@ -1,0 +1,230 @@
+"""``serve_oai``: serve a Python engine over the OpenAI / Anthropic HTTP APIs.
+
+The HTTP server (axum, in Rust) runs on its own threads inside this process. Each request is
+handed to the asyncio loop through a socket the loop watches; one pump task per request drains
+``engine.generate_request(obj)`` and pushes every output into a Rust sink with a synchronous
+call. When the client goes away (or a stop string matches) the pump task is cancelled, the
+engine's generator is closed, and ``engine.abort_request(rid)`` is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from smgpy import _native
+from smgpy.engine import EngineOverloaded, EngineRequestError, GenerateReqInput
+
+__all__ = ["serve_oai", "serve_oai_async"]
+
+logger = logging.getLogger("smgpy")
+
+# push()/flush() return codes of the Rust sink.
+_OK, _FULL, _CLOSED = 0, 1, 2
+
+
+class _Pump:
+    """Runs engine requests on the asyncio loop on behalf of the Rust server."""
+
+    def __init__(self, engine: Any, native: _native.Server, request_class: type | None) -> None:
+        self._engine = engine
+        self._native = native
+        self._request_class = request_class
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def on_wake(self) -> None:
+        starts, cancels = self._native.take_work()
+        loop = asyncio.get_running_loop()
+        for rid, fields, sink in starts:
+            self._tasks[rid] = loop.create_task(self._run(rid, fields, sink), name=f"smgpy-{rid}")
+        for rid in cancels:
+            task = self._tasks.get(rid)
+            if task is not None:
+                task.cancel()
+
+    def cancel_all(self) -> list[asyncio.Task[None]]:
+        tasks = list(self._tasks.values())
+        for t in tasks:
+            t.cancel()
+        return tasks
+
+    def _build(self, rid: str, fields: dict[str, Any]) -> Any:
+        if self._request_class is None:
+            return GenerateReqInput(rid=rid, **fields)
+        obj = self._request_class(**fields)
+        obj.rid = rid  # tokenspeed requires rid to be set after construction
+        return obj
+
+    async def _run(self, rid: str, fields: dict[str, Any], sink: _native.OutputSink) -> None:
+        agen: Any = None
+        finished = False
+        try:
+            agen = self._engine.generate_request(self._build(rid, fields))
+            if inspect.isawaitable(agen) and not hasattr(agen, "__anext__"):
+                agen = await agen
+            push = sink.push
+            async for out in agen:
+                code = push(out)
+                if code == _OK:
+                    continue
+                while code == _FULL:  # slow client: wait for the HTTP side to drain
+                    await asyncio.sleep(0.002)
+                    code = sink.flush()
+                if code == _CLOSED:
+                    break
+            else:
+                finished = True
+        except asyncio.CancelledError:
+            pass
+        except EngineRequestError as e:
+            finished = True
+            sink.fail("bad_request", str(e))
+        except EngineOverloaded as e:
+            finished = True
+            sink.fail("overloaded", str(e) or "the engine's queue is full; retry later")
+        except Exception as e:  # the engine failed: report it, keep serving
+            finished = True
+            logger.exception("engine failed on request %s", rid)
+            sink.fail("internal", f"the engine failed: {type(e).__name__}: {e}")
+        finally:
+            self._tasks.pop(rid, None)
+            if not finished:
+                self._abort(rid)
+            if agen is not None and hasattr(agen, "aclose"):
+                with contextlib.suppress(BaseException):
+                    await agen.aclose()
+
+    def _abort(self, rid: str) -> None:
+        try:
+            self._engine.abort_request(rid)
+        except Exception:
+            logger.exception("engine.abort_request(%r) failed", rid)
+
+
+def _engine_attr(engine: Any, name: str) -> Any:
+    value = getattr(engine, name, None)
+    return value() if callable(value) and name in ("model_name", "context_length", "chat_template") else value
+
+
+def _read_template(chat_template: Any) -> Any:
+    if isinstance(chat_template, (str, os.PathLike)) and os.path.isfile(chat_template):
+        with open(chat_template, encoding="utf-8") as f:
+            return f.read()
+    return chat_template
+
+
+async def serve_oai_async(
+    engine: Any,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    model_name: str | None = None,
+    chat_template: Any = None,
+    special_tokens: dict[str, Any] | None = None,
+    tool_parser: str | None = "auto",
+    reasoning_parser: str | None = "auto",
+    request_class: type | None = None,
+    api_key: str | None = None,
+    allowed_origins: list[str] | None = None,
+    max_body_bytes: int = 32 * 1024 * 1024,
+    request_timeout: float | None = None,
+    context_length: int | None = None,
+    keep_alive: float = 15.0,
+    shutdown_timeout: float = 10.0,
+    log_level: str = "info",
+    on_ready: Callable[[str, int], None] | None = None,
+) -> None:
+    """Serve ``engine`` inside the running asyncio loop until cancelled.
+
+    Engine attributes ``model_name``, ``context_length``, ``chat_template``, ``special_tokens``,
+    ``tokenizer`` and ``get_load`` are used when the matching argument is not given.
+    ``port=0`` picks a free port; ``on_ready(host, port)`` is called once listening.
+    On cancellation the server stops accepting, lets in-flight requests finish for up to
+    ``shutdown_timeout`` seconds, aborts the rest, and re-raises ``CancelledError``.
+    """
+    if not callable(getattr(engine, "generate_request", None)) or not callable(getattr(engine, "abort_request", None)):
+        raise TypeError("engine must have `async generate_request(obj)` and `abort_request(rid)` (see smgpy.engine)")
+    _native.init_logging(log_level)
+    loop = asyncio.get_running_loop()
+    model_name = model_name or _engine_attr(engine, "model_name") or "default"
+    if chat_template is None:
+        chat_template = _engine_attr(engine, "chat_template")
+    if special_tokens is None:
+        special_tokens = getattr(engine, "special_tokens", None)
+    if context_length is None:
+        context_length = _engine_attr(engine, "context_length")
+    get_load = getattr(engine, "get_load", None)
+    native = _native.Server(
+        host=host,
+        port=port,
+        model_name=str(model_name),
+        chat_template=_read_template(chat_template),
+        special_tokens=special_tokens,
+        tool_parser=tool_parser,
+        reasoning_parser=reasoning_parser,
+        api_key=api_key,
+        allowed_origins=allowed_origins,
+        max_body_bytes=max_body_bytes,
+        request_timeout=request_timeout,
+        context_length=context_length,
+        keep_alive=keep_alive,
+        shutdown_timeout=shutdown_timeout,
+        tokenizer=getattr(engine, "tokenizer", None),
+        get_load=get_load if callable(get_load) else None,
+    )
+    pump = _Pump(engine, native, request_class)
+    fd = native.wake_fd()
+    loop.add_reader(fd, pump.on_wake)
+    try:
+        bound_host, bound_port = native.start()
+        tool, reasoning = native.parsers
+        logger.info(
+            "smgpy serving %s on http://%s:%d (tool parser: %s, reasoning parser: %s)",
+            model_name,
+            bound_host,
+            bound_port,
+            tool or "off",
+            reasoning or "off",
+        )
+        if on_ready is not None:
+            on_ready(bound_host, bound_port)
+        try:
+            await native.wait()
+        except asyncio.CancelledError:
+            native.shutdown()
+            await native.wait()
+            raise
+    finally:
+        pump.on_wake()  # cancellations queued by the last aborted streams
+        tasks = pump.cancel_all()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        loop.remove_reader(fd)
+        logger.info("smgpy server stopped")
+
+
+def serve_oai(engine: Any, host: str = "127.0.0.1", port: int = 8000, **kwargs: Any) -> None:
+    """Serve ``engine`` until SIGINT / SIGTERM, then shut down gracefully and return.
+
+    Takes the same keyword arguments as :func:`serve_oai_async`.
+    """
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await serve_oai_async(engine, host, port, **kwargs)
+
+    asyncio.run(main())

@@ -1,0 +1,65 @@
+//! Marker scanning with suffix hold-back, shared by every streaming parser.
+//!
+//! Streaming parsers must never emit text that might turn out to be the start of a marker
+//! (`<tool_call>`, `</think>`, ...): such text is held back until the next delta decides it.
+//! These two functions are the only place that logic lives.
+
+/// Earliest occurrence of any marker in `buf`: `(byte_offset, marker_index)`.
+/// On a tie at the same offset, the longest marker wins (so `<tool_call>` beats `<tool`).
+pub fn find_first(buf: &str, markers: &[&str]) -> Option<(usize, usize)> {
+    let mut best: Option<(usize, usize)> = None;
+    for (i, m) in markers.iter().enumerate() {
+        if m.is_empty() {
+            continue;
+        }
+        if let Some(pos) = buf.find(m) {
+            best = match best {
+                None => Some((pos, i)),
+                Some((bp, bi)) if pos < bp || (pos == bp && m.len() > markers[bi].len()) => Some((pos, i)),
+                keep => keep,
+            };
+        }
+    }
+    best
+}
+
+/// Length in bytes of the longest suffix of `buf` that is a proper prefix of some marker.
+/// The caller may emit `buf[..buf.len() - partial_suffix_len(buf, markers)]` safely.
+/// The returned length always falls on a char boundary of `buf`.
+pub fn partial_suffix_len(buf: &str, markers: &[&str]) -> usize {
+    let bytes = buf.as_bytes();
+    let mut best = 0;
+    for m in markers {
+        let mb = m.as_bytes();
+        let max = mb.len().saturating_sub(1).min(bytes.len());
+        for len in (best + 1..=max).rev() {
+            if buf.is_char_boundary(bytes.len() - len) && bytes[bytes.len() - len..] == mb[..len] {
+                best = len;
+                break;
+            }
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_earliest_and_longest() {
+        assert_eq!(find_first("ab<tool_call>x", &["<tool", "<tool_call>"]), Some((2, 1)));
+        assert_eq!(find_first("x</think>y<think>", &["<think>", "</think>"]), Some((1, 1)));
+        assert_eq!(find_first("nothing", &["<a>"]), None);
+    }
+
+    #[test]
+    fn holds_back_partial_markers() {
+        assert_eq!(partial_suffix_len("hello <tool_c", &["<tool_call>"]), 7);
+        assert_eq!(partial_suffix_len("hello <", &["<tool_call>", "</think>"]), 1);
+        assert_eq!(partial_suffix_len("hello", &["<tool_call>"]), 0);
+        // A complete marker is not a *proper* prefix: find_first handles it.
+        assert_eq!(partial_suffix_len("<a>", &["<a>"]), 0);
+        assert_eq!(partial_suffix_len("x｜", &["｜tool▁calls｜"]), "｜".len());
+    }
+}

@@ -1,0 +1,395 @@
+//! Body grammars: turn the text of one finished tool region into calls. JSON-shaped bodies live
+//! here; XML-style ones in `xml.rs`, Python/Gemma literals in `literal.rs`.
+use super::engine::Ctx;
+use super::spec::{Body, End};
+use super::{literal, xml};
+use serde_json::{Map, Value};
+
+/// One parsed call; `arguments` is compact JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Call {
+    pub id: Option<String>,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// What a region is read as.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    Body(Body),
+    /// Arguments of a call whose name a header already gave (Harmony, Functionary v3.2).
+    Args {
+        name: String,
+        id: Option<String>,
+    },
+}
+
+/// The result of reading a region.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// Calls, then text that followed them inside the region.
+    Calls(Vec<Call>, String),
+    /// Not a tool call: the region's raw text is normal text.
+    Text,
+    /// A header with nothing to report (e.g. Harmony `final` channel): consumed silently.
+    Drop,
+    /// A header naming a call; its arguments follow in a region ending at `end`.
+    Follow { target: Target, end: End },
+}
+
+pub(crate) fn parse_body(target: &Target, text: &str, ctx: &Ctx) -> Outcome {
+    let body = match target {
+        Target::Args { name, id } => {
+            return match parse_args(strip_fence(text)) {
+                Some(arguments) if !text.trim().is_empty() => Outcome::Calls(
+                    vec![Call {
+                        id: id.clone(),
+                        name: name.clone(),
+                        arguments,
+                    }],
+                    String::new(),
+                ),
+                _ => Outcome::Text,
+            };
+        }
+        Target::Body(body) => body,
+    };
+    match body {
+        Body::HarmonyHeader => harmony_header(text),
+        Body::FunctionaryHeader => functionary_header(text),
+        _ => match calls(body, text, ctx) {
+            Some((calls, trailing)) if !calls.is_empty() => Outcome::Calls(calls, trailing),
+            _ => Outcome::Text,
+        },
+    }
+}
+
+/// Calls of a call-producing body, plus trailing text.
+fn calls(body: &Body, text: &str, ctx: &Ctx) -> Option<(Vec<Call>, String)> {
+    let only = |c: Option<Vec<Call>>| c.map(|c| (c, String::new()));
+    match *body {
+        Body::Json => json_calls(text),
+        Body::NameKeyedJson => only(name_keyed(text)),
+        Body::QwenXml { bare } => only(xml::qwen_xml(text, bare, ctx)),
+        Body::Glm => only(xml::glm(text, ctx)),
+        Body::Invoke { prefix } => only(xml::invoke(text, prefix, ctx)),
+        Body::Items { begin, end, item } => only(items(text, begin, end, item, ctx)),
+        Body::DeepSeekItem => only(deepseek_item(text)),
+        Body::KimiItem => only(kimi_item(text)),
+        Body::Step3Item => {
+            let t = text.trim_start();
+            only(xml::invoke(
+                t.strip_prefix("function<｜tool_sep｜>").unwrap_or(t),
+                "steptml:",
+                ctx,
+            ))
+        }
+        Body::KimiK3 => only(xml::kimi_k3(text, ctx)),
+        Body::Mistral => mistral(text),
+        Body::Pythonic => only(literal::pythonic_calls(text)),
+        Body::PythonDicts => {
+            let v = literal::python_value(text.trim())?;
+            only(calls_from_values(&[v]))
+        }
+        Body::Gemma { delim } => only(literal::gemma_calls(text, delim)),
+        Body::FunctionaryV31 => {
+            let (name, args) = text.split_once('>')?;
+            only(single(None, name, args))
+        }
+        Body::PythonCode => {
+            let code = text.trim_end();
+            let mut args = Map::new();
+            args.insert("code".into(), Value::String(code.to_string()));
+            let arguments = compact(&Value::Object(args));
+            only(Some(vec![Call {
+                id: None,
+                name: "python".into(),
+                arguments,
+            }]))
+        }
+        Body::Solar => {
+            let (id, rest) = text.split_once("<|tool_call:name|>")?;
+            let (name, args) = rest.split_once("<|tool_call:args|>")?;
+            let id = Some(id.trim().to_string()).filter(|i| !i.is_empty());
+            only(single(id, name, args))
+        }
+        Body::Inkling => only(inkling(text)),
+        Body::HarmonyHeader | Body::FunctionaryHeader => None,
+    }
+}
+
+/// Serialise compactly (key order kept by `preserve_order`).
+pub(crate) fn compact(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// Arguments as compact JSON; a JSON-encoded string (OpenAI style) is decoded first.
+fn args_string(v: &Value) -> String {
+    if let Value::String(s) = v {
+        if let Ok(inner @ Value::Object(_)) = serde_json::from_str::<Value>(s) {
+            return compact(&inner);
+        }
+    }
+    compact(v)
+}
+
+/// Parse an arguments text (empty means `{}`).
+fn parse_args(text: &str) -> Option<String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Some("{}".into());
+    }
+    serde_json::from_str::<Value>(t).ok().map(|v| args_string(&v))
+}
+
+/// One call with a name and an arguments text.
+fn single(id: Option<String>, name: &str, args: &str) -> Option<Vec<Call>> {
+    let name = valid_name(name)?;
+    Some(vec![Call {
+        id,
+        name,
+        arguments: parse_args(strip_fence(args))?,
+    }])
+}
+
+/// A trimmed function name, or `None` when it cannot be one.
+pub(crate) fn valid_name(name: &str) -> Option<String> {
+    let n = name.trim();
+    let ok = !n.is_empty()
+        && n.chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'));
+    ok.then(|| n.to_string())
+}
+
+/// Remove a surrounding markdown code fence.
+fn strip_fence(text: &str) -> &str {
+    let t = text.trim();
+    let Some(after) = t.strip_prefix("```") else { return t };
+    let body = after.split_once('\n').map_or("", |(_, b)| b);
+    body.trim_end().strip_suffix("```").unwrap_or(body).trim()
+}
+
+/// Consecutive JSON objects/arrays separated by whitespace, `;` or `,`; returns the rest.
+fn json_values(text: &str) -> (Vec<Value>, &str) {
+    let mut values = Vec::new();
+    let mut rest = text;
+    loop {
+        let t = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ';' || c == ',');
+        if !t.starts_with(['{', '[']) {
+            break;
+        }
+        let mut it = serde_json::Deserializer::from_str(t).into_iter::<Value>();
+        match it.next() {
+            Some(Ok(v)) => {
+                values.push(v);
+                rest = &t[it.byte_offset()..];
+            }
+            _ => break,
+        }
+    }
+    (values, rest)
+}
+
+fn json_calls(text: &str) -> Option<(Vec<Call>, String)> {
+    let (values, rest) = json_values(strip_fence(text));
+    if values.is_empty() {
+        return None;
+    }
+    let calls = calls_from_values(&values)?;
+    let rest = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ';');
+    let trailing = if rest.trim().is_empty() {
+        String::new()
+    } else {
+        rest.to_string()
+    };
+    Some((calls, trailing))
+}
+
+/// Calls from JSON values: objects with a name, or arrays of them.
+pub(crate) fn calls_from_values(values: &[Value]) -> Option<Vec<Call>> {
+    let mut out = Vec::new();
+    for v in values {
+        push_calls(v, &mut out)?;
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn push_calls(v: &Value, out: &mut Vec<Call>) -> Option<()> {
+    match v {
+        Value::Array(items) => items.iter().try_for_each(|i| push_calls(i, out)),
+        Value::Object(obj) => {
+            let id = ["id", "tool_call_id"].iter().find_map(|k| match obj.get(*k) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            });
+            let f = match obj.get("function") {
+                Some(Value::Object(f)) => f,
+                _ => obj,
+            };
+            let name = ["name", "tool_name"].iter().find_map(|k| f.get(*k)?.as_str())?;
+            let args = ["arguments", "parameters", "args"].iter().find_map(|k| f.get(*k));
+            let arguments = args.map_or_else(|| "{}".to_string(), args_string);
+            out.push(Call {
+                id,
+                name: valid_name(name)?,
+                arguments,
+            });
+            Some(())
+        }
+        _ => None,
+    }
+}
+
+/// Apertus `[{"NAME": {args}}, ...]`.
+fn name_keyed(text: &str) -> Option<Vec<Call>> {
+    let (values, rest) = json_values(text);
+    if !rest.trim().is_empty() {
+        return None;
+    }
+    let mut out = Vec::new();
+    for v in values
+        .iter()
+        .flat_map(|v| v.as_array().map_or(std::slice::from_ref(v), |a| a.as_slice()))
+    {
+        let obj = v.as_object()?;
+        for (name, args) in obj {
+            out.push(Call {
+                id: None,
+                name: valid_name(name)?,
+                arguments: args_string(args),
+            });
+        }
+    }
+    Some(out)
+}
+
+fn items(text: &str, begin: &str, end: &str, item: &Body, ctx: &Ctx) -> Option<Vec<Call>> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    loop {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            break;
+        }
+        let r = rest.strip_prefix(begin)?;
+        let (inner, after) = r.find(end).map_or((r, ""), |p| (&r[..p], &r[p + end.len()..]));
+        out.extend(calls(item, inner, ctx)?.0);
+        rest = after;
+    }
+    Some(out)
+}
+
+fn deepseek_item(text: &str) -> Option<Vec<Call>> {
+    let (left, right) = text.split_once("<｜tool▁sep｜>")?;
+    if left.trim() == "function" {
+        if let Some((name, args)) = right.split_once('\n') {
+            return single(None, name, args);
+        }
+    }
+    single(None, left, right)
+}
+
+fn kimi_item(text: &str) -> Option<Vec<Call>> {
+    let (id, args) = text.split_once("<|tool_call_argument_begin|>")?;
+    let id = id.trim();
+    let bare = id.strip_prefix("functions.").unwrap_or(id);
+    let name = match bare.rsplit_once(':') {
+        Some((n, idx)) if !idx.is_empty() && idx.bytes().all(|b| b.is_ascii_digit()) => n,
+        _ => bare,
+    };
+    single(Some(id.to_string()), name, args)
+}
+
+fn mistral(text: &str) -> Option<(Vec<Call>, String)> {
+    let t = text.trim_start();
+    if t.starts_with(['[', '{']) {
+        return json_calls(t);
+    }
+    let cut = ["[CALL_ID]", "[ARGS]", "{"].iter().filter_map(|m| t.find(m)).min()?;
+    let name = &t[..cut];
+    let mut rest = &t[cut..];
+    let mut id = None;
+    if let Some(r) = rest.strip_prefix("[CALL_ID]") {
+        let end = ["[ARGS]", "{"].iter().filter_map(|m| r.find(m)).min()?;
+        id = Some(r[..end].trim().to_string());
+        rest = &r[end..];
+    }
+    rest = rest.strip_prefix("[ARGS]").unwrap_or(rest);
+    Some((single(id, name, rest)?, String::new()))
+}
+
+fn inkling(text: &str) -> Option<Vec<Call>> {
+    let (prefix, json) = text.split_once("<|content_invoke_tool_json|>")?;
+    let v: Value = serde_json::from_str(json.trim()).ok()?;
+    let name = v.get("name").and_then(Value::as_str).unwrap_or(prefix);
+    let args = v.get("args").or_else(|| v.get("arguments"));
+    let arguments = args.map_or_else(|| "{}".to_string(), args_string);
+    Some(vec![Call {
+        id: None,
+        name: valid_name(name)?,
+        arguments,
+    }])
+}
+
+const HARMONY_ENDS: &[&str] = &["<|call|>", "<|end|>", "<|return|>"];
+
+/// A Harmony header: a recipient `to=functions.NAME` makes the message body a call.
+fn harmony_header(text: &str) -> Outcome {
+    let Some(p) = text.find("to=") else {
+        return Outcome::Drop;
+    };
+    let recipient: &str = text[p + 3..]
+        .split(|c: char| c.is_whitespace() || c == '<')
+        .next()
+        .unwrap_or("");
+    let name = recipient.strip_prefix("functions.").unwrap_or(recipient);
+    match valid_name(name) {
+        Some(name) => Outcome::Follow {
+            target: Target::Args { name, id: None },
+            end: End::Marker(HARMONY_ENDS),
+        },
+        None => Outcome::Drop,
+    }
+}
+
+/// Functionary v3.2 `>>>NAME` line: `all` introduces plain text.
+fn functionary_header(text: &str) -> Outcome {
+    let t = text.trim();
+    let t = t.strip_prefix(">>>").unwrap_or(t).trim();
+    if t == "all" {
+        return Outcome::Drop;
+    }
+    match valid_name(t) {
+        Some(name) => Outcome::Follow {
+            target: Target::Args { name, id: None },
+            end: End::Balanced,
+        },
+        None => Outcome::Text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_forms() {
+        let (c, t) = json_calls(r#"{"name":"f","arguments":"{\"a\": 1}"} tail"#).unwrap();
+        assert_eq!(c[0].arguments, r#"{"a":1}"#);
+        assert_eq!(t, "tail");
+        let (c, _) = json_calls(r#"[{"type":"function","function":{"name":"g","parameters":{"x":[1,2]}}}]"#).unwrap();
+        assert_eq!((c[0].name.as_str(), c[0].arguments.as_str()), ("g", r#"{"x":[1,2]}"#));
+        assert!(json_calls(r#"{"nam":"f"}"#).is_none());
+        assert_eq!(strip_fence("```json\n{\"a\":1}\n```"), "{\"a\":1}");
+    }
+
+    #[test]
+    fn mistral_forms() {
+        let (c, _) = mistral(r#"get[CALL_ID]a1B2c3D4e[ARGS]{"q": "x"}"#).unwrap();
+        assert_eq!(c[0].id.as_deref(), Some("a1B2c3D4e"));
+        assert_eq!(c[0].arguments, r#"{"q":"x"}"#);
+        let (c, _) = mistral(r#"get{"q": 1}"#).unwrap();
+        assert_eq!(c[0].name, "get");
+    }
+}

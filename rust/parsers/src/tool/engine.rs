@@ -1,0 +1,296 @@
+//! The one streaming engine behind every tool-call format.
+//!
+//! Text mode scans for the spec's start markers (holding back any suffix that could begin one,
+//! via `crate::scan`). A start marker opens a region that is buffered until its end (end marker
+//! or closed bracket group), then read by the spec's body grammar. A body that does not parse,
+//! or that names an undeclared tool, falls back to normal text verbatim. Scan positions are
+//! kept across pushes, so each byte is examined a bounded number of times.
+//!
+//! Decisions depend only on the text seen, never on where chunks split it, which is why a
+//! streamed parse equals a complete one.
+use super::body::{parse_body, Call, Outcome, Target};
+use super::spec::{End, Spec};
+use super::{ToolCallDelta, ToolDef, ToolDelta};
+use crate::scan::{find_first, partial_suffix_len};
+
+/// Declared tools, used to reject unknown names and to type XML-style parameters.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Ctx {
+    tools: Option<Vec<ToolDef>>,
+}
+
+impl Ctx {
+    pub(crate) fn new(tools: Option<Vec<ToolDef>>) -> Self {
+        Self { tools }
+    }
+
+    fn declared(&self, name: &str) -> bool {
+        self.tools.as_ref().is_none_or(|ts| ts.iter().any(|t| t.name == name))
+    }
+
+    /// The JSON-schema `type` of parameter `key` of tool `tool`, if declared.
+    pub(crate) fn param_type(&self, tool: &str, key: &str) -> Option<&str> {
+        let def = self.tools.as_ref()?.iter().find(|t| t.name == tool)?;
+        let ty = def.parameters.as_ref()?.get("properties")?.get(key)?.get("type")?;
+        match ty {
+            serde_json::Value::String(s) => Some(s),
+            serde_json::Value::Array(types) => types.iter().filter_map(|t| t.as_str()).find(|t| *t != "null"),
+            _ => None,
+        }
+    }
+}
+
+/// Bracket matcher state for `End::Balanced`, resumable across pushes.
+#[derive(Debug, Clone, Default)]
+struct Balance {
+    depth: u32,
+    quote: u8,
+    escaped: bool,
+}
+
+impl Balance {
+    /// Advance from `*pos`; returns the offset just past the closing bracket of the first group.
+    fn advance(&mut self, buf: &str, pos: &mut usize, skip: &[&str], finishing: bool) -> Option<usize> {
+        let bytes = buf.as_bytes();
+        while *pos < bytes.len() {
+            let c = bytes[*pos];
+            if self.quote != 0 {
+                if self.escaped {
+                    self.escaped = false;
+                } else if c == b'\\' {
+                    self.escaped = true;
+                } else if c == self.quote {
+                    self.quote = 0;
+                }
+                *pos += 1;
+                continue;
+            }
+            if c == b'[' && !skip.is_empty() {
+                let rest = &buf[*pos..];
+                if let Some(t) = skip.iter().find(|t| rest.starts_with(**t)) {
+                    *pos += t.len();
+                    continue;
+                }
+                if !finishing && skip.iter().any(|t| t.starts_with(rest)) {
+                    return None;
+                }
+            }
+            match c {
+                b'{' | b'[' | b'(' => self.depth += 1,
+                b'}' | b']' | b')' if self.depth > 0 => {
+                    self.depth -= 1;
+                    if self.depth == 0 {
+                        *pos += 1;
+                        return Some(*pos);
+                    }
+                }
+                b'"' | b'\'' if self.depth > 0 => self.quote = c,
+                _ => {}
+            }
+            *pos += 1;
+        }
+        None
+    }
+}
+
+#[derive(Debug)]
+enum Mode {
+    Text,
+    /// `buf` starts with the region (its start marker first); the body starts at `body_start`.
+    Region {
+        end: End,
+        target: Target,
+        body_start: usize,
+        scan: usize,
+        balance: Balance,
+    },
+}
+
+/// Per-request engine state.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    spec: &'static Spec,
+    /// Region start markers, then strip markers.
+    markers: Vec<&'static str>,
+    ctx: Ctx,
+    buf: String,
+    mode: Mode,
+    /// Only whitespace seen so far (a `Leading` region may still open).
+    at_start: bool,
+    next_index: usize,
+}
+
+impl Engine {
+    pub(crate) fn new(spec: &'static Spec, ctx: Ctx) -> Self {
+        let markers = spec
+            .regions
+            .iter()
+            .map(|r| r.start)
+            .chain(spec.strip.iter().copied())
+            .collect();
+        Self {
+            spec,
+            markers,
+            ctx,
+            buf: String::new(),
+            mode: Mode::Text,
+            at_start: spec.leading.is_some(),
+            next_index: 0,
+        }
+    }
+
+    pub(crate) fn push(&mut self, text: &str) -> ToolDelta {
+        self.buf.push_str(text);
+        self.run(false)
+    }
+
+    pub(crate) fn finish(&mut self) -> ToolDelta {
+        self.run(true)
+    }
+
+    fn run(&mut self, finishing: bool) -> ToolDelta {
+        let mut out = ToolDelta::default();
+        loop {
+            let progressed = match self.mode {
+                Mode::Text => self.text_step(finishing, &mut out),
+                Mode::Region { .. } => self.region_step(finishing, &mut out),
+            };
+            if !progressed {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Emit `buf[..n]` as normal text.
+    fn emit_text(&mut self, n: usize, out: &mut ToolDelta) {
+        out.normal_text.push_str(&self.buf[..n]);
+        self.buf.drain(..n);
+    }
+
+    fn text_step(&mut self, finishing: bool, out: &mut ToolDelta) -> bool {
+        if self.at_start {
+            if let Some(lead) = &self.spec.leading {
+                let ws = self.buf.len() - self.buf.trim_start().len();
+                let Some(first) = self.buf[ws..].chars().next() else {
+                    if finishing {
+                        self.at_start = false;
+                        self.emit_text(self.buf.len(), out);
+                    }
+                    return false;
+                };
+                let rest = &self.buf[ws..];
+                if !finishing && self.markers.iter().any(|m| m.len() > rest.len() && m.starts_with(rest)) {
+                    // Might be a start marker rather than a leading call: undecided yet.
+                    return false;
+                }
+                self.at_start = false;
+                let opens_marker = self.markers.iter().any(|m| rest.starts_with(m));
+                if (lead.first.is_empty() || lead.first.contains(first)) && !opens_marker {
+                    self.emit_text(ws, out);
+                    self.mode = Mode::Region {
+                        end: lead.end,
+                        target: Target::Body(lead.body),
+                        body_start: 0,
+                        scan: 0,
+                        balance: Balance::default(),
+                    };
+                    return true;
+                }
+            }
+        }
+        let Some((pos, i)) = find_first(&self.buf, &self.markers) else {
+            let hold = if finishing {
+                0
+            } else {
+                partial_suffix_len(&self.buf, &self.markers)
+            };
+            self.emit_text(self.buf.len() - hold, out);
+            return false;
+        };
+        let marker = self.markers[i];
+        let rest = &self.buf[pos..];
+        if !finishing && self.markers.iter().any(|m| m.len() > rest.len() && m.starts_with(rest)) {
+            // `marker` is complete but a longer marker may still follow: wait for it.
+            self.emit_text(pos, out);
+            return false;
+        }
+        self.emit_text(pos, out);
+        match self.spec.regions.get(i) {
+            Some(region) => {
+                self.mode = Mode::Region {
+                    end: region.end,
+                    target: Target::Body(region.body),
+                    body_start: marker.len(),
+                    scan: marker.len(),
+                    balance: Balance::default(),
+                };
+            }
+            None => {
+                self.buf.drain(..marker.len());
+            }
+        }
+        true
+    }
+
+    fn region_step(&mut self, finishing: bool, out: &mut ToolDelta) -> bool {
+        let Mode::Region {
+            end,
+            target,
+            body_start,
+            scan,
+            balance,
+        } = &mut self.mode
+        else {
+            return false;
+        };
+        let found = match *end {
+            End::Marker(ends) => match find_first(&self.buf[*scan..], ends) {
+                Some((p, i)) => Some((*scan + p, *scan + p + ends[i].len())),
+                None => {
+                    *scan = self.buf.len() - partial_suffix_len(&self.buf[*scan..], ends);
+                    None
+                }
+            },
+            End::Balanced => balance
+                .advance(&self.buf, scan, self.spec.skip, finishing)
+                .map(|q| (q, q)),
+        };
+        let (body_end, region_end) = match found {
+            Some(f) => f,
+            None if finishing => (self.buf.len(), self.buf.len()),
+            None => return false,
+        };
+        let body_start = *body_start;
+        let outcome = parse_body(target, &self.buf[body_start..body_end], &self.ctx);
+        match outcome {
+            Outcome::Calls(calls, trailing) if calls.iter().all(|c| self.ctx.declared(&c.name)) => {
+                for Call { id, name, arguments } in calls {
+                    out.calls.push(ToolCallDelta {
+                        index: self.next_index,
+                        id,
+                        name: Some(name),
+                        arguments,
+                    });
+                    self.next_index += 1;
+                }
+                out.normal_text.push_str(&trailing);
+            }
+            Outcome::Calls(..) | Outcome::Text => out.normal_text.push_str(&self.buf[..region_end]),
+            Outcome::Drop => {}
+            Outcome::Follow { target, end } => {
+                self.mode = Mode::Region {
+                    end,
+                    target,
+                    body_start: region_end,
+                    scan: region_end,
+                    balance: Balance::default(),
+                };
+                return true;
+            }
+        }
+        self.buf.drain(..region_end);
+        self.mode = Mode::Text;
+        true
+    }
+}

@@ -1,0 +1,336 @@
+//! Declarative per-format specs: which markers open a tool region, how the region ends and how
+//! its body is read. The streaming engine (`engine.rs`) is the same for every format.
+use super::format::ToolFormat;
+
+/// How a tool region ends. The end marker is consumed with the region.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum End {
+    /// At the first of these markers, or at the end of output.
+    Marker(&'static [&'static str]),
+    /// When the first bracket group (`{`, `[` or `(`) closes, strings respected.
+    Balanced,
+}
+
+/// The grammar of a region's body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Body {
+    /// JSON values (objects or arrays of objects) with `name` and `arguments`/`parameters`/`args`.
+    Json,
+    /// `[{"NAME": {args}}, ...]`.
+    NameKeyedJson,
+    /// Qwen XML `<function=NAME><parameter=K>V</parameter></function>`; `bare` when the region
+    /// started at `<function=` itself.
+    QwenXml { bare: bool },
+    /// GLM `NAME<arg_key>K</arg_key><arg_value>V</arg_value>...` (Hy3 adds `<tool_sep>`).
+    Glm,
+    /// `<{p}invoke name="N"><{p}parameter name="K">V</{p}parameter></{p}invoke>` blocks.
+    Invoke { prefix: &'static str },
+    /// A section made of `begin ITEM end` items, separated by whitespace.
+    Items {
+        begin: &'static str,
+        end: &'static str,
+        item: &'static Body,
+    },
+    /// DeepSeek `function<｜tool▁sep｜>NAME\n```json{..}```` or `NAME<｜tool▁sep｜>{..}`.
+    DeepSeekItem,
+    /// Kimi K2 `functions.NAME:IDX<|tool_call_argument_begin|>{json}`.
+    KimiItem,
+    /// Step-3 `function<｜tool_sep｜><steptml:invoke ...>`.
+    Step3Item,
+    /// Kimi K3 XTML calls.
+    KimiK3,
+    /// Mistral, all three forms.
+    Mistral,
+    /// Python calls `[f(a=1), g()]` or one per line.
+    Pythonic,
+    /// A Python literal list of `{'name': .., 'arguments': ..}` dicts.
+    PythonDicts,
+    /// Gemma `call:NAME{k:<delim>v<delim>,...}`.
+    Gemma { delim: &'static str },
+    /// gpt-oss Harmony message header up to `<|message|>`.
+    HarmonyHeader,
+    /// Functionary v3.2 recipient line after `>>>`.
+    FunctionaryHeader,
+    /// Functionary v3.1 `NAME>{json}` after `<function=`.
+    FunctionaryV31,
+    /// Raw code after `<|python_tag|>`: a call to `python` with `{"code": ...}`.
+    PythonCode,
+    /// Solar Open `ID<|tool_call:name|>NAME<|tool_call:args|>{json}`.
+    Solar,
+    /// Inkling `NAME<|content_invoke_tool_json|>{json}`.
+    Inkling,
+}
+
+/// A marker that opens a tool region.
+#[derive(Debug)]
+pub(crate) struct Region {
+    pub start: &'static str,
+    pub end: End,
+    pub body: Body,
+}
+
+/// A region that opens at the very start of output (after whitespace) with no marker.
+#[derive(Debug)]
+pub(crate) struct Leading {
+    /// First characters that open it; empty means any.
+    pub first: &'static str,
+    pub end: End,
+    pub body: Body,
+}
+
+/// Everything the engine needs to know about a format.
+#[derive(Debug)]
+pub(crate) struct Spec {
+    pub regions: &'static [Region],
+    pub leading: Option<Leading>,
+    /// Markers removed from normal text (end-of-turn tokens, answer wrappers).
+    pub strip: &'static [&'static str],
+    /// Tokens the bracket matcher steps over (`[ARGS]` is not a bracket).
+    pub skip: &'static [&'static str],
+}
+
+const fn regions(regions: &'static [Region]) -> Spec {
+    Spec {
+        regions,
+        leading: None,
+        strip: &[],
+        skip: &[],
+    }
+}
+
+const fn tag(start: &'static str, end: &'static [&'static str], body: Body) -> Region {
+    Region {
+        start,
+        end: End::Marker(end),
+        body,
+    }
+}
+
+const fn open(start: &'static str, body: Body) -> Region {
+    Region {
+        start,
+        end: End::Balanced,
+        body,
+    }
+}
+
+const EOS_DEEPSEEK: &[&str] = &["<｜end▁of▁sentence｜>"];
+const LLAMA_EOT: &[&str] = &["<|eom_id|>", "<|eot_id|>"];
+
+static HERMES: Spec = regions(&[tag("<tool_call>", &["</tool_call>"], Body::Json)]);
+static JSON: Spec = Spec {
+    leading: Some(Leading {
+        first: "{[",
+        end: End::Balanced,
+        body: Body::Json,
+    }),
+    ..regions(&[])
+};
+static LLAMA3: Spec = Spec {
+    leading: Some(Leading {
+        first: "{",
+        end: End::Marker(LLAMA_EOT),
+        body: Body::Json,
+    }),
+    strip: LLAMA_EOT,
+    ..regions(&[tag("<|python_tag|>", LLAMA_EOT, Body::Json)])
+};
+static PYTHONIC: Spec = Spec {
+    leading: Some(Leading {
+        first: "[",
+        end: End::Balanced,
+        body: Body::Pythonic,
+    }),
+    strip: &["<|eot|>", "<|eom|>"],
+    ..regions(&[tag("<|python_start|>", &["<|python_end|>"], Body::Pythonic)])
+};
+static LFM2: Spec = regions(&[tag("<|tool_call_start|>", &["<|tool_call_end|>"], Body::Pythonic)]);
+static OLMO3: Spec = regions(&[tag("<function_calls>", &["</function_calls>"], Body::Pythonic)]);
+static MISTRAL: Spec = Spec {
+    skip: &["[ARGS]", "[CALL_ID]"],
+    strip: &["</s>"],
+    ..regions(&[open("[TOOL_CALLS]", Body::Mistral)])
+};
+const DEEPSEEK_ITEMS: Body = Body::Items {
+    begin: "<｜tool▁call▁begin｜>",
+    end: "<｜tool▁call▁end｜>",
+    item: &Body::DeepSeekItem,
+};
+static DEEPSEEK: Spec = Spec {
+    strip: EOS_DEEPSEEK,
+    ..regions(&[tag("<｜tool▁calls▁begin｜>", &["<｜tool▁calls▁end｜>"], DEEPSEEK_ITEMS)])
+};
+const DSML: Body = Body::Invoke { prefix: "｜DSML｜" };
+static DEEPSEEK_V32: Spec = Spec {
+    strip: EOS_DEEPSEEK,
+    ..regions(&[
+        tag("<｜DSML｜function_calls>", &["</｜DSML｜function_calls>"], DSML),
+        tag("<｜DSML｜tool_calls>", &["</｜DSML｜tool_calls>"], DSML),
+    ])
+};
+static KIMI_K2: Spec = regions(&[
+    tag(
+        "<|tool_calls_section_begin|>",
+        &["<|tool_calls_section_end|>"],
+        Body::Items {
+            begin: "<|tool_call_begin|>",
+            end: "<|tool_call_end|>",
+            item: &Body::KimiItem,
+        },
+    ),
+    tag("<|tool_call_begin|>", &["<|tool_call_end|>"], Body::KimiItem),
+]);
+static KIMI_K3: Spec = Spec {
+    strip: &["<|open|>response<|sep|>", "<|close|>response<|sep|>"],
+    ..regions(&[tag("<|open|>tools<|sep|>", &["<|close|>tools<|sep|>"], Body::KimiK3)])
+};
+static QWEN3_CODER: Spec = regions(&[
+    tag("<tool_call>", &["</tool_call>"], Body::QwenXml { bare: false }),
+    tag("<function=", &["</function>"], Body::QwenXml { bare: true }),
+]);
+static SEED_OSS: Spec = regions(&[tag(
+    "<seed:tool_call>",
+    &["</seed:tool_call>"],
+    Body::QwenXml { bare: false },
+)]);
+static GLM: Spec = regions(&[tag("<tool_call>", &["</tool_call>"], Body::Glm)]);
+static HY_V3: Spec = regions(&[tag(
+    "<tool_calls>",
+    &["</tool_calls>"],
+    Body::Items {
+        begin: "<tool_call>",
+        end: "</tool_call>",
+        item: &Body::Glm,
+    },
+)]);
+static STEP3: Spec = regions(&[tag(
+    "<｜tool_calls_begin｜>",
+    &["<｜tool_calls_end｜>"],
+    Body::Items {
+        begin: "<｜tool_call_begin｜>",
+        end: "<｜tool_call_end｜>",
+        item: &Body::Step3Item,
+    },
+)]);
+static MINIMAX_M2: Spec = regions(&[tag(
+    "<minimax:tool_call>",
+    &["</minimax:tool_call>"],
+    Body::Invoke { prefix: "" },
+)]);
+static TOOL_CALLS_JSON: Spec = regions(&[tag("<tool_calls>", &["</tool_calls>"], Body::Json)]);
+static HARMONY: Spec = Spec {
+    strip: &["<|end|>", "<|return|>", "<|call|>"],
+    ..regions(&[
+        tag("<|channel|>", &["<|message|>"], Body::HarmonyHeader),
+        tag("<|start|>", &["<|message|>"], Body::HarmonyHeader),
+    ])
+};
+static COHERE: Spec = Spec {
+    strip: &[
+        "<|START_RESPONSE|>",
+        "<|END_RESPONSE|>",
+        "<|START_TEXT|>",
+        "<|END_TEXT|>",
+    ],
+    ..regions(&[tag("<|START_ACTION|>", &["<|END_ACTION|>"], Body::Json)])
+};
+static GRANITE: Spec = regions(&[open("<|tool_call|>", Body::Json), open("<tool_call>", Body::Json)]);
+static GRANITE_20B: Spec = regions(&[open("<function_call>", Body::Json)]);
+static GEMMA4: Spec = regions(&[tag("<|tool_call>", &["<tool_call|>"], Body::Gemma { delim: "<|\"|>" })]);
+static FUNCTIONGEMMA: Spec = regions(&[tag(
+    "<start_function_call>",
+    &["<end_function_call>"],
+    Body::Gemma { delim: "<escape>" },
+)]);
+static NEMOTRON: Spec = regions(&[tag("<TOOLCALL>", &["</TOOLCALL>"], Body::Json)]);
+static PHI4: Spec = regions(&[open("functools", Body::Json)]);
+static INTERNLM: Spec = regions(&[tag("<|action_start|><|plugin|>", &["<|action_end|>"], Body::Json)]);
+static APERTUS: Spec = regions(&[tag("<|tools_prefix|>", &["<|tools_suffix|>"], Body::NameKeyedJson)]);
+static GIGACHAT: Spec = Spec {
+    strip: &["<|message_sep|>", "</s>"],
+    ..regions(&[
+        open("<|function_call|>", Body::Json),
+        open("function call<|role_sep|>", Body::Json),
+    ])
+};
+static LONGCAT: Spec = regions(&[tag("<longcat_tool_call>", &["</longcat_tool_call>"], Body::Json)]);
+static SOLAR: Spec = regions(&[tag("<|tool_call:begin|>", &["<|tool_call:end|>"], Body::Solar)]);
+static XLAM: Spec = Spec {
+    leading: Some(Leading {
+        first: "{[",
+        end: End::Balanced,
+        body: Body::Json,
+    }),
+    ..regions(&[
+        tag("```json", &["```"], Body::Json),
+        open("[TOOL_CALLS]", Body::Json),
+        tag("<tool_call>", &["</tool_call>"], Body::Json),
+    ])
+};
+static FUNCTIONARY_V31: Spec = Spec {
+    strip: LLAMA_EOT,
+    ..regions(&[
+        tag("<function=", &["</function>"], Body::FunctionaryV31),
+        tag("<|python_tag|>", LLAMA_EOT, Body::PythonCode),
+    ])
+};
+static FUNCTIONARY_V32: Spec = Spec {
+    leading: Some(Leading {
+        first: "",
+        end: End::Marker(&["\n"]),
+        body: Body::FunctionaryHeader,
+    }),
+    ..regions(&[tag(">>>", &["\n"], Body::FunctionaryHeader)])
+};
+static SARASHINA: Spec = Spec {
+    leading: Some(Leading {
+        first: "[",
+        end: End::Balanced,
+        body: Body::PythonDicts,
+    }),
+    ..regions(&[open("<|tool_calls|>", Body::PythonDicts)])
+};
+static INKLING: Spec = regions(&[tag("<|message_model|>", &["<|end_message|>"], Body::Inkling)]);
+
+/// The spec of a format.
+pub(crate) fn spec(format: ToolFormat) -> &'static Spec {
+    use ToolFormat as F;
+    match format {
+        F::Hermes => &HERMES,
+        F::Json => &JSON,
+        F::Llama3Json => &LLAMA3,
+        F::Pythonic => &PYTHONIC,
+        F::Lfm2 => &LFM2,
+        F::Olmo3 => &OLMO3,
+        F::Mistral => &MISTRAL,
+        F::DeepSeekV3 | F::DeepSeekV31 => &DEEPSEEK,
+        F::DeepSeekV32 => &DEEPSEEK_V32,
+        F::KimiK2 => &KIMI_K2,
+        F::KimiK3 => &KIMI_K3,
+        F::Qwen3Coder => &QWEN3_CODER,
+        F::SeedOss => &SEED_OSS,
+        F::Glm45 | F::Glm47 => &GLM,
+        F::HyV3 => &HY_V3,
+        F::Step3 => &STEP3,
+        F::MinimaxM2 => &MINIMAX_M2,
+        F::MinimaxM1 | F::Jamba | F::HunyuanA13b | F::Apriel => &TOOL_CALLS_JSON,
+        F::Harmony => &HARMONY,
+        F::Cohere => &COHERE,
+        F::Granite => &GRANITE,
+        F::Granite20bFc => &GRANITE_20B,
+        F::Gemma4 => &GEMMA4,
+        F::FunctionGemma => &FUNCTIONGEMMA,
+        F::NemotronJson => &NEMOTRON,
+        F::Phi4Mini => &PHI4,
+        F::InternLm => &INTERNLM,
+        F::Apertus => &APERTUS,
+        F::GigaChat3 => &GIGACHAT,
+        F::LongCat => &LONGCAT,
+        F::SolarOpen => &SOLAR,
+        F::Xlam => &XLAM,
+        F::FunctionaryV31 => &FUNCTIONARY_V31,
+        F::FunctionaryV32 => &FUNCTIONARY_V32,
+        F::Sarashina => &SARASHINA,
+        F::Inkling => &INKLING,
+    }
+}

@@ -1,0 +1,294 @@
+//! Real-looking outputs per reasoning format, complete and streamed char by char.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+use smgpy_parsers::reasoning::{self, prompt_state, ReasoningFormat, ReasoningOptions, ReasoningParser};
+
+fn opts(opened: bool, disabled: bool) -> ReasoningOptions {
+    ReasoningOptions {
+        prompt_opened_reasoning: opened,
+        thinking_disabled: disabled,
+    }
+}
+
+/// Parse completely and streamed one char at a time; both must agree. Returns (reasoning, content).
+fn run(name: &str, text: &str, o: ReasoningOptions) -> (String, String) {
+    let f: ReasoningFormat = name.parse().unwrap();
+    let full = reasoning::parse_complete(text, f, o.clone());
+    let mut p = ReasoningParser::new(f, o);
+    let (mut r, mut c) = (String::new(), String::new());
+    for ch in text.chars() {
+        let d = p.push(ch.encode_utf8(&mut [0; 4]));
+        r += &d.reasoning;
+        c += &d.content;
+    }
+    let d = p.finish();
+    r += &d.reasoning;
+    c += &d.content;
+    assert_eq!(
+        (&full.reasoning, &full.content),
+        (&r, &c),
+        "streamed != complete for {name}: {text:?}"
+    );
+    (r, c)
+}
+
+fn check(name: &str, text: &str, reasoning: &str, content: &str) {
+    assert_eq!(
+        run(name, text, ReasoningOptions::default()),
+        (reasoning.into(), content.into()),
+        "{name}: {text:?}"
+    );
+}
+
+#[test]
+fn think_written_by_model() {
+    for name in [
+        "qwen3",
+        "glm45",
+        "kimi_k2",
+        "nemotron_v3",
+        "hy_v3",
+        "olmo3",
+        "deepseek_v3",
+    ] {
+        check(
+            name,
+            "<think>\nplan 計画\n</think>\n\nAnswer",
+            "\nplan 計画\n",
+            "\n\nAnswer",
+        );
+        check(name, "no thinking here", "", "no thinking here");
+        check(name, "<think>cut off at max_tokens", "cut off at max_tokens", "");
+        check(name, "<think>a</think>b<think>c</think>d", "ac", "bd");
+        check(
+            name,
+            "x < y and </thinking> is text",
+            "",
+            "x < y and </thinking> is text",
+        );
+    }
+    // The prompt opened the block.
+    assert_eq!(
+        run("qwen3", "plan</think>ans", opts(true, false)),
+        ("plan".into(), "ans".into())
+    );
+    // Thinking off: a stray close is dropped, an opening is plain text.
+    assert_eq!(
+        run("qwen3", "</think>ans <think>", opts(false, true)),
+        ("".into(), "ans <think>".into())
+    );
+}
+
+#[test]
+fn think_implied() {
+    for name in [
+        "deepseek_r1",
+        "step3",
+        "step3p5",
+        "minimax_m2",
+        "qwen3-thinking",
+        "deepseek-r1",
+        "qwq",
+    ] {
+        check(name, "plan\n</think>\n\nAnswer", "plan\n", "\n\nAnswer");
+        check(name, "<think>\nplan</think>Answer", "\nplan", "Answer");
+        check(name, "cut off", "cut off", "");
+        assert_eq!(
+            run(name, "all answer", opts(false, true)),
+            ("".into(), "all answer".into())
+        );
+    }
+}
+
+#[test]
+fn tool_section_inside_reasoning_reaches_content() {
+    let text = "thinking<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0";
+    assert_eq!(
+        run("kimi_k2", text, opts(true, false)),
+        (
+            "thinking".into(),
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0".into()
+        )
+    );
+    let ds = "plan<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f";
+    assert_eq!(
+        run("deepseek_r1", ds, opts(false, false)).1,
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f"
+    );
+}
+
+#[test]
+fn append_think() {
+    check(
+        "minimax_m2_append_think",
+        "plan</think>ans",
+        "",
+        "<think>plan</think>ans",
+    );
+    assert_eq!(
+        run("minimax_m2_append_think", "ans", opts(false, true)),
+        ("".into(), "ans".into())
+    );
+}
+
+#[test]
+fn other_delimiters() {
+    check("kimi", "◁think▷思考◁/think▷答え", "思考", "答え");
+    check(
+        "seed_oss",
+        "<seed:think>r<seed:cot_budget_reflect>5 left</seed:cot_budget_reflect></seed:think>c",
+        "r<seed:cot_budget_reflect>5 left</seed:cot_budget_reflect>",
+        "c",
+    );
+    check(
+        "mistral",
+        "[THINK]r[/THINK]c[TOOL_CALLS]f[ARGS]{}",
+        "r",
+        "c[TOOL_CALLS]f[ARGS]{}",
+    );
+    check("minimax_m3", "</mm:think><mm:think>思考</mm:think>答案", "思考", "答案");
+    check(
+        "kimi_k3",
+        "<|open|>think<|sep|>r<|close|>think<|sep|><|open|>response<|sep|>c<|close|>response<|sep|><|open|>tools<|sep|>",
+        "r",
+        "c<|open|>tools<|sep|>",
+    );
+}
+
+#[test]
+fn cohere() {
+    for name in ["cohere_command3", "cohere_command4", "cohere_cmd"] {
+        check(
+            name,
+            "<|START_THINKING|>plan<|END_THINKING|><|START_RESPONSE|>Hi<|END_RESPONSE|>",
+            "plan",
+            "Hi",
+        );
+        check(
+            name,
+            "<|START_THINKING|>p<|END_THINKING|><|START_TEXT|>Hi<|END_TEXT|>",
+            "p",
+            "Hi",
+        );
+        check(
+            name,
+            "<|START_THINKING|>p<|END_THINKING|><|START_ACTION|>[{\"tool_name\":\"f\"}]<|END_ACTION|>",
+            "p",
+            "<|START_ACTION|>[{\"tool_name\":\"f\"}]<|END_ACTION|>",
+        );
+    }
+}
+
+#[test]
+fn harmony() {
+    let text =
+        "<|channel|>analysis<|message|>User asks.<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|return|>";
+    check("openai_gptoss", text, "User asks.", "Hello!");
+    let call = "<|channel|>analysis<|message|>Need tool.<|end|><|start|>assistant<|channel|>commentary \
+                to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>";
+    check(
+        "openai_gptoss",
+        call,
+        "Need tool.",
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>",
+    );
+    check("gpt-oss", "plain", "", "plain");
+}
+
+#[test]
+fn gemma4() {
+    check(
+        "gemma4",
+        "<|channel>thought\nstep 1<channel|>The answer",
+        "step 1",
+        "The answer",
+    );
+    check(
+        "gemma4",
+        "<|channel>thought\na<channel|>x<|channel>thought\nb<channel|>y",
+        "ab",
+        "xy",
+    );
+    check("gemma4", "<|channel>thoughtless", "less", "");
+}
+
+#[test]
+fn inkling() {
+    let text =
+        "<|message_model|><|content_thinking|>hmm<|end_message|><|message_model|><|content_text|>Hi<|end_message|>";
+    check("inkling", text, "hmm", "Hi");
+    let tool = "<|message_model|>get<|content_invoke_tool_json|>{\"name\":\"get\",\"args\":{}}<|end_message|>";
+    check("inkling", tool, "", tool);
+}
+
+#[test]
+fn answer_tags() {
+    check(
+        "hunyuan_a13b",
+        "<think>\nr\n</think>\n<answer>\nc\n</answer>",
+        "\nr\n",
+        "\n\nc\n",
+    );
+    check(
+        "ernie45",
+        "r\n</think>\n\n<response>\nc\n</response>\n",
+        "r\n",
+        "\n\n\nc\n\n",
+    );
+    check("ernie45", "r</think>c", "r", "c");
+}
+
+#[test]
+fn phrases() {
+    check(
+        "granite",
+        "Here is my thought process: r Here is my response: c",
+        " r ",
+        " c",
+    );
+    check("granite", "<think>r</think><response>c</response>", "r", "c");
+    check("granite", "just an answer", "", "just an answer");
+    check(
+        "apriel",
+        "steps 1 2\n[BEGIN FINAL RESPONSE]\nAnswer\n[END FINAL RESPONSE]",
+        "steps 1 2\n",
+        "\nAnswer\n",
+    );
+}
+
+#[test]
+fn solar_segments() {
+    check(
+        "solar_open",
+        "<|think|>r<|end|><|begin|>assistant<|content|>c<|end|>",
+        "r",
+        "c",
+    );
+}
+
+#[test]
+fn prompt_state_drives_parser() {
+    let f: ReasoningFormat = "qwen3".parse().unwrap();
+    let o = prompt_state(f, "<|im_start|>assistant\n<think>\n");
+    assert_eq!(run("qwen3", "r</think>c", o), ("r".into(), "c".into()));
+    let o = prompt_state(f, "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    assert_eq!(run("qwen3", "c", o), ("".into(), "c".into()));
+    let r1: ReasoningFormat = "deepseek_r1".parse().unwrap();
+    let o = prompt_state(r1, "<｜Assistant｜></think>");
+    assert_eq!(run("deepseek_r1", "c", o), ("".into(), "c".into()));
+}
+
+#[test]
+fn partial_markers_are_held_not_leaked() {
+    let f: ReasoningFormat = "qwen3".parse().unwrap();
+    let mut p = ReasoningParser::new(f, opts(true, false));
+    let d = p.push("abc</thi");
+    assert_eq!(d.reasoning, "abc");
+    let d = p.push("nk>def");
+    assert_eq!((d.reasoning.as_str(), d.content.as_str()), ("", "def"));
+    // A held prefix that turns out not to be a marker is released.
+    let mut p = ReasoningParser::new(f, opts(false, false));
+    assert_eq!(p.push("a <thi").content, "a ");
+    assert_eq!(p.push("s").content, "<this");
+    assert_eq!(p.push("<").content, "");
+    assert_eq!(p.finish().content, "<");
+}

@@ -1,0 +1,410 @@
+//! Fixtures: real-looking outputs of every format (written for these tests).
+use super::{Case, Expected};
+
+const fn c(format: &'static str, input: &'static str, text: &'static str, calls: &'static [Expected]) -> Case {
+    Case {
+        format,
+        input,
+        text,
+        calls,
+        tools: None,
+    }
+}
+
+/// Malformed: the whole input comes back as text.
+const fn bad(format: &'static str, input: &'static str) -> Case {
+    Case {
+        format,
+        input,
+        text: input,
+        calls: &[],
+        tools: None,
+    }
+}
+
+pub static CASES: &[Case] = &[
+    // ---- hermes ----
+    c(
+        "hermes",
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>",
+        "",
+        &[(None, "get_weather", r#"{"city":"Paris","unit":"c"}"#)],
+    ),
+    c(
+        "qwen25",
+        "Let me check.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", \"arguments\": {\"x\": [1, {\"y\": null}]}}\n</tool_call>",
+        "Let me check.\n\n",
+        &[(None, "a", "{}"), (None, "b", r#"{"x":[1,{"y":null}]}"#)],
+    ),
+    c(
+        "qwen",
+        r#"<tool_call>{"name": "say", "arguments": {"t": "héllo \"w\" \u00e9 ｜▁ \n"}}</tool_call> done"#,
+        " done",
+        &[(None, "say", r#"{"t":"héllo \"w\" é ｜▁ \n"}"#)],
+    ),
+    c("hermes", r#"<tool_call>{"name": "f", "arguments": "{\"a\": 1}"}</tool_call>"#, "", &[(None, "f", r#"{"a":1}"#)]),
+    bad("hermes", r#"<tool_call>{"name": "f", "arguments": {"a": 1"#),
+    bad("hermes", "Use <tool_call> tags like <tool_call>this</tool_call>."),
+    Case {
+        format: "hermes",
+        input: r#"<tool_call>{"name": "undeclared", "arguments": {}}</tool_call>"#,
+        text: r#"<tool_call>{"name": "undeclared", "arguments": {}}</tool_call>"#,
+        calls: &[],
+        tools: Some(&[("declared", None)]),
+    },
+    // ---- json ----
+    c("json", r#"{"name": "f", "arguments": {"a": 1}}"#, "", &[(None, "f", r#"{"a":1}"#)]),
+    c(
+        "json",
+        r#" [{"name": "f", "parameters": {}}, {"name": "g", "arguments": "{\"k\": \"v\"}"}]"#,
+        " ",
+        &[(None, "f", "{}"), (None, "g", r#"{"k":"v"}"#)],
+    ),
+    c("json", r#"Sure: {"name": "f"}"#, r#"Sure: {"name": "f"}"#, &[]),
+    bad("json", r#"{"name": "f", "arguments": {"a": "#),
+    bad("json", r#"  {"a": 1} and more"#),
+    // ---- llama3_json ----
+    c(
+        "llama3_json",
+        r#"<|python_tag|>{"name": "get", "parameters": {"q": "x"}}<|eom_id|>"#,
+        "",
+        &[(None, "get", r#"{"q":"x"}"#)],
+    ),
+    c(
+        "llama",
+        r#"{"name": "a", "parameters": {}}; {"name": "b", "parameters": {"n": 1.5}}"#,
+        "",
+        &[(None, "a", "{}"), (None, "b", r#"{"n":1.5}"#)],
+    ),
+    c("llama3_json", r#"Hello {"x"}<|eot_id|>"#, r#"Hello {"x"}"#, &[]),
+    bad("llama3_json", r#"<|python_tag|>{"name": "a", "para"#),
+    // ---- pythonic ----
+    c(
+        "pythonic",
+        r#"[get_weather(city="San Francisco", days=3), get_time(tz='UTC')]"#,
+        "",
+        &[(None, "get_weather", r#"{"city":"San Francisco","days":3}"#), (None, "get_time", r#"{"tz":"UTC"}"#)],
+    ),
+    c(
+        "llama4_pythonic",
+        r#"<|python_start|>[f(a=True, b=None, c=[1, 2], d={"k": "v"})]<|python_end|>"#,
+        "",
+        &[(None, "f", r#"{"a":true,"b":null,"c":[1,2],"d":{"k":"v"}}"#)],
+    ),
+    c("pythonic", r#"[say(text="日本語 \"q\"")]"#, "", &[(None, "say", r#"{"text":"日本語 \"q\""}"#)]),
+    bad("pythonic", "[1, 2, 3] is a list"),
+    bad("pythonic", "[f(x=1"),
+    // ---- lfm2 ----
+    c("lfm2", "<|tool_call_start|>[f(x=1)]<|tool_call_end|>Done.", "Done.", &[(None, "f", r#"{"x":1}"#)]),
+    bad("lfm2", "<|tool_call_start|>[f(x=]<|tool_call_end|>"),
+    // ---- olmo3 ----
+    c(
+        "olmo3",
+        "<function_calls>\nf(a=1)\ng(b=\"x\", c=null)\n</function_calls>",
+        "",
+        &[(None, "f", r#"{"a":1}"#), (None, "g", r#"{"b":"x","c":null}"#)],
+    ),
+    bad("olmo3", "<function_calls>\nnot python\n</function_calls>"),
+    // ---- mistral ----
+    c(
+        "mistral",
+        r#"[TOOL_CALLS][{"name": "get", "arguments": {"city": "Paris"}, "id": "a1B2c3D4e"}]"#,
+        "",
+        &[(Some("a1B2c3D4e"), "get", r#"{"city":"Paris"}"#)],
+    ),
+    c(
+        "mistral",
+        r#"[TOOL_CALLS] [{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 1}}]"#,
+        "",
+        &[(None, "a", "{}"), (None, "b", r#"{"x":1}"#)],
+    ),
+    c(
+        "mistral",
+        r#"[TOOL_CALLS]get[ARGS]{"city": "Paris [FR]"}[TOOL_CALLS]time[ARGS]{}"#,
+        "",
+        &[(None, "get", r#"{"city":"Paris [FR]"}"#), (None, "time", "{}")],
+    ),
+    c(
+        "mistral",
+        r#"[TOOL_CALLS]get[CALL_ID]a1B2c3D4e[ARGS]{"q": "x"}"#,
+        "",
+        &[(Some("a1B2c3D4e"), "get", r#"{"q":"x"}"#)],
+    ),
+    c("mistral", r#"Sure.[TOOL_CALLS]get{"n": 1}</s>"#, "Sure.", &[(None, "get", r#"{"n":1}"#)]),
+    bad("mistral", r#"[TOOL_CALLS]get[ARGS]{"n": "#),
+    // ---- deepseek_v3 ----
+    c(
+        "deepseek_v3",
+        "Let me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
+        "Let me check.",
+        &[(None, "get_weather", r#"{"city":"Paris"}"#), (None, "get_time", "{}")],
+    ),
+    bad(
+        "deepseek",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": \n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    ),
+    // ---- deepseek_v31 ----
+    c(
+        "deepseek_v31",
+        r#"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get<｜tool▁sep｜>{"a": "ü"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"#,
+        "",
+        &[(None, "get", r#"{"a":"ü"}"#), (None, "f", "{}")],
+    ),
+    c(
+        "deepseekv31",
+        r#"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get<｜tool▁sep｜>{"a": 1}<｜tool▁call▁end｜>"#,
+        "",
+        &[(None, "get", r#"{"a":1}"#)],
+    ),
+    bad("deepseek_v31", r#"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get<｜tool▁sep｜>{"a": "#),
+    // ---- deepseek_v32 ----
+    c(
+        "deepseek_v32",
+        "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+        "",
+        &[(None, "get", r#"{"city":"Paris","days":3}"#)],
+    ),
+    c(
+        "deepseek_v4",
+        "ok<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"a\">{\"x\": [1]}</｜DSML｜invoke>\n<｜DSML｜invoke name=\"b\">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>",
+        "ok",
+        &[(None, "a", r#"{"x":[1]}"#), (None, "b", "{}")],
+    ),
+    bad("deepseek_v32", "<｜DSML｜function_calls>garbage</｜DSML｜function_calls>"),
+    // ---- kimi_k2 ----
+    c(
+        "kimi_k2",
+        r#"<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"#,
+        "",
+        &[
+            (Some("functions.get_weather:0"), "get_weather", r#"{"city":"Paris"}"#),
+            (Some("functions.get_time:1"), "get_time", "{}"),
+        ],
+    ),
+    c(
+        "kimik2",
+        r#"I'll search.<|tool_calls_section_begin|><|tool_call_begin|>search:2<|tool_call_argument_begin|>{"q": "a\"b"}<|tool_call_end|><|tool_calls_section_end|>Done"#,
+        "I'll search.Done",
+        &[(Some("search:2"), "search", r#"{"q":"a\"b"}"#)],
+    ),
+    bad(
+        "kimi_k2",
+        r#"<|tool_calls_section_begin|><|tool_call_begin|>functions.x:0<|tool_call_argument_begin|>{bad}<|tool_call_end|><|tool_calls_section_end|>"#,
+    ),
+    // ---- kimi_k3 ----
+    c(
+        "kimi_k3",
+        r#"<|open|>response<|sep|>Checking.<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="get" index="0"<|sep|><|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|><|open|>argument key="n" type="integer"<|sep|>2<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"#,
+        "Checking.",
+        &[(None, "get", r#"{"city":"Paris","n":2}"#)],
+    ),
+    bad("kimi_k3", "<|open|>tools<|sep|>junk<|close|>tools<|sep|>"),
+    // ---- qwen3_coder ----
+    c(
+        "qwen3_coder",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Francisco\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+        "",
+        &[(None, "get_weather", r#"{"city":"San Francisco","days":3}"#)],
+    ),
+    Case {
+        format: "qwen3_coder",
+        input: "<tool_call>\n<function=f>\n<parameter=zip>\n01234\n</parameter>\n<parameter=code>\nif a < b && c:\n    print(\"x\")\n</parameter>\n</function>\n</tool_call>",
+        text: "",
+        calls: &[(None, "f", r#"{"zip":"01234","code":"if a < b && c:\n    print(\"x\")"}"#)],
+        tools: Some(&[("f", Some(r#"{"properties":{"zip":{"type":"string"},"code":{"type":"string"}}}"#))]),
+    },
+    c(
+        "qwen_xml",
+        "Sure.\n<tool_call>\n<function=a>\n</function>\n</tool_call>\n<tool_call>\n<function=b>\n<parameter=x>\n[1, 2]\n</parameter>\n</function>\n</tool_call>",
+        "Sure.\n\n",
+        &[(None, "a", "{}"), (None, "b", r#"{"x":[1,2]}"#)],
+    ),
+    c("qwen3_coder", "<function=f>\n<parameter=a>\n1\n</parameter>\n</function>", "", &[(None, "f", r#"{"a":1}"#)]),
+    bad("qwen3_coder", "<tool_call>\nnot xml\n</tool_call>"),
+    // ---- seed_oss ----
+    c(
+        "seed_oss",
+        "<seed:tool_call>\n<function=f>\n<parameter=a>\nx y\n</parameter>\n</function>\n</seed:tool_call>",
+        "",
+        &[(None, "f", r#"{"a":"x y"}"#)],
+    ),
+    bad("seed_oss", "<seed:tool_call>oops</seed:tool_call>"),
+    // ---- glm45 ----
+    c(
+        "glm45",
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>",
+        "",
+        &[(None, "get_weather", r#"{"city":"Beijing","days":2}"#)],
+    ),
+    c(
+        "glm",
+        "text<tool_call>noargs</tool_call>\n<tool_call>f\n<arg_key>o</arg_key>\n<arg_value>{\"a\": [1]}</arg_value>\n</tool_call>",
+        "text\n",
+        &[(None, "noargs", "{}"), (None, "f", r#"{"o":{"a":[1]}}"#)],
+    ),
+    bad("glm45", "<tool_call>bad name here\n<arg_key>x</arg_key></tool_call>"),
+    // ---- glm47 ----
+    c(
+        "glm47",
+        "<tool_call>get<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>n</arg_key><arg_value>1</arg_value></tool_call>",
+        "",
+        &[(None, "get", r#"{"city":"Paris","n":1}"#)],
+    ),
+    bad("glm47", "<tool_call>get<arg_key>city</arg_key>Paris</tool_call>"),
+    // ---- hy_v3 ----
+    c(
+        "hy_v3",
+        "<tool_calls>\n<tool_call>get<tool_sep>\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>\n</tool_calls>",
+        "",
+        &[(None, "get", r#"{"city":"Paris"}"#)],
+    ),
+    bad("hy_v3", "<tool_calls>\nnope\n</tool_calls>"),
+    // ---- step3 ----
+    c(
+        "step3",
+        r#"<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="get"><steptml:parameter name="city">Paris</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>"#,
+        "",
+        &[(None, "get", r#"{"city":"Paris"}"#)],
+    ),
+    bad("step3", "<｜tool_calls_begin｜><｜tool_call_begin｜>junk<｜tool_call_end｜><｜tool_calls_end｜>"),
+    // ---- minimax_m2 ----
+    c(
+        "minimax_m2",
+        "Let me.\n<minimax:tool_call>\n<invoke name=\"get\">\n<parameter name=\"city\">Paris &amp; Co</parameter>\n<parameter name=\"n\">3</parameter>\n</invoke>\n<invoke name=\"time\">\n</invoke>\n</minimax:tool_call>",
+        "Let me.\n",
+        &[(None, "get", r#"{"city":"Paris & Co","n":3}"#), (None, "time", "{}")],
+    ),
+    bad("minimax_m2", "<minimax:tool_call>\n<invoke nam=\"x\">\n</invoke>\n</minimax:tool_call>"),
+    // ---- minimax (M1) ----
+    c(
+        "minimax",
+        "<tool_calls>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n{\"name\": \"b\", \"arguments\": {}}\n</tool_calls>",
+        "",
+        &[(None, "a", r#"{"x":1}"#), (None, "b", "{}")],
+    ),
+    bad("minimax", "<tool_calls>\n{\"name\": \n</tool_calls>"),
+    // ---- openai (harmony) ----
+    c(
+        "openai",
+        "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>",
+        "Need weather.",
+        &[(None, "get_weather", r#"{"city":"Paris"}"#)],
+    ),
+    c("openai", "<|channel|>final<|message|>Hello there!<|return|>", "Hello there!", &[]),
+    c(
+        "gpt-oss",
+        "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>",
+        "",
+        &[(None, "f", "{}")],
+    ),
+    bad("openai", "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": <|call|>"),
+    // ---- cohere ----
+    c(
+        "cohere_command3",
+        "<|START_ACTION|>[\n{\"tool_call_id\": \"0\", \"tool_name\": \"search\", \"parameters\": {\"q\": \"x\"}},\n{\"tool_call_id\": \"1\", \"tool_name\": \"calc\", \"parameters\": {}}\n]<|END_ACTION|>",
+        "",
+        &[(Some("0"), "search", r#"{"q":"x"}"#), (Some("1"), "calc", "{}")],
+    ),
+    c("cohere", "<|START_RESPONSE|>Hi there<|END_RESPONSE|>", "Hi there", &[]),
+    bad("cohere_command4", "<|START_ACTION|>[{\"tool_name\": }]<|END_ACTION|>"),
+    // ---- granite ----
+    c("granite", r#"<|tool_call|>[{"name": "f", "arguments": {"a": 1}}]"#, "", &[(None, "f", r#"{"a":1}"#)]),
+    c("granite", r#"<tool_call>[{"name": "g", "arguments": {}}] done"#, " done", &[(None, "g", "{}")]),
+    bad("granite", r#"<|tool_call|>[{"name": 1}]"#),
+    // ---- granite-20b-fc ----
+    c(
+        "granite-20b-fc",
+        r#"<function_call> {"name": "a", "arguments": {"x": 1}} <function_call> {"name": "b", "arguments": {}}"#,
+        " ",
+        &[(None, "a", r#"{"x":1}"#), (None, "b", "{}")],
+    ),
+    bad("granite-20b-fc", r#"<function_call> {"name": "a""#),
+    // ---- gemma4 ----
+    c(
+        "gemma4",
+        r#"<|tool_call>call:get_weather{city:<|"|>Paris, "FR"<|"|>,days:3,metric:true}<tool_call|><|tool_call>call:noop{}<tool_call|>"#,
+        "",
+        &[(None, "get_weather", r#"{"city":"Paris, \"FR\"","days":3,"metric":true}"#), (None, "noop", "{}")],
+    ),
+    bad("gemma4", r#"<|tool_call>call:get{city:<|"|>Paris}<tool_call|>"#),
+    // ---- functiongemma ----
+    c(
+        "functiongemma",
+        "<start_function_call>call:get{city:<escape>New York<escape>,n:[1,2]}<end_function_call>",
+        "",
+        &[(None, "get", r#"{"city":"New York","n":[1,2]}"#)],
+    ),
+    bad("functiongemma", "<start_function_call>nonsense<end_function_call>"),
+    // ---- <tool_calls> JSON families ----
+    c("jamba", r#"<tool_calls>[{"name": "f", "arguments": {"k": "v"}}]</tool_calls>"#, "", &[(None, "f", r#"{"k":"v"}"#)]),
+    bad("jamba", "<tool_calls>[{]</tool_calls>"),
+    c("hunyuan_a13b", r#"ok<tool_calls>[{"name": "f", "arguments": {}}]</tool_calls>"#, "ok", &[(None, "f", "{}")]),
+    bad("hunyuan_a13b", "<tool_calls>[1]</tool_calls>"),
+    c("apriel", r#"<tool_calls>[{"name": "f", "arguments": {"n": -2e3}}]</tool_calls>"#, "", &[(None, "f", r#"{"n":-2000.0}"#)]),
+    bad("apriel", "<tool_calls>nope</tool_calls>"),
+    // ---- nemotron ----
+    c("nemotron_json", r#"<TOOLCALL>[{"name": "f", "arguments": {}}]</TOOLCALL>"#, "", &[(None, "f", "{}")]),
+    bad("nemotron_json", "<TOOLCALL>[</TOOLCALL>"),
+    // ---- phi4 ----
+    c("phi4_mini_json", r#"functools[{"name": "f", "arguments": {"a": "b"}}]"#, "", &[(None, "f", r#"{"a":"b"}"#)]),
+    bad("phi4_mini_json", r#"functools[{"name""#),
+    // ---- internlm ----
+    c(
+        "internlm",
+        "Sure<|action_start|><|plugin|>\n{\"name\": \"f\", \"parameters\": {\"x\": 2}}<|action_end|>",
+        "Sure",
+        &[(None, "f", r#"{"x":2}"#)],
+    ),
+    bad("internlm", "<|action_start|><|plugin|>\nno<|action_end|>"),
+    // ---- apertus ----
+    c(
+        "apertus",
+        r#"<|tools_prefix|>[{"get": {"city": "Paris"}}, {"time": {}}]<|tools_suffix|>"#,
+        "",
+        &[(None, "get", r#"{"city":"Paris"}"#), (None, "time", "{}")],
+    ),
+    bad("apertus", "<|tools_prefix|>[1]<|tools_suffix|>"),
+    // ---- gigachat3 ----
+    c("gigachat3", r#"<|function_call|>{"name": "f", "arguments": {"a": 1}}"#, "", &[(None, "f", r#"{"a":1}"#)]),
+    c("gigachat3", "function call<|role_sep|>\n{\"name\": \"g\", \"arguments\": {}}", "", &[(None, "g", "{}")]),
+    c("gigachat3", "Hi<|message_sep|>", "Hi", &[]),
+    // ---- longcat ----
+    c("longcat", r#"<longcat_tool_call>{"name": "f", "arguments": {}}</longcat_tool_call>"#, "", &[(None, "f", "{}")]),
+    bad("longcat", "<longcat_tool_call>{</longcat_tool_call>"),
+    // ---- solar_open ----
+    c(
+        "solar_open",
+        r#"<|tool_call:begin|>abc123<|tool_call:name|>get<|tool_call:args|>{"q": 1}<|tool_call:end|>"#,
+        "",
+        &[(Some("abc123"), "get", r#"{"q":1}"#)],
+    ),
+    bad("solar_open", "<|tool_call:begin|>x<|tool_call:end|>"),
+    // ---- xlam ----
+    c("xlam", r#"[{"name": "f", "arguments": {"a": 1}}]"#, "", &[(None, "f", r#"{"a":1}"#)]),
+    c("xlam", "Here:\n```json\n[{\"name\": \"g\", \"arguments\": {}}]\n```", "Here:\n", &[(None, "g", "{}")]),
+    c("xlam", r#"[TOOL_CALLS][{"name": "h", "arguments": {}}]"#, "", &[(None, "h", "{}")]),
+    // ---- functionary ----
+    c("functionary_v3_1", r#"<function=get>{"city": "Paris"}</function>"#, "", &[(None, "get", r#"{"city":"Paris"}"#)]),
+    c("functionary", "<|python_tag|>print(1)\n<|eom_id|>", "", &[(None, "python", r#"{"code":"print(1)"}"#)]),
+    bad("functionary_v3_1", "<function=get>{bad}</function>"),
+    c(
+        "functionary_v3_2",
+        "get_weather\n{\"city\": \"Paris\"}>>>time\n{}",
+        "",
+        &[(None, "get_weather", r#"{"city":"Paris"}"#), (None, "time", "{}")],
+    ),
+    c("functionary_v3_2", "all\nHello there", "Hello there", &[]),
+    bad("functionary_v3_2", "Hi there\nsecond line"),
+    // ---- sarashina ----
+    c("sarashina", "<|tool_calls|>[{'name': 'f', 'arguments': {'a': 'b'}}]", "", &[(None, "f", r#"{"a":"b"}"#)]),
+    c("sarashina", "[{'name': 'g', 'arguments': {}}]", "", &[(None, "g", "{}")]),
+    bad("sarashina", "[{'name': ]"),
+    // ---- inkling ----
+    c(
+        "inkling",
+        r#"<|message_model|>get<|content_invoke_tool_json|>{"name": "get", "args": {"a": 1}}<|end_message|>"#,
+        "",
+        &[(None, "get", r#"{"a":1}"#)],
+    ),
+    bad("inkling", "<|message_model|>hello<|end_message|>"),
+];

@@ -1,0 +1,75 @@
+//! Shared fixtures and the streaming check for the tool-call tests.
+#![allow(dead_code)]
+
+use smgpy_parsers::tool::{parse_complete, ToolCall, ToolCallParser, ToolDef, ToolFormat, ToolParseResult};
+
+mod cases;
+pub use cases::CASES;
+
+/// `(id, name, arguments)` of an expected call.
+pub type Expected = (Option<&'static str>, &'static str, &'static str);
+
+/// One fixture: a raw model output and what it must parse to.
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    pub format: &'static str,
+    pub input: &'static str,
+    pub text: &'static str,
+    pub calls: &'static [Expected],
+    /// Declared tools: name and optional JSON schema of the parameters.
+    pub tools: Option<&'static [(&'static str, Option<&'static str>)]>,
+}
+
+/// Stream `chunks` through a parser and assemble the result like a client would.
+pub fn stream(chunks: &[&str], format: ToolFormat, tools: Option<Vec<ToolDef>>) -> ToolParseResult {
+    let mut p = ToolCallParser::new(format, tools);
+    let mut out = ToolParseResult::default();
+    let mut deltas = Vec::new();
+    for c in chunks {
+        deltas.push(p.push(c));
+    }
+    deltas.push(p.finish());
+    for d in deltas {
+        out.normal_text.push_str(&d.normal_text);
+        for c in d.calls {
+            if c.index == out.calls.len() {
+                let name = c.name.clone().expect("first delta of a call carries its name");
+                out.calls.push(ToolCall {
+                    id: c.id,
+                    name,
+                    arguments: c.arguments,
+                });
+            } else {
+                assert!(c.index < out.calls.len(), "call index skipped");
+                assert!(c.name.is_none(), "name sent twice");
+                out.calls[c.index].arguments.push_str(&c.arguments);
+            }
+        }
+    }
+    out
+}
+
+/// Char boundaries of `s`, including 0 and `len`.
+pub fn boundaries(s: &str) -> Vec<usize> {
+    s.char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(s.len()))
+        .collect()
+}
+
+/// Every two-way split and a char-by-char feed equal the complete parse.
+pub fn check_streaming(input: &str, format: ToolFormat, tools: Option<Vec<ToolDef>>) {
+    let complete = parse_complete(input, format, tools.clone());
+    for &i in &boundaries(input) {
+        let got = stream(&[&input[..i], &input[i..]], format, tools.clone());
+        assert_eq!(got, complete, "split at {i} of {input:?} ({})", format.name());
+    }
+    let chars: Vec<String> = input.chars().map(String::from).collect();
+    let refs: Vec<&str> = chars.iter().map(String::as_str).collect();
+    assert_eq!(
+        stream(&refs, format, tools),
+        complete,
+        "char by char {input:?} ({})",
+        format.name()
+    );
+}

@@ -1,0 +1,76 @@
+//! Small types shared by several endpoints.
+
+use serde::{Deserialize, Serialize};
+
+/// `stop`: a string or a list of strings.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum StopField {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl StopField {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            StopField::One(s) => vec![s],
+            StopField::Many(v) => v,
+        }
+    }
+}
+
+/// Token usage, OpenAI chat/completions shape.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub total_tokens: u32,
+    pub prompt_tokens_details: PromptTokensDetails,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct PromptTokensDetails {
+    pub cached_tokens: u32,
+}
+
+impl Usage {
+    pub fn new(prompt_tokens: u32, completion_tokens: u32, cached_tokens: u32) -> Self {
+        Self {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens + completion_tokens,
+            prompt_tokens_details: PromptTokensDetails { cached_tokens },
+        }
+    }
+}
+
+/// `stream_options`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// What `matched_stop` reports: the user's stop string, or the stop token id.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum MatchedStop {
+    Text(String),
+    Token(i64),
+}
+
+/// One token's log-probability (OpenAI chat `logprobs.content[]`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TokenLogprob {
+    pub token: String,
+    pub logprob: f32,
+    pub bytes: Vec<u8>,
+    pub top_logprobs: Vec<TopLogprob>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TopLogprob {
+    pub token: String,
+    pub logprob: f32,
+    pub bytes: Vec<u8>,
+}

@@ -1,0 +1,82 @@
+//! Validation errors: each names the offending field (`param`) so the HTTP layer can answer in
+//! the API's own error shape.
+
+use serde::de::DeserializeOwned;
+
+/// A request the client must fix.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("{message}")]
+pub struct ProtocolError {
+    /// Human-readable reason, naming the field and what is expected.
+    pub message: String,
+    /// The offending field as a path (`messages[1].role`), when known.
+    pub param: Option<String>,
+    /// Machine-readable code, e.g. `invalid_type`, `missing_field`.
+    pub code: Option<&'static str>,
+}
+
+impl ProtocolError {
+    pub fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { message: message.into(), param: Some(param.into()), code: None }
+    }
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = Some(code);
+        self
+    }
+}
+
+/// Parse a JSON body into `T`, reporting the path of the first bad field.
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ProtocolError> {
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let code = match inner.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => "invalid_json",
+            _ => "invalid_request",
+        };
+        let param = if path == "." || code == "invalid_json" { None } else { Some(path.clone()) };
+        let msg = inner.to_string();
+        // serde's message ends with " at line L column C", useful for syntax errors only.
+        let message = match (&param, code) {
+            (_, "invalid_json") => format!("request body is not valid JSON: {msg}"),
+            (Some(p), _) => format!("invalid value for `{p}`: {}", strip_position(&msg)),
+            (None, _) => format!("invalid request: {}", strip_position(&msg)),
+        };
+        ProtocolError { message, param, code: Some(code) }
+    })
+}
+
+fn strip_position(msg: &str) -> &str {
+    match msg.rfind(" at line ") {
+        Some(i) => &msg[..i],
+        None => msg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct T {
+        a: Vec<Inner>,
+    }
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Inner {
+        n: u32,
+    }
+
+    #[test]
+    fn path_of_bad_field() {
+        let e = parse_json::<T>(br#"{"a":[{"n":1},{"n":"x"}]}"#).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("a[1].n"));
+        assert!(e.message.contains("a[1].n"), "{}", e.message);
+        let e = parse_json::<T>(b"{not json").unwrap_err();
+        assert_eq!(e.code, Some("invalid_json"));
+        let e = parse_json::<T>(b"{}").unwrap_err();
+        assert!(e.message.contains("missing field `a`"), "{}", e.message);
+    }
+}

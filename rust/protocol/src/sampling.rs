@@ -1,0 +1,85 @@
+//! The engine-facing sampling parameters (sglang / tokenspeed `sampling_params` names).
+
+use serde_json::{Map, Value};
+
+/// Sampling parameters passed to the engine. `None` means "not set by the client": the engine's
+/// default applies and the key is not sent at all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SamplingParams {
+    pub max_new_tokens: Option<u32>,
+    pub min_new_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<i64>,
+    pub min_p: Option<f64>,
+    pub repetition_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    pub presence_penalty: Option<f64>,
+    pub stop: Vec<String>,
+    pub stop_token_ids: Vec<i64>,
+    pub ignore_eos: Option<bool>,
+    pub seed: Option<i64>,
+    pub n: Option<u32>,
+    pub logit_bias: Option<Map<String, Value>>,
+    /// Structured-output request (`response_format`), passed through for engines that enforce it.
+    pub json_schema: Option<Value>,
+    pub response_format: Option<Value>,
+}
+
+/// Bounds checks shared by every endpoint.
+pub fn check_ranges(p: &SamplingParams) -> Result<(), crate::ProtocolError> {
+    use crate::ProtocolError as E;
+    if let Some(t) = p.temperature {
+        if !(0.0..=100.0).contains(&t) {
+            return Err(E::new("temperature", format!("temperature must be between 0 and 100, got {t}")));
+        }
+    }
+    if let Some(v) = p.top_p {
+        if !(v > 0.0 && v <= 1.0) {
+            return Err(E::new("top_p", format!("top_p must be in (0, 1], got {v}")));
+        }
+    }
+    if let Some(v) = p.min_p {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(E::new("min_p", format!("min_p must be in [0, 1], got {v}")));
+        }
+    }
+    if let Some(v) = p.top_k {
+        if v < -1 || v == 0 {
+            return Err(E::new("top_k", format!("top_k must be -1 (disabled) or >= 1, got {v}")));
+        }
+    }
+    for (name, v) in [("frequency_penalty", p.frequency_penalty), ("presence_penalty", p.presence_penalty)] {
+        if let Some(v) = v {
+            if !(-2.0..=2.0).contains(&v) {
+                return Err(E::new(name, format!("{name} must be between -2 and 2, got {v}")));
+            }
+        }
+    }
+    if let Some(v) = p.repetition_penalty {
+        if v <= 0.0 {
+            return Err(E::new("repetition_penalty", format!("repetition_penalty must be > 0, got {v}")));
+        }
+    }
+    if p.max_new_tokens == Some(0) {
+        return Err(E::new("max_tokens", "max_tokens must be at least 1"));
+    }
+    if let Some(n) = p.n {
+        if n == 0 || n > 128 {
+            return Err(E::new("n", format!("n must be between 1 and 128, got {n}")));
+        }
+    }
+    if let Some(i) = p.stop.iter().position(String::is_empty) {
+        return Err(E::new(format!("stop[{i}]"), "stop strings must not be empty"));
+    }
+    if p.stop.len() > MAX_STOP_STRINGS {
+        return Err(E::new(
+            "stop",
+            format!("at most {MAX_STOP_STRINGS} stop strings are accepted, got {}", p.stop.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Documented limit on the number of stop strings per request (OpenAI allows 4).
+pub const MAX_STOP_STRINGS: usize = 64;

@@ -1,0 +1,227 @@
+//! Drives one engine stream (one choice) through its [`Pipeline`], turning engine outputs into
+//! visible steps with finish reasons, usage, tool-call ids and logprobs. Every endpoint (chat,
+//! completions, responses, messages) consumes these steps and only differs in wire shape.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use smgpy_protocol::common::{MatchedStop, TokenLogprob, TopLogprob};
+
+use crate::engine::{EngineError, EngineEvent, EngineFinish, EngineStream, MatchedBy, TokenLogprobs};
+use crate::pipeline::{Piece, Pipeline};
+use crate::state::{random_alnum, AppState};
+
+/// How a choice ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finish {
+    /// OpenAI `finish_reason`: `stop`, `length`, `tool_calls`.
+    pub reason: &'static str,
+    pub matched: Option<MatchedStop>,
+}
+
+/// One visible step of a choice.
+#[derive(Debug, Default)]
+pub struct Step {
+    pub piece: Piece,
+    /// Ids of calls that start in this step, parallel to `piece.calls` (None for continuations).
+    pub call_ids: Vec<Option<String>>,
+    pub logprobs: Vec<TokenLogprobs>,
+    pub finish: Option<Finish>,
+    pub error: Option<EngineError>,
+}
+
+/// Token counts of one choice.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub prompt: u32,
+    pub completion: u32,
+    pub cached: u32,
+}
+
+pub struct ChoiceDriver {
+    pub index: u32,
+    stream: EngineStream,
+    pipeline: Pipeline,
+    stops: Arc<Vec<String>>,
+    pub counts: Counts,
+    counted_tokens: u32,
+    call_ids: Vec<String>,
+    done: bool,
+    state: AppState,
+    started: Instant,
+    last_token: Option<Instant>,
+}
+
+impl ChoiceDriver {
+    pub fn new(index: u32, stream: EngineStream, pipeline: Pipeline, stops: Arc<Vec<String>>, state: AppState) -> Self {
+        state.0.metrics.running.fetch_add(1, Ordering::Relaxed);
+        Self {
+            index,
+            stream,
+            pipeline,
+            stops,
+            counts: Counts::default(),
+            counted_tokens: 0,
+            call_ids: Vec::new(),
+            done: false,
+            state,
+            started: Instant::now(),
+            last_token: None,
+        }
+    }
+
+    /// Whether any tool call was emitted.
+    pub fn made_tool_calls(&self) -> bool {
+        !self.call_ids.is_empty()
+    }
+
+    /// The next step, or `None` once the choice has finished.
+    pub async fn next(&mut self) -> Option<Step> {
+        if self.done {
+            return None;
+        }
+        let ev = self.stream.recv().await;
+        Some(self.handle(ev))
+    }
+
+    fn handle(&mut self, ev: Option<EngineEvent>) -> Step {
+        match ev {
+            None => {
+                // The engine closed the stream without a finish reason: end it as a plain stop.
+                self.done = true;
+                let piece = self.pipeline.finish();
+                self.step(piece, Vec::new(), Some(EngineFinish::Stop { matched: None }))
+            }
+            Some(EngineEvent::Error(e)) => {
+                self.done = true;
+                self.end_metrics(false);
+                Step { error: Some(e), ..Step::default() }
+            }
+            Some(EngineEvent::Output(o)) => {
+                self.observe_tokens(o.token_ids.len());
+                if let Some(p) = o.prompt_tokens {
+                    self.counts.prompt = p;
+                }
+                if let Some(c) = o.cached_tokens {
+                    self.counts.cached = c;
+                }
+                self.counted_tokens += o.token_ids.len() as u32;
+                self.counts.completion = o.completion_tokens.unwrap_or(self.counted_tokens);
+                let mut piece = self.pipeline.push(&o.text_delta);
+                if let Some(i) = piece.stopped {
+                    // Our matcher is the authority over visible text: stop the engine now.
+                    self.stream.abort();
+                    self.done = true;
+                    let matched = self.stops.get(i).cloned().map(MatchedBy::Text);
+                    return self.step(piece, o.logprobs, Some(EngineFinish::Stop { matched }));
+                }
+                match o.finish {
+                    Some(EngineFinish::Abort { message: Some(m) }) => {
+                        self.done = true;
+                        self.end_metrics(false);
+                        Step { error: Some(EngineError::Internal(format!("the engine aborted the request: {m}"))), ..Step::default() }
+                    }
+                    Some(f) => {
+                        self.done = true;
+                        let rest = self.pipeline.finish();
+                        piece.reasoning.push_str(&rest.reasoning);
+                        piece.content.push_str(&rest.content);
+                        piece.calls.extend(rest.calls);
+                        self.step(piece, o.logprobs, Some(f))
+                    }
+                    None => self.step(piece, o.logprobs, None),
+                }
+            }
+        }
+    }
+
+    fn step(&mut self, piece: Piece, logprobs: Vec<TokenLogprobs>, finish: Option<EngineFinish>) -> Step {
+        let mut call_ids = Vec::with_capacity(piece.calls.len());
+        for c in &piece.calls {
+            if c.index >= self.call_ids.len() {
+                let id = c.id.clone().unwrap_or_else(|| format!("call_{}", random_alnum(24)));
+                self.call_ids.push(id.clone());
+                call_ids.push(Some(id));
+            } else {
+                call_ids.push(None);
+            }
+        }
+        let finish = finish.map(|f| {
+            let (reason, matched) = match f {
+                EngineFinish::Stop { matched } => (
+                    "stop",
+                    matched.map(|m| match m {
+                        MatchedBy::Token(t) => MatchedStop::Token(t),
+                        MatchedBy::Text(s) => MatchedStop::Text(s),
+                    }),
+                ),
+                EngineFinish::Length => ("length", None),
+                EngineFinish::Abort { .. } => ("abort", None),
+            };
+            let reason = if reason == "stop" && self.made_tool_calls() { "tool_calls" } else { reason };
+            self.end_metrics(true);
+            Finish { reason, matched }
+        });
+        Step { piece, call_ids, logprobs, finish, error: None }
+    }
+
+    fn observe_tokens(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let m = &self.state.0.metrics;
+        match self.last_token {
+            None => m.ttft.observe(now.duration_since(self.started).as_secs_f64()),
+            Some(t) => m.itl.observe(now.duration_since(t).as_secs_f64() / n as f64),
+        }
+        self.last_token = Some(now);
+    }
+
+    fn end_metrics(&mut self, ok: bool) {
+        let m = &self.state.0.metrics;
+        m.running.fetch_sub(1, Ordering::Relaxed);
+        if ok {
+            m.requests_ok.fetch_add(1, Ordering::Relaxed);
+            m.e2e.observe(self.started.elapsed().as_secs_f64());
+        } else {
+            m.requests_err.fetch_add(1, Ordering::Relaxed);
+        }
+        m.prompt_tokens.fetch_add(u64::from(self.counts.prompt), Ordering::Relaxed);
+        m.generation_tokens.fetch_add(u64::from(self.counts.completion), Ordering::Relaxed);
+        m.cached_tokens.fetch_add(u64::from(self.counts.cached), Ordering::Relaxed);
+    }
+}
+
+impl Drop for ChoiceDriver {
+    fn drop(&mut self) {
+        if !self.done {
+            // Client went away mid-generation: the stream's own drop aborts the engine request.
+            self.state.0.metrics.running.fetch_sub(1, Ordering::Relaxed);
+            self.state.0.metrics.requests_err.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// OpenAI chat-style logprobs for one step.
+pub fn chat_logprobs(lp: &[TokenLogprobs]) -> Vec<TokenLogprob> {
+    lp.iter()
+        .map(|t| {
+            let token = t.token.clone().unwrap_or_default();
+            TokenLogprob {
+                bytes: token.as_bytes().to_vec(),
+                token,
+                logprob: t.logprob,
+                top_logprobs: t
+                    .top
+                    .iter()
+                    .map(|(_, tok, lp)| {
+                        let token = tok.clone().unwrap_or_default();
+                        TopLogprob { bytes: token.as_bytes().to_vec(), token, logprob: *lp }
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}

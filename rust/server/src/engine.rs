@@ -1,0 +1,153 @@
+//! The engine abstraction the server drives. `rust/py` implements it on top of a Python engine;
+//! tests implement it with scripted fakes, so the whole HTTP pipeline runs without Python.
+
+use smgpy_protocol::SamplingParams;
+use tokio::sync::mpsc;
+
+/// One generation request, as the engine receives it.
+#[derive(Debug, Clone, Default)]
+pub struct GenerateRequest {
+    pub rid: String,
+    /// Rendered prompt text.
+    pub text: Option<String>,
+    /// Prompt token ids (instead of `text`).
+    pub input_ids: Option<Vec<i64>>,
+    pub sampling: SamplingParams,
+    pub stream: bool,
+    pub return_logprob: bool,
+    pub top_logprobs_num: u32,
+}
+
+/// Why the engine finished.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineFinish {
+    /// EOS (`matched: None`), a stop token id (`Token`) or a stop string the engine matched itself.
+    Stop { matched: Option<MatchedBy> },
+    Length,
+    Abort { message: Option<String> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MatchedBy {
+    Token(i64),
+    Text(String),
+}
+
+/// Log-probability of one generated token and its top alternatives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprobs {
+    pub token_id: i64,
+    pub token: Option<String>,
+    pub logprob: f32,
+    pub top: Vec<(i64, Option<String>, f32)>,
+}
+
+/// One engine step, converted from the engine's output dict.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EngineOutput {
+    /// New text since the previous output (the bridge turns cumulative text into deltas).
+    pub text_delta: String,
+    /// New token ids of this step.
+    pub token_ids: Vec<i64>,
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+    pub cached_tokens: Option<u32>,
+    pub finish: Option<EngineFinish>,
+    pub logprobs: Vec<TokenLogprobs>,
+}
+
+/// Errors an engine reports.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum EngineError {
+    /// The engine refuses this request (e.g. prompt longer than the context): HTTP 400.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The engine's waiting queue is full: HTTP 503.
+    #[error("{0}")]
+    Overloaded(String),
+    /// The engine failed: HTTP 500. The message is shown to the client, so it carries no trace.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// What flows from the engine to a request handler.
+#[derive(Debug)]
+pub enum EngineEvent {
+    Output(EngineOutput),
+    Error(EngineError),
+}
+
+/// Called once when a stream is dropped before the engine finished (client gone, stop string
+/// matched, shutdown): the engine must abort the request.
+pub trait Abort: Send + 'static {
+    fn abort(self: Box<Self>);
+}
+
+/// The receiving end of one request. Dropping it before the engine finished aborts the request.
+pub struct EngineStream {
+    rx: mpsc::Receiver<EngineEvent>,
+    abort: Option<Box<dyn Abort>>,
+}
+
+impl EngineStream {
+    pub fn new(rx: mpsc::Receiver<EngineEvent>, abort: Box<dyn Abort>) -> Self {
+        Self { rx, abort: Some(abort) }
+    }
+
+    /// Next event; `None` when the engine closed the stream.
+    pub async fn recv(&mut self) -> Option<EngineEvent> {
+        let ev = self.rx.recv().await;
+        match &ev {
+            Some(EngineEvent::Output(o)) if o.finish.is_some() => self.abort = None,
+            Some(EngineEvent::Error(_)) | None => self.abort = None,
+            _ => {}
+        }
+        ev
+    }
+
+    /// Next event if one is ready now, without waiting.
+    pub fn try_recv(&mut self) -> Option<EngineEvent> {
+        let ev = self.rx.try_recv().ok();
+        match &ev {
+            Some(EngineEvent::Output(o)) if o.finish.is_some() => self.abort = None,
+            Some(EngineEvent::Error(_)) => self.abort = None,
+            _ => {}
+        }
+        ev
+    }
+
+    /// Abort now (e.g. a stop string matched) instead of waiting for the drop.
+    pub fn abort(&mut self) {
+        if let Some(a) = self.abort.take() {
+            a.abort();
+        }
+    }
+}
+
+impl Drop for EngineStream {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+/// A tokenizer the engine exposes (for `/v1/tokenize`, `/v1/detokenize`, token counting).
+pub trait Tokenizer: Send + Sync + 'static {
+    fn encode(&self, text: &str) -> Result<Vec<i64>, EngineError>;
+    fn decode(&self, ids: &[i64]) -> Result<String, EngineError>;
+}
+
+/// An LLM engine.
+pub trait Engine: Send + Sync + 'static {
+    /// Start a request. Must not block: hand the request over and return its stream.
+    fn generate(&self, req: GenerateRequest) -> Result<EngineStream, EngineError>;
+
+    /// The engine's tokenizer, when it exposes one.
+    fn tokenizer(&self) -> Option<std::sync::Arc<dyn Tokenizer>> {
+        None
+    }
+
+    /// Current load (running / waiting requests, token usage) for `/v1/loads` and `/metrics`.
+    fn load(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        None
+    }
+}

@@ -1,0 +1,142 @@
+//! The one place where failures become HTTP responses, in the API's own error shape.
+//! Internal errors are logged and shown to the client only as a short message, never a trace.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use smgpy_protocol::ProtocolError;
+
+use crate::engine::EngineError;
+
+/// An error answered to a client.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum ApiError {
+    #[error("{message}")]
+    BadRequest { message: String, param: Option<String>, code: Option<&'static str> },
+    #[error("invalid or missing API key: send `Authorization: Bearer <key>` (or `x-api-key: <key>`)")]
+    Unauthorized,
+    #[error("{0}")]
+    NotFound(String),
+    #[error("request body is larger than the limit of {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("{0}")]
+    Overloaded(String),
+    #[error("request timed out after {0} seconds")]
+    Timeout(u64),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn bad_request(param: Option<&str>, message: impl Into<String>) -> Self {
+        Self::BadRequest { message: message.into(), param: param.map(str::to_string), code: None }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// OpenAI `error.type`.
+    pub fn openai_type(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest { .. } | ApiError::PayloadTooLarge { .. } => "invalid_request_error",
+            ApiError::Unauthorized => "authentication_error",
+            ApiError::NotFound(_) => "not_found_error",
+            ApiError::Overloaded(_) => "overloaded_error",
+            ApiError::Timeout(_) => "timeout_error",
+            ApiError::Internal(_) => "server_error",
+        }
+    }
+
+    /// Anthropic `error.type`.
+    pub fn anthropic_type(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest { .. } => "invalid_request_error",
+            ApiError::Unauthorized => "authentication_error",
+            ApiError::NotFound(_) => "not_found_error",
+            ApiError::PayloadTooLarge { .. } => "request_too_large",
+            ApiError::Overloaded(_) => "overloaded_error",
+            ApiError::Timeout(_) => "timeout_error",
+            ApiError::Internal(_) => "api_error",
+        }
+    }
+
+    /// `{"error": {"message", "type", "param", "code"}}`.
+    pub fn openai_body(&self) -> serde_json::Value {
+        let (param, code) = match self {
+            ApiError::BadRequest { param, code, .. } => (param.clone(), code.map(str::to_string)),
+            ApiError::PayloadTooLarge { .. } => (None, Some("request_too_large".to_string())),
+            _ => (None, None),
+        };
+        json!({"error": {"message": self.to_string(), "type": self.openai_type(), "param": param, "code": code}})
+    }
+
+    /// `{"type": "error", "error": {"type", "message"}}`.
+    pub fn anthropic_body(&self) -> serde_json::Value {
+        json!({"type": "error", "error": {"type": self.anthropic_type(), "message": self.to_string()}})
+    }
+
+    fn finish(&self, body: serde_json::Value) -> Response {
+        if let ApiError::Internal(m) = self {
+            tracing::error!(error = %m, "internal error");
+        }
+        let mut resp = (self.status(), axum::Json(body)).into_response();
+        if matches!(self, ApiError::Overloaded(_)) {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        resp
+    }
+
+    /// Render in Anthropic's shape (for `/v1/messages`).
+    pub fn into_anthropic(self) -> Response {
+        let body = self.anthropic_body();
+        self.finish(body)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = self.openai_body();
+        self.finish(body)
+    }
+}
+
+impl From<ProtocolError> for ApiError {
+    fn from(e: ProtocolError) -> Self {
+        ApiError::BadRequest { message: e.message, param: e.param, code: e.code }
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::BadRequest(m) => ApiError::BadRequest { message: m, param: None, code: None },
+            EngineError::Overloaded(m) => ApiError::Overloaded(m),
+            EngineError::Internal(m) => ApiError::Internal(m),
+        }
+    }
+}
+
+/// An error in Anthropic's shape, for handlers of `/v1/messages`.
+#[derive(Debug)]
+pub struct AnthropicError(pub ApiError);
+
+impl IntoResponse for AnthropicError {
+    fn into_response(self) -> Response {
+        self.0.into_anthropic()
+    }
+}
+
+impl<E: Into<ApiError>> From<E> for AnthropicError {
+    fn from(e: E) -> Self {
+        AnthropicError(e.into())
+    }
+}

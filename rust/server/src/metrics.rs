@@ -1,0 +1,118 @@
+//! Prometheus metrics: request counts, token counts, latency histograms and load gauges, kept
+//! in atomics (no lock on the per-token path) and rendered as Prometheus text on `/metrics`.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Histogram with fixed upper bounds (seconds).
+pub struct Histogram {
+    bounds: &'static [f64],
+    counts: Vec<AtomicU64>,
+    sum_micros: AtomicU64,
+    total: AtomicU64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            counts: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            sum_micros: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+        }
+    }
+
+    pub fn observe(&self, seconds: f64) {
+        if let Some(i) = self.bounds.iter().position(|b| seconds <= *b) {
+            self.counts[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.sum_micros.fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+        self.total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cum = 0;
+        for (b, c) in self.bounds.iter().zip(&self.counts) {
+            cum += c.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cum}");
+        }
+        let total = self.total.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {total}");
+        let _ = writeln!(out, "{name}_sum {}", self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count {total}");
+    }
+}
+
+const TTFT_BOUNDS: &[f64] = &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+const ITL_BOUNDS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
+const E2E_BOUNDS: &[f64] = &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
+
+/// Server-wide metrics.
+pub struct Metrics {
+    pub requests_ok: AtomicU64,
+    pub requests_err: AtomicU64,
+    pub prompt_tokens: AtomicU64,
+    pub generation_tokens: AtomicU64,
+    pub cached_tokens: AtomicU64,
+    pub running: AtomicU64,
+    pub ttft: Histogram,
+    pub itl: Histogram,
+    pub e2e: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            requests_ok: AtomicU64::new(0),
+            requests_err: AtomicU64::new(0),
+            prompt_tokens: AtomicU64::new(0),
+            generation_tokens: AtomicU64::new(0),
+            cached_tokens: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+            ttft: Histogram::new(TTFT_BOUNDS),
+            itl: Histogram::new(ITL_BOUNDS),
+            e2e: Histogram::new(E2E_BOUNDS),
+        }
+    }
+}
+
+impl Metrics {
+    /// Prometheus text exposition.
+    pub fn render(&self, waiting: Option<u64>) -> String {
+        let mut out = String::with_capacity(4096);
+        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+        };
+        let _ = writeln!(out, "# HELP smgpy_requests_total Finished generation requests by outcome.");
+        let _ = writeln!(out, "# TYPE smgpy_requests_total counter");
+        let _ = writeln!(out, "smgpy_requests_total{{outcome=\"ok\"}} {}", self.requests_ok.load(Ordering::Relaxed));
+        let _ =
+            writeln!(out, "smgpy_requests_total{{outcome=\"error\"}} {}", self.requests_err.load(Ordering::Relaxed));
+        counter(&mut out, "smgpy_prompt_tokens_total", "Prompt tokens processed.", self.prompt_tokens.load(Ordering::Relaxed));
+        counter(
+            &mut out,
+            "smgpy_generation_tokens_total",
+            "Tokens generated.",
+            self.generation_tokens.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "smgpy_cached_prompt_tokens_total",
+            "Prompt tokens served from the prefix cache.",
+            self.cached_tokens.load(Ordering::Relaxed),
+        );
+        let _ = writeln!(out, "# HELP smgpy_num_requests_running Requests being generated.");
+        let _ = writeln!(out, "# TYPE smgpy_num_requests_running gauge");
+        let _ = writeln!(out, "smgpy_num_requests_running {}", self.running.load(Ordering::Relaxed));
+        if let Some(w) = waiting {
+            let _ = writeln!(out, "# HELP smgpy_num_requests_waiting Requests queued in the engine.");
+            let _ = writeln!(out, "# TYPE smgpy_num_requests_waiting gauge");
+            let _ = writeln!(out, "smgpy_num_requests_waiting {w}");
+        }
+        self.ttft.render(&mut out, "smgpy_time_to_first_token_seconds", "Time to first token.");
+        self.itl.render(&mut out, "smgpy_inter_token_latency_seconds", "Time between streamed tokens.");
+        self.e2e.render(&mut out, "smgpy_e2e_request_latency_seconds", "Whole-request latency.");
+        out
+    }
+}

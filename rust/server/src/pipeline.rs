@@ -1,0 +1,157 @@
+//! The per-choice output pipeline: stop matcher -> reasoning parser -> tool parser.
+//!
+//! Each stage is a synchronous state machine owned by its crate; this loop is the only place
+//! that chains them. A non-streaming request pushes every delta the same way and so yields
+//! exactly what the stream would have.
+
+use smgpy_parsers::{ReasoningFormat, ReasoningOptions, ReasoningParser, ToolCallDelta, ToolCallParser, ToolDef, ToolFormat};
+use smgpy_stop::{StopMatcher, StopOutput};
+
+/// Visible output of one step.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Piece {
+    pub reasoning: String,
+    pub content: String,
+    pub calls: Vec<ToolCallDelta>,
+    /// Index of the stop string that ended the output during this step.
+    pub stopped: Option<usize>,
+}
+
+impl Piece {
+    pub fn is_empty(&self) -> bool {
+        self.reasoning.is_empty() && self.content.is_empty() && self.calls.is_empty()
+    }
+}
+
+/// Stage configuration for one request.
+#[derive(Debug, Default, Clone)]
+pub struct PipelineSpec {
+    pub stops: Vec<String>,
+    pub include_stop: bool,
+    pub reasoning: Option<(ReasoningFormat, ReasoningOptions)>,
+    pub tools: Option<(ToolFormat, Option<Vec<ToolDef>>)>,
+}
+
+pub struct Pipeline {
+    stop: Option<StopMatcher>,
+    reasoning: Option<ReasoningParser>,
+    tools: Option<ToolCallParser>,
+    done: bool,
+}
+
+impl Pipeline {
+    pub fn new(spec: &PipelineSpec) -> Result<Self, smgpy_stop::StopError> {
+        let stop =
+            if spec.stops.is_empty() { None } else { Some(StopMatcher::new(spec.stops.clone(), spec.include_stop)?) };
+        Ok(Self {
+            stop,
+            reasoning: spec.reasoning.clone().map(|(f, o)| ReasoningParser::new(f, o)),
+            tools: spec.tools.clone().map(|(f, t)| ToolCallParser::new(f, t)),
+            done: false,
+        })
+    }
+
+    /// Feed one engine text delta.
+    pub fn push(&mut self, text: &str) -> Piece {
+        if self.done {
+            return Piece::default();
+        }
+        let (visible, stopped) = match &mut self.stop {
+            None => (text.to_string(), None),
+            Some(m) => match m.push(text) {
+                StopOutput::Emit(s) => (s, None),
+                StopOutput::Stopped { text, matched } => (text, Some(matched)),
+            },
+        };
+        let mut piece = self.after_stop(&visible);
+        if stopped.is_some() {
+            let rest = self.flush_parsers();
+            merge(&mut piece, rest);
+            piece.stopped = stopped;
+            self.done = true;
+        }
+        piece
+    }
+
+    /// End of the engine's output: release everything held.
+    pub fn finish(&mut self) -> Piece {
+        if self.done {
+            return Piece::default();
+        }
+        self.done = true;
+        let held = self.stop.as_mut().map(StopMatcher::finish).unwrap_or_default();
+        let mut piece = self.after_stop(&held);
+        merge(&mut piece, self.flush_parsers());
+        piece
+    }
+
+    fn after_stop(&mut self, text: &str) -> Piece {
+        if text.is_empty() {
+            return Piece::default();
+        }
+        let (reasoning, content) = match &mut self.reasoning {
+            None => (String::new(), text.to_string()),
+            Some(r) => {
+                let d = r.push(text);
+                (d.reasoning, d.content)
+            }
+        };
+        let mut piece = Piece { reasoning, ..Piece::default() };
+        self.content(&content, &mut piece);
+        piece
+    }
+
+    fn content(&mut self, content: &str, piece: &mut Piece) {
+        match &mut self.tools {
+            None => piece.content.push_str(content),
+            Some(t) if !content.is_empty() => {
+                let d = t.push(content);
+                piece.content.push_str(&d.normal_text);
+                piece.calls.extend(d.calls);
+            }
+            Some(_) => {}
+        }
+    }
+
+    fn flush_parsers(&mut self) -> Piece {
+        let mut piece = Piece::default();
+        if let Some(r) = &mut self.reasoning {
+            let d = r.finish();
+            piece.reasoning = d.reasoning;
+            self.content(&d.content, &mut piece);
+        }
+        if let Some(t) = &mut self.tools {
+            let d = t.finish();
+            piece.content.push_str(&d.normal_text);
+            piece.calls.extend(d.calls);
+        }
+        piece
+    }
+}
+
+fn merge(into: &mut Piece, other: Piece) {
+    into.reasoning.push_str(&other.reasoning);
+    into.content.push_str(&other.content);
+    into.calls.extend(other.calls);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_cuts_and_reports() {
+        let spec = PipelineSpec { stops: vec!["END".into()], ..Default::default() };
+        let mut p = Pipeline::new(&spec).unwrap();
+        let mut out = String::new();
+        let mut stopped = None;
+        for t in ["hello E", "N", "D and more"] {
+            let piece = p.push(t);
+            out.push_str(&piece.content);
+            stopped = stopped.or(piece.stopped);
+        }
+        out.push_str(&p.finish().content);
+        assert_eq!(out, "hello ");
+        assert_eq!(stopped, Some(0));
+    }
+}

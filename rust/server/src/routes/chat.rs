@@ -1,0 +1,279 @@
+//! `POST /v1/chat/completions`.
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures::stream::{self, BoxStream, StreamExt};
+use serde_json::{Map, Value};
+use smgpy_protocol::chat::{
+    ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse, Choice, ChoiceLogprobs, ChunkChoice, Delta,
+    FunctionChunk, FunctionOut, ResponseMessage, ToolCallChunk, ToolCallOut,
+};
+use smgpy_protocol::common::Usage;
+
+use crate::driver::{chat_logprobs, ChoiceDriver, Counts, Step};
+use crate::engine::GenerateRequest;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::pipeline::{Pipeline, PipelineSpec};
+use crate::prompt::{self, ChatPrompt};
+use crate::routes::{error_event, start_choices, with_timeout, DONE};
+use crate::state::{unix_now, AppState};
+
+pub async fn chat_completions(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<ChatCompletionRequest>,
+) -> Result<Response, ApiError> {
+    let tool_choice = req.validate()?;
+    let mut kwargs: Map<String, Value> = req.chat_template_kwargs.clone().unwrap_or_default();
+    if let Some(effort) = &req.reasoning_effort {
+        kwargs.entry("reasoning_effort").or_insert_with(|| Value::String(effort.clone()));
+    }
+    let text = prompt::render(
+        &state,
+        ChatPrompt {
+            messages: req.messages.clone(),
+            tools: prompt::tools_for_template(req.tools.as_deref(), &tool_choice),
+            add_generation_prompt: req.add_generation_prompt && !req.continue_final_message,
+            continue_final_message: req.continue_final_message,
+            kwargs,
+        },
+    )?;
+    let sampling = req.sampling();
+    let spec = PipelineSpec {
+        stops: sampling.stop.clone(),
+        include_stop: req.include_stop_str_in_output,
+        reasoning: if req.separate_reasoning { prompt::reasoning_options(&state, &text) } else { None },
+        tools: state
+            .config()
+            .tool_format
+            .and_then(|f| prompt::tools_for_parser(req.tools.as_deref(), &tool_choice).map(|t| (f, Some(t)))),
+    };
+    Pipeline::new(&spec).map_err(|e| ApiError::bad_request(Some("stop"), e.to_string()))?;
+    let id = state.new_id("chatcmpl");
+    let base = GenerateRequest {
+        rid: id.clone(),
+        text: Some(text),
+        input_ids: None,
+        sampling,
+        stream: req.stream,
+        return_logprob: req.logprobs,
+        top_logprobs_num: req.top_logprobs.unwrap_or(0),
+    };
+    let drivers = start_choices(&state, base, &spec)?;
+    let model = req.model.clone().unwrap_or_else(|| state.config().model_name.clone());
+    let ctx = Arc::new(Ctx { id, model, created: unix_now(), fingerprint: state.0.fingerprint.clone() });
+    if req.stream {
+        let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
+        Ok(stream_response(&state, ctx, drivers, include_usage, req.logprobs))
+    } else {
+        let timeout = state.config().request_timeout;
+        let resp = with_timeout(timeout, collect(ctx, drivers, req.logprobs)).await??;
+        Ok(Json(resp).into_response())
+    }
+}
+
+/// What every chunk of one response shares.
+struct Ctx {
+    id: String,
+    model: String,
+    created: u64,
+    fingerprint: String,
+}
+
+impl Ctx {
+    fn chunk<'a>(&'a self, choices: Vec<ChunkChoice<'a>>, usage: Option<Usage>) -> ChatCompletionChunk<'a> {
+        ChatCompletionChunk {
+            id: &self.id,
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: &self.model,
+            system_fingerprint: &self.fingerprint,
+            choices,
+            usage,
+        }
+    }
+}
+
+fn usage_of(counts: &[Counts]) -> Usage {
+    let prompt = counts.iter().map(|c| c.prompt).max().unwrap_or(0);
+    let cached = counts.iter().map(|c| c.cached).max().unwrap_or(0);
+    Usage::new(prompt, counts.iter().map(|c| c.completion).sum(), cached)
+}
+
+async fn collect(ctx: Arc<Ctx>, drivers: Vec<ChoiceDriver>, logprobs: bool) -> Result<ChatCompletionResponse, ApiError> {
+    let results = futures::future::join_all(drivers.into_iter().map(|d| collect_one(d, logprobs))).await;
+    let mut choices = Vec::with_capacity(results.len());
+    let mut counts = Vec::with_capacity(results.len());
+    for r in results {
+        let (choice, c) = r?;
+        choices.push(choice);
+        counts.push(c);
+    }
+    Ok(ChatCompletionResponse {
+        id: ctx.id.clone(),
+        object: "chat.completion",
+        created: ctx.created,
+        model: ctx.model.clone(),
+        system_fingerprint: ctx.fingerprint.clone(),
+        choices,
+        usage: usage_of(&counts),
+    })
+}
+
+async fn collect_one(mut d: ChoiceDriver, logprobs: bool) -> Result<(Choice, Counts), ApiError> {
+    let mut content = String::new();
+    let mut reasoning = String::new();
+    let mut calls: Vec<ToolCallOut> = Vec::new();
+    let mut lps = Vec::new();
+    let mut finish = None;
+    while let Some(step) = d.next().await {
+        if let Some(e) = step.error {
+            return Err(e.into());
+        }
+        content.push_str(&step.piece.content);
+        reasoning.push_str(&step.piece.reasoning);
+        for (c, id) in step.piece.calls.iter().zip(step.call_ids) {
+            match (calls.get_mut(c.index), id) {
+                (Some(call), _) => call.function.arguments.push_str(&c.arguments),
+                (None, Some(id)) => calls.push(ToolCallOut {
+                    id,
+                    kind: "function",
+                    function: FunctionOut { name: c.name.clone().unwrap_or_default(), arguments: c.arguments.clone() },
+                }),
+                (None, None) => {}
+            }
+        }
+        if logprobs {
+            lps.extend(chat_logprobs(&step.logprobs));
+        }
+        if step.finish.is_some() {
+            finish = step.finish;
+        }
+    }
+    let (finish_reason, matched_stop) = match finish {
+        Some(f) => (Some(f.reason), f.matched),
+        None => (None, None),
+    };
+    let message = ResponseMessage {
+        role: "assistant",
+        content: if content.is_empty() && !calls.is_empty() { None } else { Some(content) },
+        reasoning_content: if reasoning.is_empty() { None } else { Some(reasoning) },
+        tool_calls: calls,
+    };
+    let logprobs = if logprobs { Some(ChoiceLogprobs { content: lps }) } else { None };
+    Ok((Choice { index: d.index, message, logprobs, finish_reason, matched_stop }, d.counts))
+}
+
+/// Events of one choice: the role chunk, one chunk per visible step, the finish chunk.
+fn choice_events(
+    ctx: Arc<Ctx>,
+    driver: ChoiceDriver,
+    usage: Arc<Mutex<Vec<Counts>>>,
+    logprobs: bool,
+) -> BoxStream<'static, Event> {
+    let index = driver.index;
+    let first = {
+        let delta = Delta { role: Some("assistant"), content: Some(""), ..Delta::default() };
+        let c = ctx.chunk(vec![ChunkChoice { index, delta, logprobs: None, finish_reason: None, matched_stop: None }], None);
+        json_event(&c)
+    };
+    let rest = stream::unfold(Some((driver, ctx, usage)), move |st| async move {
+        let (mut d, ctx, usage) = st?;
+        loop {
+            let Some(step) = d.next().await else {
+                if let Ok(mut u) = usage.lock() {
+                    u.push(d.counts);
+                }
+                return None;
+            };
+            if let Some(e) = step.error {
+                return Some((vec![error_event(&e.into())], None));
+            }
+            if step.piece.is_empty() && step.finish.is_none() && step.logprobs.is_empty() {
+                continue;
+            }
+            let events = step_events(&ctx, d.index, step, logprobs);
+            return Some((events, Some((d, ctx, usage))));
+        }
+    });
+    stream::once(async move { first }).chain(rest.flat_map(stream::iter)).boxed()
+}
+
+/// Up to two events per step: the content delta and, at the end, the finish chunk.
+fn step_events(ctx: &Ctx, index: u32, step: Step, logprobs: bool) -> Vec<Event> {
+    let mut out = Vec::with_capacity(2);
+    let Step { piece, call_ids, logprobs: lps, finish, .. } = step;
+    if !piece.is_empty() || (logprobs && !lps.is_empty()) {
+        let tool_calls = piece
+            .calls
+            .iter()
+            .zip(&call_ids)
+            .map(|(c, id)| ToolCallChunk {
+                index: c.index,
+                id: id.as_deref(),
+                kind: id.as_ref().map(|_| "function"),
+                function: FunctionChunk { name: if id.is_some() { c.name.as_deref() } else { None }, arguments: &c.arguments },
+            })
+            .collect();
+        let delta = Delta {
+            role: None,
+            content: if piece.content.is_empty() { None } else { Some(&piece.content) },
+            reasoning_content: if piece.reasoning.is_empty() { None } else { Some(&piece.reasoning) },
+            tool_calls,
+        };
+        let lp = if logprobs { Some(ChoiceLogprobs { content: chat_logprobs(&lps) }) } else { None };
+        let c = ctx.chunk(vec![ChunkChoice { index, delta, logprobs: lp, finish_reason: None, matched_stop: None }], None);
+        out.push(json_event(&c));
+    }
+    if let Some(f) = finish {
+        let c = ctx.chunk(
+            vec![ChunkChoice {
+                index,
+                delta: Delta::default(),
+                logprobs: None,
+                finish_reason: Some(f.reason),
+                matched_stop: f.matched,
+            }],
+            None,
+        );
+        out.push(json_event(&c));
+    }
+    out
+}
+
+fn stream_response(
+    state: &AppState,
+    ctx: Arc<Ctx>,
+    drivers: Vec<ChoiceDriver>,
+    include_usage: bool,
+    logprobs: bool,
+) -> Response {
+    let usage = Arc::new(Mutex::new(Vec::new()));
+    let streams: Vec<_> =
+        drivers.into_iter().map(|d| choice_events(ctx.clone(), d, usage.clone(), logprobs)).collect();
+    let body = stream::select_all(streams);
+    let tail = stream::once(async move {
+        let mut events = Vec::new();
+        if include_usage {
+            let counts = usage.lock().map(|u| u.clone()).unwrap_or_default();
+            events.push(json_event(&ctx.chunk(Vec::new(), Some(usage_of(&counts)))));
+        }
+        events.push(Event::default().data(DONE));
+        events
+    })
+    .flat_map(stream::iter);
+    let all = body.chain(tail).map(Ok::<_, std::convert::Infallible>);
+    Sse::new(all).keep_alive(KeepAlive::new().interval(state.config().keep_alive)).into_response()
+}
+
+fn json_event<T: serde::Serialize>(v: &T) -> Event {
+    match serde_json::to_string(v) {
+        Ok(s) => Event::default().data(s),
+        Err(e) => error_event(&ApiError::Internal(format!("cannot encode a chunk: {e}"))),
+    }
+}
+

@@ -1,0 +1,259 @@
+//! [`ChatTemplate`]: compile once, render from many threads.
+
+use crate::clock::DateTime;
+use crate::environment::{build, prepare_source, RaisedByTemplate};
+use crate::inspect::TemplateInfo;
+use crate::value::to_jinja;
+use crate::{RenderArgs, TemplateError};
+use minijinja::Environment;
+use serde_json::{Map, Value};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Name of the template used when no variant is chosen.
+const DEFAULT: &str = "default";
+/// Name of the variant transformers picks when tools are passed.
+const TOOL_USE: &str = "tool_use";
+/// transformers appends this to the final message for `continue_final_message`, then cuts the output there.
+const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
+/// Message fields that carry reasoning; transformers copies the first present one to the others.
+const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
+
+/// A compiled chat template plus the special tokens it is rendered with. Cloning is cheap (an `Arc`).
+#[derive(Debug, Clone)]
+pub struct ChatTemplate {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    env: Environment<'static>,
+    /// `(name, source)` of every variant, the default first.
+    variants: Vec<(String, String)>,
+    origin: String,
+    special_tokens: Map<String, Value>,
+    special_jinja: Vec<(minijinja::Value, minijinja::Value)>,
+    info: TemplateInfo,
+    now: Option<DateTime>,
+}
+
+impl ChatTemplate {
+    /// Compile `source`; `special_tokens` holds `bos_token`, `eos_token`, ... as strings.
+    pub fn new(source: &str, special_tokens: Map<String, Value>) -> Result<Self, TemplateError> {
+        Self::compile(vec![(DEFAULT.to_string(), source.to_string())], "<chat_template>".into(), special_tokens, None)
+    }
+
+    /// Compile named variants (tokenizer_config's list form); `default` is used unless tools are given and a
+    /// `tool_use` variant exists. Without a `default`, the first variant is the default.
+    pub fn from_named(templates: Vec<(String, String)>, special_tokens: Map<String, Value>) -> Result<Self, TemplateError> {
+        Self::compile(templates, "<chat_template>".into(), special_tokens, None)
+    }
+
+    /// Take `source_or_path` as a file path when such a file exists, otherwise as template source.
+    pub fn from_source_or_path(source_or_path: &str, special_tokens: Map<String, Value>) -> Result<Self, TemplateError> {
+        let looks_like_path = !source_or_path.contains("{{") && !source_or_path.contains("{%") && source_or_path.len() < 4096;
+        if looks_like_path && Path::new(source_or_path).is_file() {
+            let source = std::fs::read_to_string(source_or_path)
+                .map_err(|e| TemplateError::Io { path: source_or_path.to_string(), reason: e.to_string() })?;
+            return Self::compile(vec![(DEFAULT.into(), source)], source_or_path.to_string(), special_tokens, None);
+        }
+        Self::new(source_or_path, special_tokens)
+    }
+
+    /// Find and load the template of a model directory, in transformers' order.
+    pub fn from_model_dir(dir: &Path) -> Result<Self, TemplateError> {
+        let found = crate::discover::find_in_dir(dir)?;
+        Self::compile(found.templates, found.origin, found.special_tokens, None)
+    }
+
+    /// The same template with `strftime_now` frozen at `now` (recompiles; meant for tests and replays).
+    pub fn with_now(&self, now: DateTime) -> Result<Self, TemplateError> {
+        let inner = &self.inner;
+        Self::compile(inner.variants.clone(), inner.origin.clone(), inner.special_tokens.clone(), Some(now))
+    }
+
+    /// The same template rendered with other special tokens (shares nothing mutable; recompiles).
+    pub fn with_special_tokens(&self, special_tokens: Map<String, Value>) -> Result<Self, TemplateError> {
+        let inner = &self.inner;
+        Self::compile(inner.variants.clone(), inner.origin.clone(), special_tokens, inner.now)
+    }
+
+    pub(crate) fn compile(
+        mut variants: Vec<(String, String)>,
+        origin: String,
+        special_tokens: Map<String, Value>,
+        now: Option<DateTime>,
+    ) -> Result<Self, TemplateError> {
+        if variants.is_empty() {
+            return Err(TemplateError::Render { reason: "the list of named chat templates is empty".into() });
+        }
+        if let Some(pos) = variants.iter().position(|(n, _)| n == DEFAULT) {
+            let default = variants.remove(pos);
+            variants.insert(0, default);
+        }
+        let mut env = build(now);
+        for (name, source) in &variants {
+            let shown = if variants.len() == 1 { origin.clone() } else { format!("{origin} ({name})") };
+            env.add_template_owned(name.clone(), prepare_source(source)).map_err(|e| TemplateError::Syntax {
+                name: shown,
+                line: e.line().unwrap_or(0),
+                reason: e.detail().map_or_else(|| e.kind().to_string(), str::to_string),
+            })?;
+        }
+        let special_jinja = special_tokens.iter().map(|(k, v)| (minijinja::Value::from(k.as_str()), to_jinja(v))).collect();
+        let info = TemplateInfo::inspect(&variants[0].1);
+        Ok(Self { inner: Arc::new(Inner { env, variants, origin, special_tokens, special_jinja, info, now }) })
+    }
+
+    /// The template source (the default variant's).
+    pub fn source(&self) -> &str {
+        &self.inner.variants[0].1
+    }
+
+    /// Every `(name, source)` variant, the default first.
+    pub fn variants(&self) -> &[(String, String)] {
+        &self.inner.variants
+    }
+
+    /// Special tokens this template is rendered with.
+    pub fn special_tokens(&self) -> &Map<String, Value> {
+        &self.inner.special_tokens
+    }
+
+    /// What the template expects of its inputs (used by the normaliser).
+    pub fn info(&self) -> &TemplateInfo {
+        &self.inner.info
+    }
+
+    /// Whether the template renders tool definitions (it mentions `tools`).
+    pub fn supports_tools(&self) -> bool {
+        self.inner.variants.iter().any(|(_, s)| s.contains("tools"))
+    }
+
+    /// The text `add_generation_prompt=True` appends after a user turn, e.g. `<|im_start|>assistant\n`, found
+    /// by rendering a probe conversation both ways. `None` when the template refuses the probe.
+    pub fn generation_prompt(&self) -> Option<String> {
+        let messages = vec![serde_json::json!({"role": "user", "content": "smgpy-probe"})];
+        let mut args = RenderArgs { messages, ..RenderArgs::default() };
+        let without = self.render(&args).ok()?;
+        args.add_generation_prompt = true;
+        let with = self.render(&args).ok()?;
+        with.strip_prefix(without.as_str()).map(str::to_string)
+    }
+
+    /// Render, as transformers' `apply_chat_template(..., tokenize=False)`.
+    pub fn render(&self, args: &RenderArgs) -> Result<String, TemplateError> {
+        let inner = &self.inner;
+        let name = if args.tools.is_some() && inner.variants.iter().any(|(n, _)| n == TOOL_USE) {
+            TOOL_USE
+        } else {
+            inner.variants[0].0.as_str()
+        };
+        let template = inner.env.get_template(name).map_err(|e| TemplateError::Render { reason: e.to_string() })?;
+        let source = inner.variants.iter().find(|(n, _)| n == name).map_or("", |(_, s)| s.as_str());
+
+        let mut messages = prepare_messages(&args.messages)?;
+        let continued = if args.continue_final_message { Some(tag_final_message(&mut messages, source)?) } else { None };
+
+        let mut ctx: Vec<(minijinja::Value, minijinja::Value)> = inner.special_jinja.clone();
+        ctx.extend(args.kwargs.iter().map(|(k, v)| (minijinja::Value::from(k.as_str()), to_jinja(v))));
+        let list = |items: &Option<Vec<Value>>| match items {
+            Some(items) => minijinja::Value::from(items.iter().map(to_jinja).collect::<Vec<_>>()),
+            None => crate::none::py_none(),
+        };
+        ctx.push(("messages".into(), minijinja::Value::from(messages.iter().map(to_jinja).collect::<Vec<_>>())));
+        ctx.push(("tools".into(), list(&args.tools)));
+        ctx.push(("documents".into(), list(&args.documents)));
+        ctx.push(("add_generation_prompt".into(), minijinja::Value::from(args.add_generation_prompt)));
+        let ctx: minijinja::Value = ctx.into_iter().collect();
+
+        let rendered = template.render(ctx).map_err(render_error)?;
+        match continued {
+            Some(final_text) => cut_at_continue_tag(rendered, &final_text),
+            None => Ok(rendered),
+        }
+    }
+}
+
+/// Drop None-valued keys and alias reasoning fields, as transformers 5 does before rendering.
+fn prepare_messages(messages: &[Value]) -> Result<Vec<Value>, TemplateError> {
+    messages
+        .iter()
+        .map(|m| {
+            let Value::Object(map) = m else {
+                return Err(TemplateError::Render { reason: format!("chat messages must be objects, got {m}") });
+            };
+            let mut map: Map<String, Value> = map.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
+            if let Some(reasoning) = REASONING_FIELDS.iter().find_map(|k| map.get(*k)).cloned() {
+                // Python: {"thinking": r, **message, "reasoning_content": r}
+                let mut aliased = Map::with_capacity(map.len() + 2);
+                aliased.insert("thinking".into(), reasoning.clone());
+                for (k, v) in std::mem::take(&mut map) {
+                    aliased.insert(k, v);
+                }
+                aliased.insert("reasoning_content".into(), reasoning);
+                map = aliased;
+            }
+            Ok(Value::Object(map))
+        })
+        .collect()
+}
+
+/// Append transformers' continue tag to the final message's content; returns the text being continued.
+fn tag_final_message(messages: &mut [Value], source: &str) -> Result<String, TemplateError> {
+    let err = |reason: &str| TemplateError::Render { reason: reason.to_string() };
+    let last = messages.last_mut().ok_or_else(|| err("continue_final_message is set but the conversation is empty"))?;
+    let content = last
+        .get_mut("content")
+        .ok_or_else(|| err("continue_final_message is set but the final message has no \"content\" to continue"))?;
+    if !source.contains("content") {
+        return Err(err("continue_final_message is set to \"content\" but this is not an accepted field in the chat_template"));
+    }
+    match content {
+        Value::String(s) => {
+            let original = s.clone();
+            s.push_str(CONTINUE_TAG);
+            Ok(original)
+        }
+        Value::Array(blocks) => {
+            for block in blocks.iter_mut().rev() {
+                if let Some(Value::String(text)) = block.get_mut("text") {
+                    let original = text.clone();
+                    text.push_str(CONTINUE_TAG);
+                    return Ok(original);
+                }
+            }
+            Err(err("continue_final_message is set but we could not find any text to continue in the final message"))
+        }
+        _ => Err(err("continue_final_message needs the final message's content to be text")),
+    }
+}
+
+/// Cut the output where the continued message ends, as transformers does.
+fn cut_at_continue_tag(rendered: String, final_text: &str) -> Result<String, TemplateError> {
+    let marker = CONTINUE_TAG.trim();
+    if !rendered.contains(final_text.trim()) || !rendered.contains(marker) {
+        return Err(TemplateError::Render {
+            reason: "continue_final_message is set but the final message does not appear in the chat after applying the chat template"
+                .into(),
+        });
+    }
+    let loc = rendered.rfind(marker).unwrap_or(rendered.len());
+    if rendered[loc..].starts_with(CONTINUE_TAG) {
+        Ok(rendered[..loc].to_string())
+    } else {
+        Ok(rendered[..loc].trim_end().to_string())
+    }
+}
+
+/// Map a minijinja error: `raise_exception` becomes [`TemplateError::Raised`], anything else a render error.
+fn render_error(err: minijinja::Error) -> TemplateError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&err);
+    while let Some(e) = source {
+        if let Some(raised) = e.downcast_ref::<RaisedByTemplate>() {
+            return TemplateError::Raised { message: raised.0.clone() };
+        }
+        source = e.source();
+    }
+    TemplateError::Render { reason: err.to_string() }
+}

@@ -1,0 +1,338 @@
+//! The minijinja environment configured as transformers configures jinja2.
+//!
+//! transformers renders with `ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)`, the
+//! `loopcontrols` extension, a `{% generation %}` tag, its own `tojson`, and the globals `raise_exception`,
+//! `strftime_now`, `dict` and a `namespace` that refuses `_`-prefixed names. Everything printed goes through
+//! Python's `str()`. This module reproduces each of those pieces.
+
+use crate::clock::DateTime;
+use crate::json::tojson_filter;
+use crate::methods::call_method;
+use crate::none::is_py_none;
+use crate::pyrepr::{py_str, write_str};
+use minijinja::value::{Kwargs, Rest, Value, ValueKind};
+use minijinja::{Environment, Error, ErrorKind};
+
+/// Marks an error raised by the template's own `raise_exception(message)` call.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct RaisedByTemplate(pub String);
+
+/// Build an environment. `now` freezes `strftime_now`; `None` reads the system clock at each call.
+pub fn build(now: Option<DateTime>) -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_keep_trailing_newline(false);
+    env.set_unknown_method_callback(call_method);
+    env.set_formatter(|out, _state, value| {
+        if let Some(s) = value.as_str() {
+            out.write_str(s)
+        } else if is_py_none(value) {
+            out.write_str("None")
+        } else {
+            let mut buf = String::new();
+            write_str(&mut buf, value);
+            out.write_str(&buf)
+        }
+        .map_err(|_| Error::new(ErrorKind::WriteFailure, "cannot write template output"))
+    });
+
+    env.add_filter("tojson", tojson_filter);
+    env.add_filter("string", |v: &Value| Value::from(py_str(v)));
+    env.add_filter("join", join_filter);
+    env.add_filter("format", format_filter);
+    env.add_filter("length", length_filter);
+    env.add_filter("count", length_filter);
+    crate::generators::register(&mut env);
+    env.add_test("none", is_py_none);
+    // jinja2's Undefined defines `__iter__`, so `undefined is iterable` holds.
+    env.add_test("iterable", |v: &Value| {
+        matches!(v.kind(), ValueKind::Seq | ValueKind::Map | ValueKind::String | ValueKind::Iterable | ValueKind::Undefined)
+    });
+    for name in ["trim", "lower", "upper", "capitalize", "title"] {
+        env.add_filter(name, move |v: &Value, args: Rest<Value>| string_filter(name, v, &args));
+    }
+    env.add_filter("escape", escape_filter);
+    env.add_filter("e", escape_filter);
+    env.add_test("sequence", |v: &Value| matches!(v.kind(), ValueKind::Seq | ValueKind::Map | ValueKind::String));
+    env.add_test("number", |v: &Value| matches!(v.kind(), ValueKind::Number | ValueKind::Bool));
+    env.add_test("integer", |v: &Value| v.is_integer() || v.kind() == ValueKind::Bool);
+
+    env.add_function("raise_exception", |message: Option<Value>| -> Result<Value, Error> {
+        let message = message.map(|m| py_str(&m)).unwrap_or_default();
+        Err(Error::new(ErrorKind::InvalidOperation, message.clone()).with_source(RaisedByTemplate(message)))
+    });
+    env.add_function("strftime_now", move |format: &str| {
+        Value::from(now.unwrap_or_else(DateTime::now_utc).strftime(format))
+    });
+    env.add_function("dict", dict_function);
+    env.add_function("namespace", namespace_function);
+    env
+}
+
+/// `dict(mapping_or_pairs, **kwargs)` as Python's `dict(...)`.
+fn dict_function(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let mut pairs: Vec<(Value, Value)> = Vec::new();
+    if args.len() > 1 {
+        return Err(Error::new(ErrorKind::InvalidOperation, "dict expected at most 1 positional argument"));
+    }
+    if let Some(first) = args.first() {
+        match first.kind() {
+            ValueKind::Map => {
+                for key in first.try_iter()? {
+                    let item = first.get_item(&key)?;
+                    pairs.push((key, item));
+                }
+            }
+            ValueKind::Seq | ValueKind::Iterable => {
+                for pair in first.try_iter()? {
+                    let items: Vec<Value> = pair.try_iter()?.collect();
+                    match <[Value; 2]>::try_from(items) {
+                        Ok([k, v]) => pairs.push((k, v)),
+                        Err(_) => {
+                            return Err(Error::new(ErrorKind::InvalidOperation, "dict update sequence element must have length 2"));
+                        }
+                    }
+                }
+            }
+            _ => return Err(Error::new(ErrorKind::InvalidOperation, format!("{} is not iterable", first.kind()))),
+        }
+    }
+    for key in kwargs.args() {
+        pairs.push((Value::from(key), kwargs.peek::<Value>(key)?));
+    }
+    let mut out: Vec<(Value, Value)> = Vec::with_capacity(pairs.len());
+    for (k, v) in pairs {
+        match out.iter_mut().find(|(existing, _)| *existing == k) {
+            Some(slot) => slot.1 = v,
+            None => out.push((k, v)),
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// jinja2's `namespace(...)`, refusing `_`-prefixed names like transformers' `TemplateNamespace`.
+fn namespace_function(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let mut pairs: Vec<(Value, Value)> = Vec::new();
+    if let Some(first) = args.first() {
+        for key in first.try_iter()? {
+            let item = first.get_item(&key)?;
+            pairs.push((key, item));
+        }
+    }
+    for key in kwargs.args() {
+        pairs.push((Value::from(key), kwargs.peek::<Value>(key)?));
+    }
+    if let Some((bad, _)) = pairs.iter().find(|(k, _)| k.as_str().is_some_and(|k| k.starts_with('_'))) {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "Chat templates cannot store underscore-prefixed attributes on a namespace, but got '{}'. Please rename the attribute.",
+                py_str(bad)
+            ),
+        ));
+    }
+    minijinja::functions::namespace(Some(pairs.into_iter().collect()))
+}
+
+/// jinja2's `join(value, d='', attribute=None)`, printing items with Python's `str()`.
+fn join_filter(value: &Value, sep: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let attribute: Option<Value> = kwargs.get("attribute")?;
+    let sep = match kwargs.get::<Option<Value>>("d")? {
+        Some(d) => Some(d),
+        None => sep,
+    };
+    kwargs.assert_all_used()?;
+    let sep = sep.map(|s| py_str(&s)).unwrap_or_default();
+    if value.is_undefined() {
+        return Ok(Value::from(""));
+    }
+    let mut out = String::new();
+    let iter = match value.kind() {
+        ValueKind::String => {
+            return Ok(Value::from(value.as_str().unwrap_or_default().chars().map(String::from).collect::<Vec<_>>().join(&sep)))
+        }
+        _ => value.try_iter()?,
+    };
+    for (i, item) in iter.enumerate() {
+        if i > 0 {
+            out.push_str(&sep);
+        }
+        let item = match &attribute {
+            Some(attr) => match attr.as_str() {
+                Some(a) => a.split('.').try_fold(item, |v, part| v.get_attr(part))?,
+                None => item.get_item(attr)?,
+            },
+            None => item,
+        };
+        write_str(&mut out, &item);
+    }
+    Ok(Value::from(out))
+}
+
+/// jinja2's `format` filter: Python `%`-formatting (`"%s" | format(x)`).
+fn format_filter(fmt: &str, args: Rest<Value>) -> Result<Value, Error> {
+    let mut out = String::with_capacity(fmt.len());
+    let mut args = args.iter();
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('%') => out.push('%'),
+            Some(spec @ ('s' | 'd' | 'i' | 'r')) => {
+                let Some(arg) = args.next() else {
+                    return Err(Error::new(ErrorKind::InvalidOperation, "not enough arguments for format string"));
+                };
+                match spec {
+                    'r' => crate::pyrepr::write_repr(&mut out, arg),
+                    'd' | 'i' => {
+                        let n = f64::try_from(arg.clone())?;
+                        out.push_str(&format!("{}", n.trunc() as i64));
+                    }
+                    _ => write_str(&mut out, arg),
+                }
+            }
+            other => {
+                return Err(Error::new(ErrorKind::InvalidOperation, format!("unsupported format character {other:?}")));
+            }
+        }
+    }
+    Ok(Value::from(out))
+}
+
+/// jinja2's `length`: `len(value)`, 0 for undefined, an error for values without a length.
+fn length_filter(value: &Value) -> Result<Value, Error> {
+    match value.kind() {
+        ValueKind::Undefined => Ok(Value::from(0)),
+        ValueKind::String => Ok(Value::from(value.as_str().unwrap_or_default().chars().count())),
+        _ if crate::generators::is_generator(value) => {
+            Err(Error::new(ErrorKind::InvalidOperation, "object of type 'generator' has no len()"))
+        }
+        _ => match value.len() {
+            Some(n) => Ok(Value::from(n)),
+            None => Err(Error::new(ErrorKind::InvalidOperation, format!("object of type {} has no len()", value.kind()))),
+        },
+    }
+}
+
+/// jinja2's string filters apply `str()` first, so `[{'type': 'text', ...}] | trim` prints a Python list.
+fn string_filter(name: &str, value: &Value, args: &[Value]) -> Result<Value, Error> {
+    let text = py_str(value);
+    let out = match name {
+        "trim" => {
+            let chars = args.first().and_then(Value::as_str);
+            match chars {
+                Some(set) => text.trim_matches(|c| set.contains(c)).to_string(),
+                None => text.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)).to_string(),
+            }
+        }
+        "lower" => text.to_lowercase(),
+        "upper" => text.to_uppercase(),
+        "capitalize" => {
+            let mut chars = text.chars();
+            match chars.next() {
+                Some(first) => first.to_uppercase().chain(chars.flat_map(char::to_lowercase)).collect(),
+                None => String::new(),
+            }
+        }
+        _ => minijinja::filters::title(text.into()),
+    };
+    Ok(Value::from(out))
+}
+
+/// markupsafe's `escape`: `& < > ' "` become entities; already-safe strings pass through.
+fn escape_filter(value: &Value) -> Value {
+    if value.is_safe() {
+        return value.clone();
+    }
+    let text = py_str(value);
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\'' => out.push_str("&#39;"),
+            '"' => out.push_str("&#34;"),
+            c => out.push(c),
+        }
+    }
+    Value::from_safe_string(out)
+}
+
+/// Rewrite `{% generation %}` / `{% endgeneration %}` (transformers' assistant-mask tag, which renders its
+/// body unchanged) into `{% if true %}` / `{% endif %}`, keeping the whitespace-control markers so
+/// `trim_blocks`, `lstrip_blocks` and `-` behave exactly as around the original tag.
+pub fn rewrite_generation_tags(source: &str) -> String {
+    if !source.contains("generation") {
+        return source.to_string();
+    }
+    rewrite_tags(source)
+}
+
+/// Prepare a template source for minijinja: jinja2's lexer turns `\r\n` and `\r` into `\n`, and the
+/// `{% generation %}` tag is rewritten (see [`rewrite_generation_tags`]).
+pub fn prepare_source(source: &str) -> String {
+    if source.contains('\r') {
+        rewrite_generation_tags(&source.replace("\r\n", "\n").replace('\r', "\n"))
+    } else {
+        rewrite_generation_tags(source)
+    }
+}
+
+fn rewrite_tags(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut rest = source;
+    while let Some(start) = rest.find("{%") {
+        out.push_str(&rest[..start]);
+        let tag = &rest[start..];
+        let Some(end) = tag.find("%}") else {
+            out.push_str(tag);
+            return out;
+        };
+        let inner = &tag[2..end];
+        let (lead, body) = match inner.strip_prefix(['-', '+']) {
+            Some(b) => (&inner[..1], b),
+            None => ("", inner),
+        };
+        let (body, trail) = match body.strip_suffix(['-', '+']) {
+            Some(b) => (b, &body[body.len() - 1..]),
+            None => (body, ""),
+        };
+        let replacement = match body.trim() {
+            "generation" => Some("if true"),
+            "endgeneration" => Some("endif"),
+            _ => None,
+        };
+        match replacement {
+            Some(r) => {
+                out.push_str("{%");
+                out.push_str(lead);
+                out.push(' ');
+                out.push_str(r);
+                out.push(' ');
+                out.push_str(trail);
+                out.push_str("%}");
+            }
+            None => out.push_str(&tag[..end + 2]),
+        }
+        rest = &tag[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_tags_become_plain_blocks() {
+        assert_eq!(rewrite_generation_tags("a{%- generation %}b{% endgeneration -%}c"), "a{%- if true %}b{% endif -%}c");
+        assert_eq!(rewrite_generation_tags("{{ add_generation_prompt }}"), "{{ add_generation_prompt }}");
+    }
+}

@@ -1,0 +1,231 @@
+//! The `tojson` filter as transformers defines it: Python's
+//! `json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)`.
+//!
+//! Byte-exactness matters because tool schemas and tool-call arguments are pasted into prompts with it:
+//! Python writes `", "`/`": "` separators, floats as `repr` (`1e-07`, `-0.0`), keeps key order and does
+//! not HTML-escape, unlike minijinja's built-in `tojson`.
+
+use crate::pyrepr::write_float;
+use minijinja::value::{Kwargs, Value, ValueKind};
+use minijinja::{Error, ErrorKind};
+use std::fmt::Write;
+
+/// Options of Python's `json.dumps` that templates pass.
+#[derive(Debug, Clone)]
+pub struct DumpOptions {
+    pub ensure_ascii: bool,
+    pub indent: Option<String>,
+    pub item_sep: String,
+    pub key_sep: String,
+    pub sort_keys: bool,
+}
+
+impl Default for DumpOptions {
+    fn default() -> Self {
+        Self { ensure_ascii: false, indent: None, item_sep: ", ".into(), key_sep: ": ".into(), sort_keys: false }
+    }
+}
+
+/// The `tojson` filter: `value | tojson(indent=2, ensure_ascii=True, separators=(',', ':'), sort_keys=True)`.
+pub fn tojson_filter(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let mut opts = DumpOptions::default();
+    let indent = match kwargs.get::<Option<Value>>("indent")? {
+        Some(v) => Some(v),
+        None => indent,
+    };
+    if let Some(indent) = indent.filter(|v| !v.is_none() && !v.is_undefined()) {
+        opts.indent = Some(match indent.as_str() {
+            Some(s) => s.to_string(),
+            None => {
+                let n = i64::try_from(indent.clone())?;
+                " ".repeat(n.max(0) as usize)
+            }
+        });
+        opts.item_sep = ",".into();
+    }
+    if let Some(v) = kwargs.get::<Option<bool>>("ensure_ascii")? {
+        opts.ensure_ascii = v;
+    }
+    if let Some(v) = kwargs.get::<Option<bool>>("sort_keys")? {
+        opts.sort_keys = v;
+    }
+    if let Some(seps) = kwargs.get::<Option<Value>>("separators")? {
+        if !seps.is_none() {
+            let parts: Vec<Value> = seps.try_iter()?.collect();
+            match parts.as_slice() {
+                [a, b] => {
+                    opts.item_sep = a.as_str().unwrap_or_default().to_string();
+                    opts.key_sep = b.as_str().unwrap_or_default().to_string();
+                }
+                _ => {
+                    return Err(Error::new(ErrorKind::InvalidOperation, "separators must be a (item, key) pair"));
+                }
+            }
+        }
+    }
+    kwargs.assert_all_used()?;
+    let mut out = String::new();
+    dump(&mut out, value, &opts, 0)?;
+    Ok(Value::from(out))
+}
+
+/// Serialise `value` like `json.dumps` with `opts`.
+pub fn dump(out: &mut String, value: &Value, opts: &DumpOptions, depth: usize) -> Result<(), Error> {
+    if crate::none::is_py_none(value) {
+        out.push_str("null");
+        return Ok(());
+    }
+    if crate::generators::is_generator(value) {
+        return Err(Error::new(ErrorKind::InvalidOperation, "Object of type generator is not JSON serializable"));
+    }
+    match value.kind() {
+        ValueKind::None => out.push_str("null"),
+        ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
+        ValueKind::Number => {
+            if value.is_integer() {
+                let _ = write!(out, "{value}");
+            } else {
+                let f = f64::try_from(value.clone())?;
+                if f.is_nan() {
+                    out.push_str("NaN");
+                } else if f.is_infinite() {
+                    out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" });
+                } else {
+                    write_float(out, f);
+                }
+            }
+        }
+        ValueKind::String => write_json_str(out, value.as_str().unwrap_or_default(), opts.ensure_ascii),
+        ValueKind::Seq | ValueKind::Iterable => {
+            let items: Vec<Value> = value.try_iter()?.collect();
+            if items.is_empty() {
+                out.push_str("[]");
+                return Ok(());
+            }
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(&opts.item_sep);
+                }
+                newline_indent(out, opts, depth + 1);
+                dump(out, item, opts, depth + 1)?;
+            }
+            newline_indent(out, opts, depth);
+            out.push(']');
+        }
+        ValueKind::Map => {
+            let mut keys: Vec<Value> = value.try_iter()?.collect();
+            if keys.is_empty() {
+                out.push_str("{}");
+                return Ok(());
+            }
+            if opts.sort_keys {
+                keys.sort();
+            }
+            out.push('{');
+            for (i, key) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(&opts.item_sep);
+                }
+                newline_indent(out, opts, depth + 1);
+                write_key(out, key, opts)?;
+                out.push_str(&opts.key_sep);
+                dump(out, &value.get_item(key)?, opts, depth + 1)?;
+            }
+            newline_indent(out, opts, depth);
+            out.push('}');
+        }
+        ValueKind::Undefined => {
+            return Err(Error::new(ErrorKind::InvalidOperation, "Object of type Undefined is not JSON serializable"));
+        }
+        other => {
+            return Err(Error::new(ErrorKind::InvalidOperation, format!("Object of type {other} is not JSON serializable")));
+        }
+    }
+    Ok(())
+}
+
+/// Dict keys: strings as-is; Python turns numbers, bools and None into strings.
+fn write_key(out: &mut String, key: &Value, opts: &DumpOptions) -> Result<(), Error> {
+    match key.kind() {
+        ValueKind::String => write_json_str(out, key.as_str().unwrap_or_default(), opts.ensure_ascii),
+        ValueKind::None => out.push_str("\"null\""),
+        ValueKind::Bool => out.push_str(if key.is_true() { "\"true\"" } else { "\"false\"" }),
+        ValueKind::Number => {
+            out.push('"');
+            dump(out, key, opts, 0)?;
+            out.push('"');
+        }
+        other => {
+            return Err(Error::new(ErrorKind::InvalidOperation, format!("keys must be str, int, float, bool or None, not {other}")));
+        }
+    }
+    Ok(())
+}
+
+fn newline_indent(out: &mut String, opts: &DumpOptions, depth: usize) {
+    if let Some(indent) = &opts.indent {
+        out.push('\n');
+        for _ in 0..depth {
+            out.push_str(indent);
+        }
+    }
+}
+
+/// A JSON string literal with Python's escapes.
+pub fn write_json_str(out: &mut String, s: &str, ensure_ascii: bool) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c if ensure_ascii && (c as u32) > 0x7e => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    let _ = write!(out, "\\u{:04x}", unit);
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dumps(v: serde_json::Value, opts: &DumpOptions) -> String {
+        let mut s = String::new();
+        dump(&mut s, &crate::value::to_jinja(&v), opts, 0).unwrap();
+        s
+    }
+
+    #[test]
+    fn matches_python_json_dumps() {
+        let v = serde_json::json!({"b": [1, 1.5, -0.0, 1e-7, null, true], "a": "é\n\"", "e": {}, "l": []});
+        assert_eq!(
+            dumps(v.clone(), &DumpOptions::default()),
+            r#"{"b": [1, 1.5, -0.0, 1e-07, null, true], "a": "é\n\"", "e": {}, "l": []}"#
+        );
+        let opts = DumpOptions {
+            ensure_ascii: true,
+            indent: Some("  ".into()),
+            item_sep: ",".into(),
+            sort_keys: true,
+            ..DumpOptions::default()
+        };
+        assert_eq!(
+            dumps(v, &opts),
+            "{\n  \"a\": \"\\u00e9\\n\\\"\",\n  \"b\": [\n    1,\n    1.5,\n    -0.0,\n    1e-07,\n    null,\n    true\n  ],\n  \"e\": {},\n  \"l\": []\n}"
+        );
+    }
+}

