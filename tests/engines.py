@@ -105,4 +105,28 @@ class EchoEngine(ScriptedEngine):
             yield out
 
 
-__all__ = ["CHATML", "EchoEngine", "EngineOverloaded", "EngineRequestError", "ScriptedEngine"]
+class CharTokenizer:
+    """One token per character (token id = code point): predictable counts for API tests."""
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(chr(i) for i in ids)
+
+
+class TokenizingEngine(ScriptedEngine):
+    """A ScriptedEngine that exposes a tokenizer (for /v1/tokenize, echo of token prompts, count_tokens)."""
+
+    tokenizer = CharTokenizer()
+
+
+__all__ = [
+    "CHATML",
+    "CharTokenizer",
+    "EchoEngine",
+    "EngineOverloaded",
+    "EngineRequestError",
+    "ScriptedEngine",
+    "TokenizingEngine",
+]

@@ -10,14 +10,12 @@ import os
 from typing import Any
 
 import pytest
-
 from smgpy.engine import EngineOverloaded, EngineRequestError, GenerateReqInput
 
 
 def _require_mlx() -> Any:
     try:
         import mlx_lm  # noqa: F401
-
         from smgpy.mlx import demo_gguf_path
 
         return demo_gguf_path()
@@ -101,7 +99,10 @@ def test_concurrent_requests_equal_sequential(engine: MLXEngine) -> None:
     sequential = [run(engine, p, temperature=0, max_new_tokens=6, ignore_eos=True)["ids"] for p in prompts]
 
     async def together() -> list[dict[str, Any]]:
-        objs = [GenerateReqInput(text=p, sampling_params={"temperature": 0, "max_new_tokens": 6, "ignore_eos": True}) for p in prompts]
+        objs = [
+            GenerateReqInput(text=p, sampling_params={"temperature": 0, "max_new_tokens": 6, "ignore_eos": True})
+            for p in prompts
+        ]
         return await asyncio.gather(*(collect(engine, o) for o in objs))
 
     assert [o["ids"] for o in asyncio.run(together())] == sequential
@@ -175,7 +176,7 @@ def test_n_samples_share_a_prefill(engine: MLXEngine) -> None:
 def test_logprobs(engine: MLXEngine) -> None:
     out = run(engine, chat(engine, QUESTION), temperature=0, max_new_tokens=3, return_logprob=True, top_logprobs_num=3)
     for o in out["outs"]:
-        (lp, tok, _), = o["meta_info"]["output_token_logprobs"]
+        ((lp, tok, _),) = o["meta_info"]["output_token_logprobs"]
         top = o["meta_info"]["output_top_logprobs"][0]
         assert tok == o["output_ids"][0] and len(top) == 3
         assert top[0][1] == tok and abs(top[0][0] - lp) < 1e-5 and lp <= 0
@@ -190,8 +191,17 @@ def test_stop_token_ids_and_sampling_options(engine: MLXEngine) -> None:
     biased = run(engine, prompt, temperature=0, max_new_tokens=2, logit_bias={str(greedy[0]): -100.0})
     assert biased["ids"][0] != greedy[0]
     penalised = run(
-        engine, prompt, temperature=0.7, top_k=20, min_p=0.05, seed=3, repetition_penalty=1.2,
-        frequency_penalty=0.5, presence_penalty=0.5, min_new_tokens=3, max_new_tokens=4,
+        engine,
+        prompt,
+        temperature=0.7,
+        top_k=20,
+        min_p=0.05,
+        seed=3,
+        repetition_penalty=1.2,
+        frequency_penalty=0.5,
+        presence_penalty=0.5,
+        min_new_tokens=3,
+        max_new_tokens=4,
     )
     assert penalised["meta"]["completion_tokens"] >= 3
 
@@ -209,7 +219,9 @@ def test_context_overflow_is_refused_before_compute(engine: MLXEngine) -> None:
 
 def test_disconnect_frees_the_slot(engine: MLXEngine) -> None:
     async def scenario() -> None:
-        gen = engine.generate_request(GenerateReqInput(text=chat(engine, QUESTION), sampling_params={"max_new_tokens": 500, "ignore_eos": True}))
+        gen = engine.generate_request(
+            GenerateReqInput(text=chat(engine, QUESTION), sampling_params={"max_new_tokens": 500, "ignore_eos": True})
+        )
         await gen.__anext__()
         await gen.aclose()  # what a server does when the client goes away
         for _ in range(100):

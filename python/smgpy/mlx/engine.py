@@ -91,7 +91,7 @@ class MLXEngine:
         def load() -> tuple[Any, Any]:
             from mlx_lm.utils import load as mlx_load
 
-            model, tok, config = mlx_load(model_path, return_config=True)
+            model, tok, config = mlx_load(model_path, return_config=True)  # type: ignore[misc]
             self._config = config
             return model, tok
 
@@ -170,11 +170,12 @@ class MLXEngine:
             )
         if self._sched.pending >= self.max_waiting:
             raise EngineOverloaded(
-                f"the engine already has {self._sched.pending} requests waiting (limit {self.max_waiting}); "
-                "retry later"
+                f"the engine already has {self._sched.pending} requests waiting (limit {self.max_waiting}); retry later"
             )
         max_tokens = params.max_new_tokens or (self.context_length - n_prompt)
-        stop_ids = frozenset(params.stop_token_ids) | (frozenset() if params.ignore_eos else frozenset(self.eos_token_ids))
+        stop_ids = frozenset(params.stop_token_ids) | (
+            frozenset() if params.ignore_eos else frozenset(self.eos_token_ids)
+        )
         logprobs = bool(getattr(obj, "return_logprob", False))
         top = int(getattr(obj, "top_logprobs_num", 0) or 0) if logprobs else None
 

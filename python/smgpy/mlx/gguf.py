@@ -93,7 +93,7 @@ def _mlx_name(name: str) -> str:
 def _progress(total: int, desc: str) -> Any:
     """A tqdm bar on stderr when tqdm is installed (it comes with huggingface_hub), else a no-op."""
     try:
-        from tqdm import tqdm
+        from tqdm import tqdm  # type: ignore[import-untyped,unused-ignore]
 
         return tqdm(total=total, desc=desc, unit="tensor", file=sys.stderr)
     except ImportError:  # pragma: no cover - tqdm ships with mlx-lm's dependencies
@@ -159,7 +159,7 @@ def _tokenizer_files(meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
             "normalized": False,
             "special": True,
         }
-        for i, (tok, kind) in enumerate(zip(tokens, types))
+        for i, (tok, kind) in enumerate(zip(tokens, types, strict=False))
         if kind in (3, 4)  # 3 = control, 4 = user-defined
     ]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
@@ -279,7 +279,9 @@ def convert_gguf(path: str | os.PathLike[str], *, dtype: str | None = "float32",
         return dest
 
     print(f"smgpy: converting {src.name} to an mlx-lm model in {dest} (once)", file=sys.stderr)
-    weights, meta = mx.load(str(src), return_metadata=True)
+    loaded: Any = mx.load(str(src), return_metadata=True)
+    weights: dict[str, Any] = loaded[0]
+    meta: dict[str, Any] = loaded[1]
     bases = {k.rsplit(".", 1)[0] for k in weights}
     bar = _progress(len(bases), "converting GGUF")
     try:
@@ -297,7 +299,11 @@ def convert_gguf(path: str | os.PathLike[str], *, dtype: str | None = "float32",
         (tmp / "config.json").write_text(json.dumps(config, indent=2))
         (tmp / "tokenizer.json").write_text(json.dumps(tokenizer_json, ensure_ascii=False))
         (tmp / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2, ensure_ascii=False))
-        special = {k: tokenizer_config[k] for k in ("bos_token", "eos_token", "pad_token", "unk_token") if k in tokenizer_config}
+        special = {
+            k: tokenizer_config[k]
+            for k in ("bos_token", "eos_token", "pad_token", "unk_token")
+            if k in tokenizer_config
+        }
         (tmp / "special_tokens_map.json").write_text(json.dumps(special, indent=2))
         try:
             tmp.rename(dest)

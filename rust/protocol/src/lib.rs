@@ -2,8 +2,10 @@
 //! sampling parameters they become. Pure data: no I/O, no async.
 #![forbid(unsafe_code)]
 
+pub mod anthropic;
 pub mod chat;
 pub mod common;
+pub mod completion;
 pub mod error;
 pub mod sampling;
 

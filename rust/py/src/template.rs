@@ -1,27 +1,242 @@
-//! Python binding for this area (filled in by its owner).
+//! Python binding for chat templates: `smgpy._native.ChatTemplate` wraps `smgpy_template::ChatTemplate`,
+//! plus `normalize_messages` / `normalize_tools`. Conversion only; rendering runs with the GIL released.
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use serde_json::{Map, Value};
+use smgpy_template::{DateTime, RenderArgs, TemplateError as CoreError};
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use crate::convert::{py_to_value, value_to_py};
+
+pyo3::create_exception!(
+    smgpy._native,
+    TemplateError,
+    PyValueError,
+    "A chat template refused its input (`raise_exception`) or failed to render."
+);
+pyo3::create_exception!(
+    smgpy._native,
+    TemplateSyntaxError,
+    PyValueError,
+    "A chat template does not compile; `file`, `line` and `reason` say where and why."
+);
+
+/// Map a core template error to `TemplateError` / `TemplateSyntaxError` / `FileNotFoundError` / `OSError`.
+fn to_py_err(err: CoreError) -> PyErr {
+    let message = err.to_string();
+    match err {
+        CoreError::Syntax { name, line, reason } => Python::attach(|py| {
+            let e = TemplateSyntaxError::new_err(message);
+            let v = e.value(py);
+            let _ = v.setattr("file", name);
+            let _ = v.setattr("line", line);
+            let _ = v.setattr("reason", reason);
+            e
+        }),
+        CoreError::NotFound { .. } => pyo3::exceptions::PyFileNotFoundError::new_err(message),
+        CoreError::Io { .. } => pyo3::exceptions::PyOSError::new_err(message),
+        CoreError::Raised { .. } | CoreError::Render { .. } => TemplateError::new_err(message),
+    }
+}
+
+fn dict_to_map(d: Option<&Bound<'_, PyDict>>) -> PyResult<Map<String, Value>> {
+    match d {
+        Some(d) => match py_to_value(d.as_any())? {
+            Value::Object(m) => Ok(m),
+            _ => Ok(Map::new()),
+        },
+        None => Ok(Map::new()),
+    }
+}
+
+fn list_to_values(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<Vec<Value>>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => match py_to_value(o)? {
+            Value::Array(a) => Ok(Some(a)),
+            _ => Err(pyo3::exceptions::PyTypeError::new_err(format!("{what} must be a list of dicts"))),
+        },
+    }
+}
+
+/// A `datetime.datetime` (or anything with year..second attributes) as a frozen clock.
+fn datetime_from_py(obj: &Bound<'_, PyAny>) -> PyResult<DateTime> {
+    Ok(DateTime {
+        year: obj.getattr("year")?.extract()?,
+        month: obj.getattr("month")?.extract()?,
+        day: obj.getattr("day")?.extract()?,
+        hour: obj.getattr("hour")?.extract()?,
+        minute: obj.getattr("minute")?.extract()?,
+        second: obj.getattr("second")?.extract()?,
+    })
+}
+
+/// A HuggingFace chat template, compiled once and rendered exactly like transformers'
+/// `apply_chat_template(..., tokenize=False)`.
+///
+/// `source` is the template text or a path to a `.jinja` file; `special_tokens` maps `bos_token`,
+/// `eos_token`, ... to strings; `now` (a `datetime`) freezes `strftime_now`.
+#[pyclass(name = "ChatTemplate", module = "smgpy._native", frozen)]
+pub struct PyChatTemplate {
+    inner: smgpy_template::ChatTemplate,
+}
+
+impl From<smgpy_template::ChatTemplate> for PyChatTemplate {
+    fn from(inner: smgpy_template::ChatTemplate) -> Self {
+        Self { inner }
+    }
+}
+
+impl PyChatTemplate {
+    /// The core template (for the server binding).
+    pub fn core(&self) -> &smgpy_template::ChatTemplate {
+        &self.inner
+    }
+}
+
+#[pymethods]
+impl PyChatTemplate {
+    #[new]
+    #[pyo3(signature = (source, special_tokens = None, *, now = None))]
+    fn new(
+        source: &str,
+        special_tokens: Option<&Bound<'_, PyDict>>,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let tokens = dict_to_map(special_tokens)?;
+        let t = smgpy_template::ChatTemplate::from_source_or_path(source, tokens).map_err(to_py_err)?;
+        match now {
+            Some(now) => t.with_now(datetime_from_py(now)?).map(Self::from).map_err(to_py_err),
+            None => Ok(Self::from(t)),
+        }
+    }
+
+    /// Load the template and special tokens of a model directory, in transformers' order:
+    /// `chat_template.jinja`, `chat_template.json`, then `tokenizer_config.json`.
+    #[staticmethod]
+    #[pyo3(signature = (path, *, now = None))]
+    fn from_model_dir(path: std::path::PathBuf, now: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let t = smgpy_template::ChatTemplate::from_model_dir(&path).map_err(to_py_err)?;
+        match now {
+            Some(now) => t.with_now(datetime_from_py(now)?).map(Self::from).map_err(to_py_err),
+            None => Ok(Self::from(t)),
+        }
+    }
+
+    /// The template source.
+    #[getter]
+    fn source(&self) -> &str {
+        self.inner.source()
+    }
+
+    /// The special tokens the template is rendered with.
+    #[getter]
+    fn special_tokens<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        value_to_py(py, &Value::Object(self.inner.special_tokens().clone()))
+    }
+
+    /// Whether the template renders tool definitions.
+    #[getter]
+    fn supports_tools(&self) -> bool {
+        self.inner.supports_tools()
+    }
+
+    /// The text `add_generation_prompt=True` appends after a user turn, or None if it cannot be found.
+    #[getter]
+    fn generation_prompt(&self) -> Option<String> {
+        self.inner.generation_prompt()
+    }
+
+    /// Render `messages` (and `tools`, `documents`, extra template variables) to the prompt text.
+    /// With `normalize=True`, client-shaped input is first normalised (see `normalize_messages`).
+    #[pyo3(signature = (messages, tools = None, add_generation_prompt = true, *, documents = None, continue_final_message = false, normalize = false, **kwargs))]
+    #[allow(clippy::too_many_arguments)]
+    fn render(
+        &self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyList>,
+        tools: Option<&Bound<'_, PyAny>>,
+        add_generation_prompt: bool,
+        documents: Option<&Bound<'_, PyAny>>,
+        continue_final_message: bool,
+        normalize: bool,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<String> {
+        let mut messages = list_to_values(Some(messages.as_any()), "messages")?.unwrap_or_default();
+        let mut tools = list_to_values(tools, "tools")?;
+        let documents = list_to_values(documents, "documents")?;
+        let kwargs = dict_to_map(kwargs)?;
+        let inner = &self.inner;
+        py.detach(|| {
+            if normalize {
+                messages = smgpy_template::normalize_messages(&messages, inner.info());
+                tools = tools.map(|t| smgpy_template::normalize_tools(&t));
+            }
+            let args = RenderArgs { messages, tools, documents, add_generation_prompt, continue_final_message, kwargs };
+            inner.render(&args)
+        })
+        .map_err(to_py_err)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ChatTemplate(<{} chars>)", self.inner.source().len())
+    }
+}
+
+/// Normalise client-shaped messages for a template (string tool arguments to objects, content parts
+/// flattened for string-only templates, `content` on tool-call turns). Without a template every rule
+/// applies as for a string-only template that serialises arguments.
+#[pyfunction]
+#[pyo3(signature = (messages, template = None))]
+fn normalize_messages<'py>(
+    py: Python<'py>,
+    messages: &Bound<'py, PyList>,
+    template: Option<PyRef<'py, PyChatTemplate>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let messages = list_to_values(Some(messages.as_any()), "messages")?.unwrap_or_default();
+    let info = match &template {
+        Some(t) => t.inner.info().clone(),
+        None => smgpy_template::TemplateInfo {
+            iterates_content_parts: false,
+            needs_content_on_tool_calls: true,
+            arguments_as_object: true,
+            mentions_tools: true,
+        },
+    };
+    value_to_py(py, &Value::Array(smgpy_template::normalize_messages(&messages, &info)))
+}
+
+/// Nest Responses-API flat function tools as `{"type": "function", "function": {...}}`.
+#[pyfunction]
+fn normalize_tools<'py>(py: Python<'py>, tools: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyAny>> {
+    let tools = list_to_values(Some(tools.as_any()), "tools")?.unwrap_or_default();
+    value_to_py(py, &Value::Array(smgpy_template::normalize_tools(&tools)))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<PyChatTemplate>()?;
+    m.add_function(wrap_pyfunction!(normalize_messages, m)?)?;
+    m.add_function(wrap_pyfunction!(normalize_tools, m)?)?;
+    m.add("TemplateError", py.get_type::<TemplateError>())?;
+    m.add("TemplateSyntaxError", py.get_type::<TemplateSyntaxError>())?;
     Ok(())
 }
 
 /// Build the server's template from `chat_template` (a source string, a path to a file, or a
-/// `ChatTemplate`) and `special_tokens`. TEMPORARY until the template binding lands.
+/// `ChatTemplate`) and `special_tokens`.
 pub fn template_from_py(
     t: &Bound<'_, PyAny>,
-    special_tokens: Option<&Bound<'_, pyo3::types::PyDict>>,
+    special_tokens: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<smgpy_template::ChatTemplate> {
+    if let Ok(existing) = t.cast::<PyChatTemplate>() {
+        let existing = existing.get().inner.clone();
+        return match special_tokens {
+            Some(d) => existing.with_special_tokens(dict_to_map(Some(d))?).map_err(to_py_err),
+            None => Ok(existing),
+        };
+    }
     let src: String = t.extract()?;
-    let src = match std::fs::read_to_string(&src) {
-        Ok(s) if src.len() < 4096 && !src.contains('{') => s,
-        _ => src,
-    };
-    let tokens = match special_tokens {
-        Some(d) => match crate::convert::py_to_value(d.as_any())? {
-            serde_json::Value::Object(m) => m,
-            _ => serde_json::Map::new(),
-        },
-        None => serde_json::Map::new(),
-    };
-    smgpy_template::ChatTemplate::new(&src, tokens).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+    smgpy_template::ChatTemplate::from_source_or_path(&src, dict_to_map(special_tokens)?).map_err(to_py_err)
 }

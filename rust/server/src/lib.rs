@@ -8,10 +8,12 @@ pub mod driver;
 pub mod engine;
 pub mod error;
 pub mod extract;
+pub mod layers;
 pub mod metrics;
 pub mod pipeline;
 pub mod prompt;
 pub mod routes;
+pub mod sse;
 pub mod state;
 
 use std::future::Future;
@@ -29,14 +31,23 @@ pub use state::{AppState, ServerConfig};
 /// All routes, with body limit, auth and CORS layers.
 pub fn router(state: AppState) -> Router {
     let limit = state.config().max_body_bytes;
-    Router::new()
+    let app = Router::new()
         .route("/health", get(routes::info::health))
         .route("/v1/models", get(routes::info::models))
         .route("/metrics", get(routes::info::metrics))
         .route("/v1/chat/completions", post(routes::chat::chat_completions))
+        .route("/v1/completions", post(routes::completions::completions))
+        .route("/v1/tokenize", post(routes::tokenize::tokenize))
+        .route("/v1/detokenize", post(routes::tokenize::detokenize))
         .layer(axum::Extension(extract::BodyLimit(limit)))
         .layer(DefaultBodyLimit::max(limit))
-        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), layers::require_api_key));
+    // CORS sits outside auth so browsers' preflight requests get their answer without a key.
+    let app = match layers::cors(&state.config().allowed_origins) {
+        Some(cors) => app.layer(cors),
+        None => app,
+    };
+    app.layer(axum::middleware::from_fn(layers::access_log)).with_state(state)
 }
 
 /// Bind `addr` (port 0 picks a free port). Returns the listener and its real address.

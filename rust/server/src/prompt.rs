@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value};
 use smgpy_parsers::{ReasoningOptions, ToolDef};
+
 use smgpy_protocol::chat::{tool_name, ToolChoice};
 use smgpy_template::{RenderArgs, TemplateError};
 
@@ -66,11 +67,11 @@ pub fn render(state: &AppState, p: ChatPrompt) -> Result<String, ApiError> {
              a chat template (serve_oai(..., chat_template=...) or --chat-template), or use /v1/completions",
         )
     })?;
-    // TODO(integration): normalise with the template crate's normaliser once it lands.
-    let messages = p.messages;
+    let messages = smgpy_template::normalize_messages(&p.messages, template.info());
+    let tools = p.tools.map(|t| smgpy_template::normalize_tools(&t));
     let args = RenderArgs {
         messages,
-        tools: p.tools,
+        tools,
         documents: None,
         add_generation_prompt: p.add_generation_prompt,
         continue_final_message: p.continue_final_message,
@@ -85,6 +86,5 @@ pub fn render(state: &AppState, p: ChatPrompt) -> Result<String, ApiError> {
 /// Reasoning facts of a rendered prompt (does the model start inside a reasoning block?).
 pub fn reasoning_options(state: &AppState, prompt: &str) -> Option<(smgpy_parsers::ReasoningFormat, ReasoningOptions)> {
     let f = state.config().reasoning_format?;
-    let _ = prompt;
-    Some((f, ReasoningOptions::default()))
+    Some((f, smgpy_parsers::reasoning::prompt_state(f, prompt)))
 }

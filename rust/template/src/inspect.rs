@@ -45,7 +45,7 @@ impl TemplateInfo {
         let guards_content = ["content is defined", "content is not defined", "'content' in message", "\"content\" in message", "content is none", "content is not none", ".get('content'", ".get(\"content\""]
             .iter()
             .any(|p| s.contains(p));
-        let reads_content = s.contains("message.content") || s.contains("message['content']") || s.contains("message[\"content\"]");
+        let reads_content = s.contains(".content") || s.contains("['content']") || s.contains("[\"content\"]");
         let arguments_as_object =
             followed_by(s, "arguments", &["tojson", ".items()", "| items", "|items", "is mapping", "is string", "is not string", ".get("], 24);
         Self {

@@ -32,6 +32,11 @@ enum Act {
 struct Table {
     markers: Vec<&'static str>,
     acts: Vec<Act>,
+    /// Distinct first bytes of the markers: text without them cannot hold a marker or a prefix
+    /// of one, so it is emitted after a `memchr` skip without running the marker scan.
+    first_bytes: Vec<u8>,
+    /// Longest marker, in bytes: the scan window at a candidate position.
+    max_len: usize,
 }
 
 impl Table {
@@ -40,7 +45,25 @@ impl Table {
             if !self.markers.contains(m) {
                 self.markers.push(m);
                 self.acts.push(act);
+                if let Some(&b) = m.as_bytes().first() {
+                    if !self.first_bytes.contains(&b) {
+                        self.first_bytes.push(b);
+                    }
+                }
+                self.max_len = self.max_len.max(m.len());
             }
+        }
+    }
+
+    /// Offset of the next byte that could start a marker.
+    fn next_candidate(&self, s: &str) -> Option<usize> {
+        let h = s.as_bytes();
+        match self.first_bytes[..] {
+            [] => None,
+            [a] => memchr::memchr(a, h),
+            [a, b] => memchr::memchr2(a, b, h),
+            [a, b, c] => memchr::memchr3(a, b, c, h),
+            _ => h.iter().position(|x| self.first_bytes.contains(x)),
         }
     }
 }
@@ -94,6 +117,7 @@ static TABLES: LazyLock<Vec<Tables>> = LazyLock::new(|| ReasoningFormat::ALL.ite
 #[derive(Debug, Clone)]
 pub(crate) struct Engine {
     format: ReasoningFormat,
+    tables: &'static Tables,
     disabled: bool,
     mode: Mode,
     /// Undecided text: always a suffix that might begin a marker (or empty).
@@ -126,8 +150,7 @@ impl Engine {
 
     fn table(&self) -> &'static Table {
         let idx = self.mode as usize + if self.disabled { 3 } else { 0 };
-        // `TABLES` has one entry per format in `ALL`; `index()` is always in range.
-        &TABLES[self.format.index()].by_mode[idx]
+        &self.tables.by_mode[idx]
     }
 
     fn emit(&self, out: &mut ReasoningDelta, text: &str) {
@@ -169,20 +192,26 @@ impl Engine {
         loop {
             let table = self.table();
             let rest = &buf[pos..];
-            if table.markers.is_empty() {
+            let Some(k) = table.next_candidate(rest) else {
                 self.emit(out, rest);
                 break;
-            }
-            let hold = if finishing {
-                0
-            } else {
-                partial_suffix_len(rest, &table.markers)
             };
-            match find_first(rest, &table.markers) {
-                // A marker prefix that starts at or before the match could still become an
-                // earlier or longer marker (`<|channel>thought` vs `<|channel>thought\n`): wait.
-                Some((off, i)) if hold == 0 || rest.len() - hold > off => {
-                    self.emit(out, &rest[..off]);
+            // Only a window of the longest marker's length can matter at a candidate.
+            let mut end = (k + table.max_len).min(rest.len());
+            while !rest.is_char_boundary(end) {
+                end += 1;
+            }
+            let tail_is_short = end == rest.len();
+            // At the end of the text, a candidate whose whole tail is a marker prefix (or a
+            // marker that could still grow into a longer one) waits for the next delta.
+            if !finishing && tail_is_short && partial_suffix_len(&rest[k..], &table.markers) == rest.len() - k {
+                self.emit(out, &rest[..k]);
+                self.held.push_str(&rest[k..]);
+                break;
+            }
+            match find_first(&rest[k..end], &table.markers) {
+                Some((0, i)) => {
+                    self.emit(out, &rest[..k]);
                     let marker = table.markers[i];
                     match table.acts[i] {
                         Act::Drop => {}
@@ -192,13 +221,13 @@ impl Engine {
                             self.emit(out, marker);
                         }
                     }
-                    pos += off + marker.len();
+                    pos += k + marker.len();
                 }
                 _ => {
-                    let cut = rest.len() - hold;
-                    self.emit(out, &rest[..cut]);
-                    self.held.push_str(&rest[cut..]);
-                    break;
+                    // No marker starts here: emit through this char and look further.
+                    let step = rest[k..].chars().next().map_or(1, char::len_utf8);
+                    self.emit(out, &rest[..k + step]);
+                    pos += k + step;
                 }
             }
         }

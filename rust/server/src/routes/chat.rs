@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream::{self, BoxStream, StreamExt};
@@ -20,7 +20,8 @@ use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::pipeline::{Pipeline, PipelineSpec};
 use crate::prompt::{self, ChatPrompt};
-use crate::routes::{error_event, start_choices, with_timeout, DONE};
+use crate::routes::{start_choices, with_timeout};
+use crate::sse;
 use crate::state::{unix_now, AppState};
 
 pub async fn chat_completions(
@@ -174,12 +175,12 @@ fn choice_events(
     driver: ChoiceDriver,
     usage: Arc<Mutex<Vec<Counts>>>,
     logprobs: bool,
-) -> BoxStream<'static, Event> {
+) -> BoxStream<'static, Bytes> {
     let index = driver.index;
     let first = {
         let delta = Delta { role: Some("assistant"), content: Some(""), ..Delta::default() };
         let c = ctx.chunk(vec![ChunkChoice { index, delta, logprobs: None, finish_reason: None, matched_stop: None }], None);
-        json_event(&c)
+        sse::data(&c)
     };
     let rest = stream::unfold(Some((driver, ctx, usage)), move |st| async move {
         let (mut d, ctx, usage) = st?;
@@ -191,7 +192,7 @@ fn choice_events(
                 return None;
             };
             if let Some(e) = step.error {
-                return Some((vec![error_event(&e.into())], None));
+                return Some((vec![sse::error(&e.into())], None));
             }
             if step.piece.is_empty() && step.finish.is_none() && step.logprobs.is_empty() {
                 continue;
@@ -204,7 +205,7 @@ fn choice_events(
 }
 
 /// Up to two events per step: the content delta and, at the end, the finish chunk.
-fn step_events(ctx: &Ctx, index: u32, step: Step, logprobs: bool) -> Vec<Event> {
+fn step_events(ctx: &Ctx, index: u32, step: Step, logprobs: bool) -> Vec<Bytes> {
     let mut out = Vec::with_capacity(2);
     let Step { piece, call_ids, logprobs: lps, finish, .. } = step;
     if !piece.is_empty() || (logprobs && !lps.is_empty()) {
@@ -227,7 +228,7 @@ fn step_events(ctx: &Ctx, index: u32, step: Step, logprobs: bool) -> Vec<Event> 
         };
         let lp = if logprobs { Some(ChoiceLogprobs { content: chat_logprobs(&lps) }) } else { None };
         let c = ctx.chunk(vec![ChunkChoice { index, delta, logprobs: lp, finish_reason: None, matched_stop: None }], None);
-        out.push(json_event(&c));
+        out.push(sse::data(&c));
     }
     if let Some(f) = finish {
         let c = ctx.chunk(
@@ -240,7 +241,7 @@ fn step_events(ctx: &Ctx, index: u32, step: Step, logprobs: bool) -> Vec<Event> 
             }],
             None,
         );
-        out.push(json_event(&c));
+        out.push(sse::data(&c));
     }
     out
 }
@@ -260,20 +261,11 @@ fn stream_response(
         let mut events = Vec::new();
         if include_usage {
             let counts = usage.lock().map(|u| u.clone()).unwrap_or_default();
-            events.push(json_event(&ctx.chunk(Vec::new(), Some(usage_of(&counts)))));
+            events.push(sse::data(&ctx.chunk(Vec::new(), Some(usage_of(&counts)))));
         }
-        events.push(Event::default().data(DONE));
+        events.push(sse::done());
         events
     })
     .flat_map(stream::iter);
-    let all = body.chain(tail).map(Ok::<_, std::convert::Infallible>);
-    Sse::new(all).keep_alive(KeepAlive::new().interval(state.config().keep_alive)).into_response()
+    sse::response(body.chain(tail), state.config().keep_alive)
 }
-
-fn json_event<T: serde::Serialize>(v: &T) -> Event {
-    match serde_json::to_string(v) {
-        Ok(s) => Event::default().data(s),
-        Err(e) => error_event(&ApiError::Internal(format!("cannot encode a chunk: {e}"))),
-    }
-}
-

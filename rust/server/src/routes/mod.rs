@@ -1,7 +1,9 @@
 //! HTTP routes. Handlers are small: validate, render, start the engine, shape the output.
 
 pub mod chat;
+pub mod completions;
 pub mod info;
+pub mod tokenize;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use crate::state::AppState;
 pub const DONE: &str = "[DONE]";
 
 /// An error sent inside an open SSE stream: `data: {"error": {...}}`.
+/// (Routes built on axum's `Sse`; `crate::sse` is the coalescing replacement.)
 pub fn error_event(e: &ApiError) -> Event {
     if let ApiError::Internal(m) = e {
         tracing::error!(error = %m, "error in stream");

@@ -1,0 +1,156 @@
+"""Serving overhead per streamed token: smgpy vs a minimal Starlette/uvicorn/orjson server.
+
+Same engine (benches/fast_engine.py: yields deltas as fast as it can), same load: 64 streaming
+chat requests of 2,500 tokens, 32 at a time. Measures the *server process's* CPU time per
+streamed token (psutil), tokens/s delivered, and the engine's own CPU per token (draining the
+same generators with no server). Serving overhead = server CPU/token - engine CPU/token.
+
+    python benches/bridge.py [--requests 64] [--concurrency 32] [--tokens 2500] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from fast_engine import FastEngine  # noqa: E402
+
+SMGPY_SERVER = """
+import sys; sys.path.insert(0, {here!r})
+import smgpy
+from fast_engine import FastEngine
+smgpy.serve_oai(FastEngine(), port={port}, log_level="warn")
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(kind: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    if kind == "smgpy":
+        cmd = [sys.executable, "-c", SMGPY_SERVER.format(here=str(HERE), port=port)]
+    else:
+        cmd = [sys.executable, str(HERE / "python_server.py"), str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"{kind} server did not start")
+
+
+async def load(url: str, requests: int, concurrency: int, tokens: int) -> int:
+    sem = asyncio.Semaphore(concurrency)
+    body = {"messages": [{"role": "user", "content": "go"}], "stream": True, "max_tokens": tokens}
+    limits = httpx.Limits(max_connections=concurrency)
+
+    async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+
+        async def one() -> int:
+            async with sem:
+                n = 0
+                async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
+                    buf = b""
+                    async for chunk in r.aiter_bytes():
+                        buf += chunk
+                        *events, buf = buf.split(b"\n\n")
+                        for ev in events:
+                            if ev.startswith(b"data: {") and b'"content":" tok"' in ev:
+                                n += 1
+                return n
+
+        counts = await asyncio.gather(*(one() for _ in range(requests)))
+    return sum(counts)
+
+
+def measure_server(kind: str, requests: int, concurrency: int, tokens: int) -> dict[str, float]:
+    proc, url = start(kind)
+    try:
+        p = psutil.Process(proc.pid)
+        asyncio.run(load(url, 4, 4, 200))  # warm-up
+        c0 = p.cpu_times()
+        t0 = time.perf_counter()
+        n = asyncio.run(load(url, requests, concurrency, tokens))
+        wall = time.perf_counter() - t0
+        c1 = p.cpu_times()
+        cpu = (c1.user - c0.user) + (c1.system - c0.system)
+        if n != requests * tokens:
+            raise RuntimeError(f"{kind}: received {n} tokens, expected {requests * tokens}")
+        return {"cpu_us_per_token": cpu / n * 1e6, "tokens_per_s": n / wall, "tokens": n}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def measure_engine(requests: int, concurrency: int, tokens: int) -> float:
+    engine = FastEngine(tokens)
+
+    class Obj:
+        sampling_params: dict[str, Any] = {}
+
+    async def drain() -> int:
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one() -> int:
+            async with sem:
+                n = 0
+                async for _ in engine.generate_request(Obj()):
+                    n += 1
+                return n
+
+        return sum(await asyncio.gather(*(one() for _ in range(requests))))
+
+    t0 = time.process_time()
+    n = asyncio.run(drain())
+    return (time.process_time() - t0) / n * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--tokens", type=int, default=2500)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    rows: dict[str, list[dict[str, float]]] = {"smgpy": [], "python": []}
+    engine_us = []
+    for _ in range(args.rounds):  # interleaved, so both see the same machine noise
+        engine_us.append(measure_engine(args.requests, args.concurrency, args.tokens))
+        for kind in rows:
+            rows[kind].append(measure_server(kind, args.requests, args.concurrency, args.tokens))
+    eng = min(engine_us)
+    result: dict[str, Any] = {"engine_cpu_us_per_token": eng}
+    for kind, rs in rows.items():
+        cpu = min(r["cpu_us_per_token"] for r in rs)
+        tps = max(r["tokens_per_s"] for r in rs)
+        result[kind] = {"cpu_us_per_token": cpu, "overhead_us_per_token": cpu - eng, "tokens_per_s": tps}
+    result["overhead_ratio_smgpy_vs_python"] = result["smgpy"]["overhead_us_per_token"] / max(
+        result["python"]["overhead_us_per_token"], 1e-9
+    )
+    result["throughput_ratio_smgpy_vs_python"] = result["smgpy"]["tokens_per_s"] / result["python"]["tokens_per_s"]
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

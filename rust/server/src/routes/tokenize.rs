@@ -1,0 +1,108 @@
+//! `POST /v1/tokenize`, `POST /v1/detokenize` (vLLM / sglang shapes) and the token-counting
+//! helpers other routes share. The engine's tokenizer is Python code, so every call runs in
+//! `spawn_blocking`: it takes the GIL and must not stall the async workers.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::engine::Tokenizer;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::prompt::{self, ChatPrompt};
+use crate::state::AppState;
+
+/// `{"prompt": "..."}` or a chat-style `{"messages": [...]}` rendered with the chat template.
+#[derive(Debug, Deserialize)]
+pub struct TokenizeRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub prompt: Option<String>,
+    #[serde(default)]
+    pub messages: Option<Vec<Value>>,
+    #[serde(default = "default_true")]
+    pub add_generation_prompt: bool,
+    #[serde(default)]
+    pub tools: Option<Vec<Value>>,
+    #[serde(default)]
+    pub chat_template_kwargs: Option<Map<String, Value>>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DetokenizeRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub tokens: Vec<i64>,
+}
+
+fn tokenizer(state: &AppState, what: &str) -> Result<Arc<dyn Tokenizer>, ApiError> {
+    state.0.engine.tokenizer().ok_or_else(|| {
+        ApiError::bad_request(
+            None,
+            format!("{what} needs the engine's tokenizer, and this engine exposes none (give it a `tokenizer` attribute)"),
+        )
+    })
+}
+
+/// Token ids of `text` with the engine's tokenizer.
+pub async fn encode(state: &AppState, text: String, what: &str) -> Result<Vec<i64>, ApiError> {
+    let tok = tokenizer(state, what)?;
+    tokio::task::spawn_blocking(move || tok.encode(&text))
+        .await
+        .map_err(|e| ApiError::Internal(format!("tokenizer task failed: {e}")))?
+        .map_err(ApiError::from)
+}
+
+/// Text of `ids` with the engine's tokenizer.
+pub async fn decode(state: &AppState, ids: Vec<i64>, what: &str) -> Result<String, ApiError> {
+    let tok = tokenizer(state, what)?;
+    tokio::task::spawn_blocking(move || tok.decode(&ids))
+        .await
+        .map_err(|e| ApiError::Internal(format!("tokenizer task failed: {e}")))?
+        .map_err(ApiError::from)
+}
+
+pub async fn tokenize(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<TokenizeRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let text = match (req.prompt, req.messages) {
+        (Some(p), None) => p,
+        (None, Some(messages)) => prompt::render(
+            &state,
+            ChatPrompt {
+                messages,
+                tools: req.tools,
+                add_generation_prompt: req.add_generation_prompt,
+                continue_final_message: false,
+                kwargs: req.chat_template_kwargs.unwrap_or_default(),
+            },
+        )?,
+        _ => return Err(ApiError::bad_request(Some("prompt"), "send exactly one of `prompt` (a string) or `messages`")),
+    };
+    let ids = encode(&state, text, "/v1/tokenize").await?;
+    Ok(Json(json!({
+        "tokens": ids,
+        "count": ids.len(),
+        "max_model_len": state.config().context_length,
+    })))
+}
+
+pub async fn detokenize(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<DetokenizeRequest>,
+) -> Result<Json<Value>, ApiError> {
+    if let Some(i) = req.tokens.iter().position(|t| *t < 0) {
+        return Err(ApiError::bad_request(Some(&format!("tokens[{i}]")), "token ids must be non-negative"));
+    }
+    let text = decode(&state, req.tokens, "/v1/detokenize").await?;
+    Ok(Json(json!({ "prompt": text, "text": text })))
+}

@@ -1,0 +1,197 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+use smgpy_template::{ChatTemplate, DateTime, RenderArgs, TemplateError};
+
+fn tokens() -> Map<String, Value> {
+    json!({"bos_token": "<s>", "eos_token": "</s>"}).as_object().unwrap().clone()
+}
+
+fn render(src: &str, messages: Value) -> Result<String, TemplateError> {
+    let t = ChatTemplate::new(src, tokens()).unwrap();
+    t.render(&RenderArgs { messages: messages.as_array().unwrap().clone(), ..RenderArgs::default() })
+}
+
+#[test]
+fn is_send_sync_and_cheap_to_clone() {
+    fn assert_send_sync<T: Send + Sync + Clone>() {}
+    assert_send_sync::<ChatTemplate>();
+}
+
+#[test]
+fn renders_from_many_threads() {
+    let t = ChatTemplate::new("{% for m in messages %}{{ m.content }}{% endfor %}", tokens()).unwrap();
+    std::thread::scope(|s| {
+        for i in 0..4 {
+            let t = t.clone();
+            s.spawn(move || {
+                let args = RenderArgs { messages: vec![json!({"role": "user", "content": format!("m{i}")})], ..RenderArgs::default() };
+                assert_eq!(t.render(&args).unwrap(), format!("m{i}"));
+            });
+        }
+    });
+}
+
+#[test]
+fn raise_exception_surfaces_its_message() {
+    let err = render("{{ raise_exception('Conversation roles must alternate') }}", json!([])).unwrap_err();
+    match err {
+        TemplateError::Raised { message } => assert_eq!(message, "Conversation roles must alternate"),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn syntax_errors_carry_line_and_reason() {
+    let err = ChatTemplate::new("line one\n{% if x %}\n{% endfor %}", Map::new()).unwrap_err();
+    match err {
+        TemplateError::Syntax { line, reason, .. } => {
+            assert_eq!(line, 3);
+            assert!(!reason.is_empty());
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn other_failures_are_render_errors() {
+    let err = render("{{ messages[0].content.nope.deeper }}", json!([{"role": "user", "content": "x"}])).unwrap_err();
+    assert!(matches!(err, TemplateError::Render { .. }), "{err:?}");
+}
+
+#[test]
+fn none_keys_are_dropped_and_reasoning_aliased() {
+    let src = "{% for m in messages %}{{ m.content is defined }}|{{ m.thinking }}|{{ m.reasoning_content }}|{{ m|list|join(',') }};{% endfor %}";
+    let out = render(src, json!([{"role": "assistant", "content": null, "reasoning": "r"}])).unwrap();
+    assert_eq!(out, "False|r|r|thinking,role,reasoning,reasoning_content;");
+}
+
+#[test]
+fn tools_is_defined_but_none_when_absent() {
+    let out = render("{{ tools is defined }} {{ tools is none }} {{ tools }}", json!([])).unwrap();
+    assert_eq!(out, "True True None");
+    let err = render("{% for t in tools %}{% endfor %}", json!([])).unwrap_err();
+    assert!(matches!(err, TemplateError::Render { .. }));
+}
+
+#[test]
+fn python_values_print_like_python() {
+    let out = render(
+        "{{ messages[0].content }} {{ messages[0].x }} {{ messages[0].n|tojson }} {{ messages[0].b }}",
+        json!([{"content": [{"type": "text", "text": "a"}], "x": 1e-7, "n": {"big": 12345678901234_i64, "neg": -0.0}, "b": true}]),
+    )
+    .unwrap();
+    assert_eq!(out, "[{'type': 'text', 'text': 'a'}] 1e-07 {\"big\": 12345678901234, \"neg\": -0.0} True");
+}
+
+#[test]
+fn python_string_methods() {
+    let out = render(
+        "{{ ' a b '.split()|join('|') }} {{ 'x,y'.split(',')[1] }} {{ '<think>x</think>y'.split('</think>')[-1].lstrip('\\n') }} {{ 'abc'.startswith(('z', 'a')) }} {{ 'ab'.upper() }} {{ {'k': 1}.get('z', 2) }}",
+        json!([]),
+    )
+    .unwrap();
+    assert_eq!(out, "a|b y y True AB 2");
+}
+
+#[test]
+fn namespace_refuses_underscore_names_and_dict_works() {
+    assert!(render("{% set ns = namespace(_x=1) %}", json!([])).is_err());
+    assert_eq!(render("{{ dict(a=1, b='x')|tojson }}", json!([])).unwrap(), "{\"a\": 1, \"b\": \"x\"}");
+}
+
+#[test]
+fn generation_blocks_render_their_body() {
+    assert_eq!(render("a{% generation %}b{% endgeneration %}c", json!([])).unwrap(), "abc");
+}
+
+#[test]
+fn strftime_now_can_be_frozen() {
+    let t = ChatTemplate::new("{{ strftime_now('%d %b %Y') }}", Map::new()).unwrap();
+    let t = t.with_now(DateTime { year: 2025, month: 1, day: 15, hour: 10, minute: 30, second: 0 }).unwrap();
+    assert_eq!(t.render(&RenderArgs::default()).unwrap(), "15 Jan 2025");
+}
+
+#[test]
+fn continue_final_message_cuts_after_the_message() {
+    let t = ChatTemplate::new("{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}", Map::new()).unwrap();
+    let args = RenderArgs {
+        messages: vec![json!({"role": "user", "content": "hi"}), json!({"role": "assistant", "content": "Sure, "})],
+        continue_final_message: true,
+        ..RenderArgs::default()
+    };
+    assert_eq!(t.render(&args).unwrap(), "<user>hi</user><assistant>Sure, ");
+}
+
+#[test]
+fn model_dir_discovery_order_and_special_tokens() {
+    let dir = std::env::temp_dir().join(format!("smgpy-template-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = json!({
+        "bos_token": {"__type": "AddedToken", "content": "<|begin|>"},
+        "eos_token": "<|end|>",
+        "chat_template": [{"name": "default", "template": "D{{ bos_token }}"}, {"name": "tool_use", "template": "T{{ eos_token }}"}]
+    });
+    std::fs::write(dir.join("tokenizer_config.json"), config.to_string()).unwrap();
+    let t = ChatTemplate::from_model_dir(&dir).unwrap();
+    assert_eq!(t.render(&RenderArgs::default()).unwrap(), "D<|begin|>");
+    assert_eq!(t.render(&RenderArgs { tools: Some(vec![]), ..RenderArgs::default() }).unwrap(), "T<|end|>");
+
+    std::fs::write(dir.join("chat_template.json"), json!({"chat_template": "J"}).to_string()).unwrap();
+    assert_eq!(ChatTemplate::from_model_dir(&dir).unwrap().render(&RenderArgs::default()).unwrap(), "J");
+    std::fs::write(dir.join("chat_template.jinja"), "F{{ eos_token }}\n").unwrap();
+    assert_eq!(ChatTemplate::from_model_dir(&dir).unwrap().render(&RenderArgs::default()).unwrap(), "F<|end|>");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let missing = std::env::temp_dir().join("smgpy-template-test-missing-dir");
+    assert!(matches!(ChatTemplate::from_model_dir(&missing), Err(TemplateError::NotFound { .. })));
+}
+
+#[test]
+fn generation_prompt_is_found() {
+    let t = ChatTemplate::new(
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}",
+        Map::new(),
+    )
+    .unwrap();
+    assert_eq!(t.generation_prompt().as_deref(), Some("<|im_start|>assistant\n<think>\n"));
+    assert!(!t.supports_tools());
+}
+
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        "[a-z{}%<|>\\\\ ｜▁]{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map("(role|content|tool_calls|name|arguments|type|text)", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Real templates never panic, whatever the messages look like.
+    #[test]
+    fn never_panics(messages in prop::collection::vec(arb_json(), 0..4), tools in prop::option::of(prop::collection::vec(arb_json(), 0..2))) {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/chat_templates");
+        let mut sources = vec!["{% for m in messages %}{{ m.content|trim }}{{ m|tojson }}{% endfor %}".to_string()];
+        for name in ["Qwen3-Coder.jinja", "tool_chat_template_llama3.1_json.jinja", "deepseek-ai-DeepSeek-V3.1.jinja", "GLM-4.6.jinja"] {
+            if let Ok(s) = std::fs::read_to_string(root.join(name)) {
+                sources.push(s);
+            }
+        }
+        for src in sources {
+            let t = ChatTemplate::new(&src, tokens()).unwrap();
+            let _ = t.render(&RenderArgs { messages: messages.clone(), tools: tools.clone(), add_generation_prompt: true, ..RenderArgs::default() });
+            let _ = smgpy_template::normalize_messages(&messages, t.info());
+        }
+    }
+}

