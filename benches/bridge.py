@@ -138,7 +138,12 @@ def main() -> None:
     for _ in range(args.rounds):  # interleaved, so both see the same machine noise
         engine_us.append(measure_engine(args.requests, args.concurrency, args.tokens))
         for kind in rows:
-            rows[kind].append(measure_server(kind, args.requests, args.concurrency, args.tokens))
+            for attempt in range(3):
+                try:
+                    rows[kind].append(measure_server(kind, args.requests, args.concurrency, args.tokens))
+                    break
+                except (httpx.HTTPError, RuntimeError) as e:
+                    print(f"{kind}: attempt {attempt + 1} failed: {e!r}", file=sys.stderr)
     eng = min(engine_us)
     result: dict[str, Any] = {"engine_cpu_us_per_token": eng}
     for kind, rs in rows.items():

@@ -149,7 +149,7 @@ def long_prefix(words: int) -> str:
 
 async def prefix_ttft(base: str, model: str) -> dict[str, float]:
     """TTFT of a first request with a new ~2,000-token system prompt, then of a second one sharing it."""
-    system = long_prefix(140)
+    system = long_prefix(118)
     async with httpx.AsyncClient() as client:
         cold = await chat(
             client, base, model, [{"role": "system", "content": system}, {"role": "user", "content": "Hi."}], 1

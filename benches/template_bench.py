@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
-
-from transformers.utils.chat_template_utils import render_jinja_template
+from typing import Any
 
 from smgpy import _native
+from transformers.utils.chat_template_utils import render_jinja_template
 
 TEMPLATES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "chat_templates"
 CANDIDATES = [
@@ -39,7 +39,10 @@ TOOLS = [
                 "properties": {
                     "query": {"type": "string", "description": "What to look up"},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 50},
-                    "filters": {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}}}},
+                    "filters": {
+                        "type": "object",
+                        "properties": {"tags": {"type": "array", "items": {"type": "string"}}},
+                    },
                 },
                 "required": ["query"],
             },
@@ -49,15 +52,27 @@ TOOLS = [
 ]
 
 
-def long_conversation(turns: int = 50) -> list[dict[str, Any]]:
-    """A system prompt, then `turns` user/assistant exchanges; every fifth answer goes through a tool call."""
+def long_conversation(turns: int = 50, string_arguments: bool = False) -> list[dict[str, Any]]:
+    """A system prompt, then `turns` user/assistant exchanges; every fifth answer goes through a tool call.
+    Some templates (DeepSeek V3.1) concatenate tool arguments, so they get them as a JSON string."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful assistant. " * 20}]
     for i in range(turns):
         messages.append({"role": "user", "content": f"Question {i}: " + "please explain this in detail. " * 10})
         if i % 5 == 4:
-            call = {"name": "search_docs", "arguments": {"query": f"topic {i}", "limit": 5, "filters": {"tags": ["a", "b"]}}}
-            messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": f"c{i}", "type": "function", "function": call}]})
-            messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": json.dumps({"results": ["x" * 40] * 3})})
+            arguments: Any = {"query": f"topic {i}", "limit": 5, "filters": {"tags": ["a", "b"]}}
+            if string_arguments:
+                arguments = json.dumps(arguments)
+            call = {"name": "search_docs", "arguments": arguments}
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"id": f"c{i}", "type": "function", "function": call}],
+                }
+            )
+            messages.append(
+                {"role": "tool", "tool_call_id": f"c{i}", "content": json.dumps({"results": ["x" * 40] * 3})}
+            )
         messages.append({"role": "assistant", "content": f"Answer {i}: " + "here is a thorough explanation. " * 12})
     messages.append({"role": "user", "content": "Thanks, one last question?"})
     return messages
@@ -72,37 +87,40 @@ def rate(fn: Callable[[], Any], seconds: float) -> float:
     return n / elapsed
 
 
+def measure(label: str, source: str, seconds: float) -> None:
+    """Print one table row: both engines on the same template and conversation."""
+    template = _native.ChatTemplate(source, SPECIAL_TOKENS)
+    messages = long_conversation(string_arguments="DeepSeek" in label)
+
+    def ours() -> str:
+        return template.render(messages, tools=TOOLS, add_generation_prompt=True)
+
+    def theirs() -> str:
+        rendered, _ = render_jinja_template(
+            conversations=[messages], tools=TOOLS, chat_template=source, add_generation_prompt=True, **SPECIAL_TOKENS
+        )
+        return str(rendered[0])
+
+    try:
+        expected = theirs()
+    except Exception as exc:  # a template may refuse this conversation shape
+        print(f"{label:24} skipped: transformers raises {exc!r}")
+        return
+    assert ours() == expected, f"{label}: outputs differ"
+    a, b = rate(ours, seconds), rate(theirs, seconds)
+    print(f"{label:24} {len(expected):>7} {a:>10.0f} {b:>15.0f} {a / b:>6.1f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
     args = parser.parse_args()
-    messages = long_conversation()
-    print(f"conversation: {len(messages)} messages, {len(TOOLS)} tools")
+    print(f"conversation: {len(long_conversation())} messages, {len(TOOLS)} tools")
     print(f"{'template':24} {'chars':>7} {'smgpy/s':>10} {'transformers/s':>15} {'ratio':>7}")
     for label, file in CANDIDATES:
         path = TEMPLATES / file
-        if not path.is_file():
-            continue
-        source = path.read_text()
-        template = _native.ChatTemplate(source, SPECIAL_TOKENS)
-
-        def ours() -> str:
-            return template.render(messages, tools=TOOLS, add_generation_prompt=True)
-
-        def theirs() -> str:
-            rendered, _ = render_jinja_template(
-                conversations=[messages], tools=TOOLS, chat_template=source, add_generation_prompt=True, **SPECIAL_TOKENS
-            )
-            return str(rendered[0])
-
-        try:
-            expected = theirs()
-        except Exception as exc:  # a template may refuse this conversation shape
-            print(f"{label:24} skipped: transformers raises {exc!r}")
-            continue
-        assert ours() == expected, f"{label}: outputs differ"
-        a, b = rate(ours, args.seconds), rate(theirs, args.seconds)
-        print(f"{label:24} {len(expected):>7} {a:>10.0f} {b:>15.0f} {a / b:>6.1f}x")
+        if path.is_file():
+            measure(label, path.read_text(), args.seconds)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from smgpy import _native
 
 CHATML = (
@@ -123,7 +122,9 @@ PLAIN = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
 
 
 def test_rule_string_arguments_become_objects() -> None:
-    msgs = [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]}]
+    msgs = [
+        {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]}
+    ]
     out = _native.normalize_messages(msgs, _native.ChatTemplate(QWEN_LIKE))
     assert out[0]["tool_calls"][0]["function"]["arguments"] == {"a": 1}
     kept = _native.normalize_messages(msgs, _native.ChatTemplate(PLAIN))
@@ -133,7 +134,9 @@ def test_rule_string_arguments_become_objects() -> None:
 
 
 def test_rule_content_parts_flattened_only_for_string_templates() -> None:
-    msgs = [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "x"}}]}]
+    msgs = [
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "x"}}]}
+    ]
     assert _native.normalize_messages(msgs, _native.ChatTemplate(PLAIN))[0]["content"] == "a"
     assert isinstance(_native.normalize_messages(msgs, _native.ChatTemplate(QWEN_LIKE))[0]["content"], list)
     assert _native.ChatTemplate(PLAIN).render(msgs, normalize=True) == "a"
@@ -156,8 +159,12 @@ def test_rule_flat_tools_are_nested() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.sampled_from(["role", "content", "tool_calls", "function", "arguments", "type"]), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["role", "content", "tool_calls", "function", "arguments", "type"]), inner, max_size=3
+        )
+    ),
     max_leaves=12,
 )
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from smgpy import _native
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"

@@ -245,7 +245,7 @@ def test_queue_full_is_overloaded() -> None:
             second = small.generate_request(GenerateReqInput(text=prompt, sampling_params=long, rid="b"))
             task = asyncio.ensure_future(second.__anext__())  # waiting
             await asyncio.sleep(0.05)
-            with pytest.raises(EngineOverloaded, match="waiting"):
+            with pytest.raises(EngineOverloaded, match="full"):
                 await small.generate_request(GenerateReqInput(text=prompt, sampling_params=long)).__anext__()
             small.abort_request("a")
             small.abort_request("b")

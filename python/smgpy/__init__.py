@@ -1,6 +1,7 @@
 """smgpy: a fast, in-process serving layer for Python LLM engines."""
 
 from smgpy import _native
+from smgpy._native import ToolCallStream, list_tool_parsers, parse_tool_call_complete, tool_parser_for_model
 from smgpy.engine import Engine, EngineOverloaded, EngineRequestError, GenerateReqInput
 from smgpy.server import serve_oai, serve_oai_async
 
@@ -11,7 +12,11 @@ __all__ = [
     "EngineOverloaded",
     "EngineRequestError",
     "GenerateReqInput",
+    "ToolCallStream",
     "__version__",
+    "list_tool_parsers",
+    "parse_tool_call_complete",
     "serve_oai",
     "serve_oai_async",
+    "tool_parser_for_model",
 ]

@@ -41,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--served-model-name", help="model name reported by the API (default: from the model)")
-    s.add_argument("--tool-call-parser", help="tool-call format (default: picked from the model name)")
-    s.add_argument("--reasoning-parser", help="reasoning format (default: picked from the model name)")
+    s.add_argument("--tool-call-parser", help="tool-call format, or none (default: picked from the model name)")
+    s.add_argument("--reasoning-parser", help="reasoning format, or none (default: picked from the model name)")
     s.add_argument("--chat-template", help="a Jinja chat template, or a file holding one (default: the model's)")
     s.add_argument("--max-running", type=int, default=8, help="requests decoded together (default: 8)")
     s.add_argument("--max-waiting", type=int, default=64, help="queued requests before answering 503 (default: 64)")
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--api-key", default=os.environ.get("SMGPY_API_KEY"), help="require this bearer token")
     s.add_argument("--allowed-origins", nargs="*", help="CORS origins allowed to call the API")
-    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "warn", "error"])
     return parser
 
 
@@ -71,17 +71,11 @@ def _chat_template(value: str | None) -> str | None:
     return value
 
 
-def _pick_parser(kind: str, name: str, given: str | None) -> str | None:
-    """The parser the user named, else the one smgpy picks for the model name (if that exists)."""
-    if given:
-        return None if given.lower() == "none" else given
-    import smgpy
-
-    pick = getattr(smgpy, f"{kind}_parser_for_model", None)
-    if pick is None:
-        return None
-    found = pick(name)
-    return str(found) if found else None
+def _parser_choice(given: str | None) -> str | None:
+    """``None`` (flag absent) lets the server pick from the model name; ``"none"`` turns parsing off."""
+    if given is None:
+        return "auto"
+    return None if given.lower() in ("none", "off") else given
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -118,27 +112,19 @@ def _serve(args: argparse.Namespace) -> int:
         model_name=args.served_model_name,
     )
     name = engine.model_name
-    tool_parser = _pick_parser("tool", name, args.tool_call_parser)
-    reasoning_parser = _pick_parser("reasoning", name, args.reasoning_parser)
-    log.info(
-        "model %s: context %d tokens, tool parser %s, reasoning parser %s",
-        name,
-        engine.context_length,
-        tool_parser or "none",
-        reasoning_parser or "none",
-    )
+    log.info("model %s loaded: context %d tokens", name, engine.context_length)
 
-    def on_ready(*_: Any) -> None:
-        log.info("smgpy is serving %s at http://%s:%d/v1", name, args.host, args.port)
+    def on_ready(host: str, port: int) -> None:
+        log.info("ready: OpenAI-compatible API at http://%s:%d/v1 (model %s)", host, port, name)
 
     opts: dict[str, Any] = {
         "model_name": name,
         "chat_template": _chat_template(args.chat_template),
-        "tool_parser": tool_parser,
-        "reasoning_parser": reasoning_parser,
+        "tool_parser": _parser_choice(args.tool_call_parser),
+        "reasoning_parser": _parser_choice(args.reasoning_parser),
         "api_key": args.api_key,
         "allowed_origins": args.allowed_origins,
-        "log_level": args.log_level,
+        "log_level": "warn" if args.log_level == "warning" else args.log_level,  # Rust's name for it
         "on_ready": on_ready,
     }
     try:
@@ -151,7 +137,7 @@ def _serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``smgpy`` script and of ``python -m smgpy``."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level="WARNING" if args.log_level == "warn" else args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
         return _serve(args)
     return 2  # pragma: no cover - argparse rejects unknown commands

@@ -126,7 +126,8 @@ class MLXEngine:
         ``prefix_cache_bytes``, ``context_length``, ``model_name``).
         """
         path, name = resolve_model(model, dtype=dtype)
-        kwargs.setdefault("model_name", name)
+        if kwargs.get("model_name") is None:
+            kwargs["model_name"] = name
         return cls(path, **kwargs)
 
     def _context_from_config(self) -> int:
@@ -168,9 +169,13 @@ class MLXEngine:
                 f"{n_prompt + params.max_new_tokens} tokens, more than the model's context length of "
                 f"{self.context_length} tokens"
             )
-        if self._sched.pending >= self.max_waiting:
+        # Capacity is the running slots plus the waiting queue; a request the MLX thread has not
+        # picked up yet counts as waiting even when a slot is free, so compare the sum.
+        sched = self._sched
+        if sched.running + sched.pending >= sched.max_running + self.max_waiting:
             raise EngineOverloaded(
-                f"the engine already has {self._sched.pending} requests waiting (limit {self.max_waiting}); retry later"
+                f"the engine is full: {sched.running} requests running (limit {sched.max_running}) and "
+                f"{sched.pending} waiting (limit {self.max_waiting}); retry later"
             )
         max_tokens = params.max_new_tokens or (self.context_length - n_prompt)
         stop_ids = frozenset(params.stop_token_ids) | (

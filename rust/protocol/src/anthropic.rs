@@ -166,7 +166,8 @@ fn convert_message(i: usize, m: &Value, out: &mut Vec<Value>) -> Result<(), Prot
             out.push(json!({"role": role, "content": s}));
             return Ok(());
         }
-        Some(Value::Array(b)) => b,
+        Some(Value::Array(b)) if !b.is_empty() => b,
+        Some(Value::Array(_)) => return Err(ProtocolError::new(at(".content"), "`content` must not be empty")),
         _ => return Err(ProtocolError::new(at(".content"), "`content` must be a string or a list of content blocks")),
     };
     let mut text = String::new();

@@ -7,6 +7,8 @@ pub mod chat;
 pub mod common;
 pub mod completion;
 pub mod error;
+pub mod generate;
+pub mod responses;
 pub mod sampling;
 
 pub use error::{ProtocolError, parse_json};

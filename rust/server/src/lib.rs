@@ -37,9 +37,16 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(routes::info::metrics))
         .route("/v1/chat/completions", post(routes::chat::chat_completions))
         .route("/v1/completions", post(routes::completions::completions))
+        .route("/v1/messages", post(routes::messages::messages))
+        .route("/v1/messages/count_tokens", post(routes::messages::count_tokens))
+        .route("/v1/responses", post(routes::responses::create))
+        .route("/v1/responses/{id}", get(routes::responses::get).delete(routes::responses::delete))
+        .route("/generate", post(routes::generate::generate))
+        .route("/v1/loads", get(routes::loads::loads))
         .route("/v1/tokenize", post(routes::tokenize::tokenize))
         .route("/v1/detokenize", post(routes::tokenize::detokenize))
         .layer(axum::Extension(extract::BodyLimit(limit)))
+        .layer(axum::Extension(std::sync::Arc::new(routes::response_store::ResponseStore::default())))
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(state.clone(), layers::require_api_key));
     // CORS sits outside auth so browsers' preflight requests get their answer without a key.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::automaton::{StateId, ROOT};
+use crate::automaton::{Scan, StateId, ROOT};
 use crate::set::{StopMatch, StopSet};
 use crate::StopError;
 
@@ -121,36 +121,19 @@ impl StopMatcher {
         }
         let pos0 = self.pos;
         let automaton = self.set.automaton();
-        let mut state = self.state;
-        let mut candidate = self.candidate;
-        for (i, &byte) in text.as_bytes().iter().enumerate() {
-            state = automaton.next(state, byte);
-            let pos = pos0 + i + 1;
-            if let Some(found) = automaton.output(state) {
-                let start = pos - found.len as usize;
-                if candidate.is_none_or(|c| start < c.start) {
-                    candidate = Some(StopMatch {
-                        start,
-                        end: pos,
-                        index: found.index as usize,
-                    });
-                }
-            }
-            if let Some(c) = candidate {
-                // Every stop string still in progress starts at `pos - depth` or later: once that
-                // is not before the candidate, no earlier (or equal-start, shorter) match can come.
-                if pos - automaton.depth(state) >= c.start {
-                    return Some(self.stop(text, pos0, c, out));
-                }
+        match automaton.scan(self.state, self.candidate, pos0, text.as_bytes()) {
+            Scan::Stop(found) => Some(self.stop(text, pos0, found, out)),
+            Scan::End { state, candidate } => {
+                self.state = state;
+                self.candidate = candidate;
+                self.pos = pos0 + text.len();
+                // The held-back suffix is a prefix of a stop string, so it starts on a char
+                // boundary.
+                let safe = self.pos - automaton.depth(state);
+                self.release(text, pos0, safe, out);
+                None
             }
         }
-        self.state = state;
-        self.candidate = candidate;
-        self.pos = pos0 + text.len();
-        // The held-back suffix is a prefix of a stop string, so it starts on a char boundary.
-        let safe = self.pos - automaton.depth(state);
-        self.release(text, pos0, safe, out);
-        None
     }
 
     /// End of generation: release whatever is still held back (if not stopped).

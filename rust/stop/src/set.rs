@@ -1,6 +1,6 @@
 //! A validated, compiled list of stop strings, shareable between requests.
 
-use crate::automaton::{Automaton, ROOT};
+use crate::automaton::{Automaton, Scan, ROOT};
 use crate::StopError;
 
 /// Most stop strings one request may give (OpenAI allows 4; engines commonly allow more).
@@ -39,6 +39,17 @@ impl StopSet {
     /// Errors: more than [`MAX_STOPS`] strings, an empty string, or one longer than
     /// [`MAX_STOP_LEN`] bytes.
     pub fn new(stops: Vec<String>) -> Result<Self, StopError> {
+        Self::build(stops, true)
+    }
+
+    /// [`Self::new`] with the sparse transition table forced, so tests can cover the fallback
+    /// that large sets use without building 64 KiB of stop strings.
+    #[doc(hidden)]
+    pub fn new_sparse(stops: Vec<String>) -> Result<Self, StopError> {
+        Self::build(stops, false)
+    }
+
+    fn build(stops: Vec<String>, allow_dense: bool) -> Result<Self, StopError> {
         if stops.len() > MAX_STOPS {
             return Err(StopError::TooMany {
                 count: stops.len(),
@@ -58,7 +69,7 @@ impl StopSet {
             }
         }
         let max_len = stops.iter().map(String::len).max().unwrap_or(0);
-        let automaton = Automaton::new(&stops);
+        let automaton = Automaton::new(&stops, allow_dense);
         Ok(Self {
             stops,
             max_len,
@@ -86,33 +97,21 @@ impl StopSet {
         self.automaton.state_count()
     }
 
+    /// Whether the automaton is a dense table (small sets) rather than sparse edges (sets near
+    /// the size limits, which would otherwise need a multi-megabyte table).
+    pub fn is_dense(&self) -> bool {
+        self.automaton.is_dense()
+    }
+
     /// The first stop string in a complete `text`: smallest start, ties to the shortest.
     ///
     /// This is the non-streaming answer; [`crate::StopMatcher`] reaches the same answer for any
     /// chunking. It stops scanning as soon as no earlier-starting match is possible.
     pub fn find(&self, text: &str) -> Option<StopMatch> {
-        let mut state = ROOT;
-        let mut best: Option<StopMatch> = None;
-        for (i, &byte) in text.as_bytes().iter().enumerate() {
-            state = self.automaton.next(state, byte);
-            let pos = i + 1;
-            if let Some(out) = self.automaton.output(state) {
-                let start = pos - out.len as usize;
-                if best.is_none_or(|b| start < b.start) {
-                    best = Some(StopMatch {
-                        start,
-                        end: pos,
-                        index: out.index as usize,
-                    });
-                }
-            }
-            if let Some(b) = best {
-                if pos - self.automaton.depth(state) >= b.start {
-                    return best;
-                }
-            }
+        match self.automaton.scan(ROOT, None, 0, text.as_bytes()) {
+            Scan::Stop(found) => Some(found),
+            Scan::End { candidate, .. } => candidate,
         }
-        best
     }
 
     pub(crate) fn automaton(&self) -> &Automaton {

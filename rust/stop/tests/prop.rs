@@ -5,6 +5,7 @@
 use aho_corasick::{AhoCorasick, MatchKind};
 use proptest::prelude::*;
 use smgpy_stop::{StopMatcher, StopOutput, StopSet};
+use std::sync::Arc;
 
 /// Few symbols so that matches, overlaps and shared prefixes are frequent; several multi-byte
 /// symbols share lead bytes (`｜`/`▁`, `终`/`止`) to catch char-boundary mistakes.
@@ -18,27 +19,48 @@ fn text() -> impl Strategy<Value = String> {
     prop::collection::vec(sym(), 0..60).prop_map(|v| v.into_iter().collect())
 }
 
-/// 1–6 stops; derived ones (prefixes and extensions of others) make prefix-of-each-other and
-/// overlapping sets common.
+/// 1–6 stops; derived ones (prefixes, suffixes, extensions, infixes of others) make
+/// prefix-of-each-other and overlapping sets common.
 fn stops() -> impl Strategy<Value = Vec<String>> {
     let one = prop::collection::vec(sym(), 1..5).prop_map(|v| v.into_iter().collect::<String>());
-    (
-        prop::collection::vec(one, 1..4),
-        prop::collection::vec((any::<prop::sample::Index>(), 0usize..3), 0..3),
-    )
-        .prop_map(|(mut base, derived)| {
-            for (idx, mode) in derived {
-                let s = idx.get(&base).clone();
-                let chars: Vec<char> = s.chars().collect();
-                let new = match mode {
-                    0 if chars.len() > 1 => chars[..chars.len() - 1].iter().collect(),
-                    1 => format!("{s}a"),
-                    _ => chars[chars.len() / 2..].iter().collect(),
-                };
-                base.push(new);
-            }
-            base
-        })
+    let derived = prop::collection::vec((any::<prop::sample::Index>(), 0usize..5, sym()), 0..4);
+    (prop::collection::vec(one, 1..4), derived).prop_map(|(mut base, derived)| {
+        for (idx, mode, c) in derived {
+            let s = idx.get(&base).clone();
+            let chars: Vec<char> = s.chars().collect();
+            let n = chars.len();
+            let new: String = match mode {
+                0 if n > 1 => chars[..n - 1].iter().collect(),
+                1 => format!("{s}{c}"),
+                2 if n > 1 => chars[1..].iter().collect(),
+                3 if n > 2 => chars[1..n - 1].iter().collect(),
+                _ => format!("{c}{s}"),
+            };
+            base.push(new);
+        }
+        base.truncate(6);
+        base
+    })
+}
+
+/// Stops plus a text made of random symbols and fragments (prefixes) of the stops, so near
+/// misses, overlaps and pending matches are frequent.
+fn stops_and_text() -> impl Strategy<Value = (Vec<String>, String)> {
+    stops().prop_flat_map(|stops| {
+        let piece = prop_oneof![
+            sym().prop_map(|c| c.to_string()),
+            (any::<prop::sample::Index>(), any::<prop::sample::Index>()).prop_map({
+                let stops = stops.clone();
+                move |(i, cut)| {
+                    let s = i.get(&stops);
+                    let bounds: Vec<usize> = (1..=s.len()).filter(|&k| s.is_char_boundary(k)).collect();
+                    s[..*cut.get(&bounds)].to_string()
+                }
+            }),
+        ];
+        let text = prop::collection::vec(piece, 0..25).prop_map(|v| v.concat());
+        (Just(stops), prop_oneof![text, self::text()])
+    })
 }
 
 /// Split `text` at the char boundaries picked by `cuts`.
@@ -123,8 +145,7 @@ proptest! {
 
     #[test]
     fn streaming_equals_complete_equals_naive(
-        stops in stops(),
-        text in text(),
+        (stops, text) in stops_and_text(),
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
         include in any::<bool>(),
     ) {
@@ -142,6 +163,13 @@ proptest! {
         let mut chunked = StopMatcher::new(stops.clone(), include).unwrap();
         let (out, matched, pieces) = stream(&mut chunked, &chunk(&text, &cuts));
         prop_assert_eq!((&out, matched), (&expected.0, expected.1));
+
+        // The sparse table (used for sets near the size limits) must agree too.
+        let sparse = Arc::new(StopSet::new_sparse(stops.clone()).unwrap());
+        prop_assert!(!sparse.is_dense() && set.is_dense());
+        let mut m = StopMatcher::from_set(sparse, include);
+        let (sparse_out, sparse_matched, _) = stream(&mut m, &chunk(&text, &cuts));
+        prop_assert_eq!((&sparse_out, sparse_matched), (&expected.0, expected.1));
         prop_assert!(text.starts_with(&out));
         if !include {
             for piece in &pieces {
@@ -153,7 +181,7 @@ proptest! {
     }
 
     #[test]
-    fn char_by_char_equals_complete(stops in stops(), text in text(), include in any::<bool>()) {
+    fn char_by_char_equals_complete((stops, text) in stops_and_text(), include in any::<bool>()) {
         let chars: Vec<String> = text.chars().map(String::from).collect();
         let mut m = StopMatcher::new(stops.clone(), include).unwrap();
         let (out, matched, _) = stream(&mut m, &chars);

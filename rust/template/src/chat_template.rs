@@ -1,7 +1,8 @@
 //! [`ChatTemplate`]: compile once, render from many threads.
 
 use crate::clock::DateTime;
-use crate::environment::{build, prepare_source, RaisedByTemplate};
+use crate::environment::{build, RaisedByTemplate};
+use crate::source::prepare_source;
 use crate::inspect::TemplateInfo;
 use crate::value::to_jinja;
 use crate::{RenderArgs, TemplateError};

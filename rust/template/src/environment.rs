@@ -54,6 +54,12 @@ pub fn build(now: Option<DateTime>) -> Environment<'static> {
         env.add_filter(name, move |v: &Value, args: Rest<Value>| string_filter(name, v, &args));
     }
     env.add_filter("escape", escape_filter);
+    env.add_filter(crate::source::ITER_FILTER, |v: Value| -> Value {
+        match v.as_str() {
+            Some(s) => Value::from(s.chars().map(|c| Value::from(c.to_string())).collect::<Vec<_>>()),
+            None => v,
+        }
+    });
     env.add_filter("e", escape_filter);
     env.add_test("sequence", |v: &Value| matches!(v.kind(), ValueKind::Seq | ValueKind::Map | ValueKind::String));
     env.add_test("number", |v: &Value| matches!(v.kind(), ValueKind::Number | ValueKind::Bool));
@@ -264,75 +270,13 @@ fn escape_filter(value: &Value) -> Value {
     Value::from_safe_string(out)
 }
 
-/// Rewrite `{% generation %}` / `{% endgeneration %}` (transformers' assistant-mask tag, which renders its
-/// body unchanged) into `{% if true %}` / `{% endif %}`, keeping the whitespace-control markers so
-/// `trim_blocks`, `lstrip_blocks` and `-` behave exactly as around the original tag.
-pub fn rewrite_generation_tags(source: &str) -> String {
-    if !source.contains("generation") {
-        return source.to_string();
-    }
-    rewrite_tags(source)
-}
-
-/// Prepare a template source for minijinja: jinja2's lexer turns `\r\n` and `\r` into `\n`, and the
-/// `{% generation %}` tag is rewritten (see [`rewrite_generation_tags`]).
-pub fn prepare_source(source: &str) -> String {
-    if source.contains('\r') {
-        rewrite_generation_tags(&source.replace("\r\n", "\n").replace('\r', "\n"))
-    } else {
-        rewrite_generation_tags(source)
-    }
-}
-
-fn rewrite_tags(source: &str) -> String {
-    let mut out = String::with_capacity(source.len());
-    let mut rest = source;
-    while let Some(start) = rest.find("{%") {
-        out.push_str(&rest[..start]);
-        let tag = &rest[start..];
-        let Some(end) = tag.find("%}") else {
-            out.push_str(tag);
-            return out;
-        };
-        let inner = &tag[2..end];
-        let (lead, body) = match inner.strip_prefix(['-', '+']) {
-            Some(b) => (&inner[..1], b),
-            None => ("", inner),
-        };
-        let (body, trail) = match body.strip_suffix(['-', '+']) {
-            Some(b) => (b, &body[body.len() - 1..]),
-            None => (body, ""),
-        };
-        let replacement = match body.trim() {
-            "generation" => Some("if true"),
-            "endgeneration" => Some("endif"),
-            _ => None,
-        };
-        match replacement {
-            Some(r) => {
-                out.push_str("{%");
-                out.push_str(lead);
-                out.push(' ');
-                out.push_str(r);
-                out.push(' ');
-                out.push_str(trail);
-                out.push_str("%}");
-            }
-            None => out.push_str(&tag[..end + 2]),
-        }
-        rest = &tag[end + 2..];
-    }
-    out.push_str(rest);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn generation_tags_become_plain_blocks() {
-        assert_eq!(rewrite_generation_tags("a{%- generation %}b{% endgeneration -%}c"), "a{%- if true %}b{% endif -%}c");
-        assert_eq!(rewrite_generation_tags("{{ add_generation_prompt }}"), "{{ add_generation_prompt }}");
+    fn format_filter_is_python_percent() {
+        let out = format_filter("%s=%d %r %%", Rest(vec![Value::from(true), Value::from(2.7), Value::from("x")])).unwrap();
+        assert_eq!(out.as_str(), Some("True=2 'x' %"));
     }
 }

@@ -19,6 +19,7 @@ mod methods;
 mod none;
 mod normalize;
 mod pyrepr;
+mod source;
 mod value;
 
 pub use chat_template::ChatTemplate;

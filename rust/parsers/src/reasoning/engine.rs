@@ -135,8 +135,11 @@ impl Engine {
         } else {
             Mode::Content
         };
+        // `TABLES` has one entry per format in `ALL`, in the same order.
+        let tables = &TABLES[format.index()];
         Self {
             format,
+            tables,
             disabled,
             mode,
             held: String::new(),

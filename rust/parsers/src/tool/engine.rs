@@ -96,7 +96,8 @@ impl Balance {
 #[derive(Debug)]
 enum Mode {
     Text,
-    /// `buf` starts with the region (its start marker first); the body starts at `body_start`.
+    /// The unconsumed text starts with the region (its start marker first); offsets are
+    /// relative to that start.
     Region {
         end: End,
         target: Target,
@@ -114,6 +115,9 @@ pub(crate) struct Engine {
     markers: Vec<&'static str>,
     ctx: Ctx,
     buf: String,
+    /// Bytes of `buf` consumed during this push. They are dropped once per push rather than
+    /// per region, so a large push holding many regions stays linear.
+    pos: usize,
     mode: Mode,
     /// Only whitespace seen so far (a `Leading` region may still open).
     at_start: bool,
@@ -133,6 +137,7 @@ impl Engine {
             markers,
             ctx,
             buf: String::new(),
+            pos: 0,
             mode: Mode::Text,
             at_start: spec.leading.is_some(),
             next_index: 0,
@@ -159,33 +164,41 @@ impl Engine {
                 break;
             }
         }
+        self.buf.drain(..self.pos);
+        self.pos = 0;
         out
     }
 
-    /// Emit `buf[..n]` as normal text.
+    /// The unconsumed text.
+    fn rest(&self) -> &str {
+        &self.buf[self.pos..]
+    }
+
+    /// Emit the next `n` unconsumed bytes as normal text.
     fn emit_text(&mut self, n: usize, out: &mut ToolDelta) {
-        out.normal_text.push_str(&self.buf[..n]);
-        self.buf.drain(..n);
+        out.normal_text.push_str(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
     }
 
     fn text_step(&mut self, finishing: bool, out: &mut ToolDelta) -> bool {
         if self.at_start {
             if let Some(lead) = &self.spec.leading {
-                let ws = self.buf.len() - self.buf.trim_start().len();
-                let Some(first) = self.buf[ws..].chars().next() else {
+                let rest = self.rest();
+                let ws = rest.len() - rest.trim_start().len();
+                let rest = &rest[ws..];
+                let Some(first) = rest.chars().next() else {
                     if finishing {
                         self.at_start = false;
-                        self.emit_text(self.buf.len(), out);
+                        self.emit_text(ws, out);
                     }
                     return false;
                 };
-                let rest = &self.buf[ws..];
                 if !finishing && self.markers.iter().any(|m| m.len() > rest.len() && m.starts_with(rest)) {
                     // Might be a start marker rather than a leading call: undecided yet.
                     return false;
                 }
-                self.at_start = false;
                 let opens_marker = self.markers.iter().any(|m| rest.starts_with(m));
+                self.at_start = false;
                 if (lead.first.is_empty() || lead.first.contains(first)) && !opens_marker {
                     self.emit_text(ws, out);
                     self.mode = Mode::Region {
@@ -199,18 +212,19 @@ impl Engine {
                 }
             }
         }
-        let Some((pos, i)) = find_first(&self.buf, &self.markers) else {
+        let rest = self.rest();
+        let Some((pos, i)) = find_first(rest, &self.markers) else {
             let hold = if finishing {
                 0
             } else {
-                partial_suffix_len(&self.buf, &self.markers)
+                partial_suffix_len(rest, &self.markers)
             };
-            self.emit_text(self.buf.len() - hold, out);
+            self.emit_text(rest.len() - hold, out);
             return false;
         };
         let marker = self.markers[i];
-        let rest = &self.buf[pos..];
-        if !finishing && self.markers.iter().any(|m| m.len() > rest.len() && m.starts_with(rest)) {
+        let tail = &rest[pos..];
+        if !finishing && self.markers.iter().any(|m| m.len() > tail.len() && m.starts_with(tail)) {
             // `marker` is complete but a longer marker may still follow: wait for it.
             self.emit_text(pos, out);
             return false;
@@ -226,9 +240,7 @@ impl Engine {
                     balance: Balance::default(),
                 };
             }
-            None => {
-                self.buf.drain(..marker.len());
-            }
+            None => self.pos += marker.len(),
         }
         true
     }
@@ -244,25 +256,23 @@ impl Engine {
         else {
             return false;
         };
+        let region = &self.buf[self.pos..];
         let found = match *end {
-            End::Marker(ends) => match find_first(&self.buf[*scan..], ends) {
+            End::Marker(ends) => match find_first(&region[*scan..], ends) {
                 Some((p, i)) => Some((*scan + p, *scan + p + ends[i].len())),
                 None => {
-                    *scan = self.buf.len() - partial_suffix_len(&self.buf[*scan..], ends);
+                    *scan = region.len() - partial_suffix_len(&region[*scan..], ends);
                     None
                 }
             },
-            End::Balanced => balance
-                .advance(&self.buf, scan, self.spec.skip, finishing)
-                .map(|q| (q, q)),
+            End::Balanced => balance.advance(region, scan, self.spec.skip, finishing).map(|q| (q, q)),
         };
         let (body_end, region_end) = match found {
             Some(f) => f,
-            None if finishing => (self.buf.len(), self.buf.len()),
+            None if finishing => (region.len(), region.len()),
             None => return false,
         };
-        let body_start = *body_start;
-        let outcome = parse_body(target, &self.buf[body_start..body_end], &self.ctx);
+        let outcome = parse_body(target, &region[*body_start..body_end], &self.ctx);
         match outcome {
             Outcome::Calls(calls, trailing) if calls.iter().all(|c| self.ctx.declared(&c.name)) => {
                 for Call { id, name, arguments } in calls {
@@ -276,7 +286,7 @@ impl Engine {
                 }
                 out.normal_text.push_str(&trailing);
             }
-            Outcome::Calls(..) | Outcome::Text => out.normal_text.push_str(&self.buf[..region_end]),
+            Outcome::Calls(..) | Outcome::Text => out.normal_text.push_str(&region[..region_end]),
             Outcome::Drop => {}
             Outcome::Follow { target, end } => {
                 self.mode = Mode::Region {
@@ -289,7 +299,7 @@ impl Engine {
                 return true;
             }
         }
-        self.buf.drain(..region_end);
+        self.pos += region_end;
         self.mode = Mode::Text;
         true
     }

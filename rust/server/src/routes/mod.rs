@@ -2,7 +2,12 @@
 
 pub mod chat;
 pub mod completions;
+pub mod generate;
 pub mod info;
+pub mod loads;
+pub mod messages;
+pub mod response_store;
+pub mod responses;
 pub mod tokenize;
 
 use std::future::Future;

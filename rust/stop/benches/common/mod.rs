@@ -23,8 +23,10 @@ pub fn text(len: usize) -> String {
 
 /// `n` stop strings: four common ones, then reserved-token-like ones.
 pub fn stop_list(n: usize) -> Vec<String> {
-    let mut stops: Vec<String> =
-        ["<|im_end|>", "\n\nUser:", "</answer>", "###"].iter().map(|s| s.to_string()).collect();
+    let mut stops: Vec<String> = ["<|im_end|>", "\n\nUser:", "</answer>", "###"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     let mut i = 0;
     while stops.len() < n {
         stops.push(format!("<|reserved_special_token_{i}|>"));

@@ -1,0 +1,155 @@
+//! sglang-native `POST /generate`: `text` or `input_ids`, `sampling_params` with sglang's names.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::common::StopField;
+use crate::error::ProtocolError;
+use crate::sampling::{check_ranges, SamplingParams};
+
+/// The request body (one prompt; sglang's batch form is not accepted).
+#[derive(Debug, Clone, Deserialize, Default)]
+pub struct GenerateBody {
+    #[serde(default)]
+    pub text: Option<Value>,
+    #[serde(default)]
+    pub input_ids: Option<Value>,
+    #[serde(default)]
+    pub sampling_params: SamplingBody,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default)]
+    pub return_logprob: bool,
+    #[serde(default)]
+    pub top_logprobs_num: Option<u32>,
+    #[serde(default)]
+    pub rid: Option<String>,
+}
+
+/// sglang `sampling_params`. Unknown keys are ignored, as sglang's own server does for ones it
+/// does not use.
+#[derive(Debug, Clone, Deserialize, Default)]
+pub struct SamplingBody {
+    #[serde(default)]
+    pub max_new_tokens: Option<u32>,
+    #[serde(default)]
+    pub min_new_tokens: Option<u32>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    #[serde(default)]
+    pub top_k: Option<i64>,
+    #[serde(default)]
+    pub min_p: Option<f64>,
+    #[serde(default)]
+    pub repetition_penalty: Option<f64>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default)]
+    pub presence_penalty: Option<f64>,
+    #[serde(default)]
+    pub stop: Option<StopField>,
+    #[serde(default)]
+    pub stop_token_ids: Option<Vec<i64>>,
+    #[serde(default)]
+    pub ignore_eos: Option<bool>,
+    #[serde(default)]
+    pub sampling_seed: Option<i64>,
+    #[serde(default)]
+    pub json_schema: Option<Value>,
+    #[serde(default)]
+    pub logit_bias: Option<Map<String, Value>>,
+}
+
+/// The prompt of a `/generate` request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GeneratePrompt {
+    Text(String),
+    Ids(Vec<i64>),
+}
+
+impl GenerateBody {
+    pub fn sampling(&self) -> SamplingParams {
+        let s = &self.sampling_params;
+        SamplingParams {
+            max_new_tokens: s.max_new_tokens,
+            min_new_tokens: s.min_new_tokens,
+            temperature: s.temperature,
+            top_p: s.top_p,
+            top_k: s.top_k,
+            min_p: s.min_p,
+            repetition_penalty: s.repetition_penalty,
+            frequency_penalty: s.frequency_penalty,
+            presence_penalty: s.presence_penalty,
+            stop: s.stop.clone().map(StopField::into_vec).unwrap_or_default(),
+            stop_token_ids: s.stop_token_ids.clone().unwrap_or_default(),
+            ignore_eos: s.ignore_eos,
+            seed: s.sampling_seed,
+            n: None,
+            logit_bias: s.logit_bias.clone(),
+            json_schema: s.json_schema.as_ref().map(|v| match v {
+                // sglang passes the schema as a JSON string.
+                Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| v.clone()),
+                other => other.clone(),
+            }),
+            response_format: None,
+        }
+    }
+
+    pub fn validate(&self) -> Result<GeneratePrompt, ProtocolError> {
+        check_ranges(&self.sampling()).map_err(|mut e| {
+            e.param = e.param.map(|p| match p.as_str() {
+                "max_tokens" => "sampling_params.max_new_tokens".to_string(),
+                _ => format!("sampling_params.{p}"),
+            });
+            e
+        })?;
+        match (&self.text, &self.input_ids) {
+            (Some(Value::String(t)), None) => Ok(GeneratePrompt::Text(t.clone())),
+            (Some(Value::Array(_)), None) => {
+                Err(ProtocolError::new("text", "batched `text` is not supported: send one prompt per request"))
+            }
+            (Some(_), None) => Err(ProtocolError::new("text", "`text` must be a string")),
+            (None, Some(Value::Array(ids))) if !ids.is_empty() => ids
+                .iter()
+                .map(|v| v.as_i64().filter(|t| *t >= 0))
+                .collect::<Option<Vec<i64>>>()
+                .map(GeneratePrompt::Ids)
+                .ok_or_else(|| {
+                    ProtocolError::new(
+                        "input_ids",
+                        "`input_ids` must be a non-empty list of non-negative token ids (batches are not supported)",
+                    )
+                }),
+            (None, Some(_)) => {
+                Err(ProtocolError::new("input_ids", "`input_ids` must be a non-empty list of token ids"))
+            }
+            (None, None) => Err(ProtocolError::new("text", "send `text` (a string) or `input_ids`")),
+            (Some(_), Some(_)) => Err(ProtocolError::new("input_ids", "send either `text` or `input_ids`, not both")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_json;
+
+    fn check(body: &str) -> Result<GeneratePrompt, ProtocolError> {
+        parse_json::<GenerateBody>(body.as_bytes())?.validate()
+    }
+
+    #[test]
+    fn prompt_forms_and_errors() {
+        assert_eq!(check(r#"{"text":"hi"}"#).unwrap(), GeneratePrompt::Text("hi".into()));
+        assert_eq!(check(r#"{"input_ids":[1,2]}"#).unwrap(), GeneratePrompt::Ids(vec![1, 2]));
+        assert_eq!(check(r#"{}"#).unwrap_err().param.as_deref(), Some("text"));
+        assert_eq!(check(r#"{"text":["a","b"]}"#).unwrap_err().param.as_deref(), Some("text"));
+        assert_eq!(check(r#"{"input_ids":[[1]]}"#).unwrap_err().param.as_deref(), Some("input_ids"));
+        let e = check(r#"{"text":"x","sampling_params":{"temperature":-1}}"#).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("sampling_params.temperature"));
+        let e = check(r#"{"text":"x","sampling_params":{"max_new_tokens":"a"}}"#).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("sampling_params.max_new_tokens"));
+    }
+}

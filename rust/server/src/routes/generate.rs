@@ -1,0 +1,132 @@
+//! sglang-native `POST /generate`: a raw prompt (`text` or `input_ids`) with sglang's
+//! `sampling_params`, answered in sglang's shape (`text` + `meta_info`). Streams send the
+//! cumulative text in every chunk, as sglang does by default, then `data: [DONE]`.
+
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures::stream::{self, StreamExt};
+use serde_json::{json, Value};
+use smgpy_protocol::common::MatchedStop;
+use smgpy_protocol::generate::{GenerateBody, GeneratePrompt};
+
+use crate::driver::{ChoiceDriver, Finish};
+use crate::engine::GenerateRequest;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::pipeline::PipelineSpec;
+use crate::routes::{start_choices, with_timeout};
+use crate::sse;
+use crate::state::AppState;
+
+pub async fn generate(State(state): State<AppState>, ApiJson(body): ApiJson<GenerateBody>) -> Result<Response, ApiError> {
+    let prompt = body.validate()?;
+    let sampling = body.sampling();
+    let spec = PipelineSpec { stops: sampling.stop.clone(), ..PipelineSpec::default() };
+    let (text, input_ids) = match prompt {
+        GeneratePrompt::Text(t) => (Some(t), None),
+        GeneratePrompt::Ids(ids) => (None, Some(ids)),
+    };
+    let rid = body.rid.clone().unwrap_or_else(|| state.new_id("gen"));
+    let req = GenerateRequest {
+        rid: rid.clone(),
+        text,
+        input_ids,
+        sampling,
+        stream: body.stream,
+        return_logprob: body.return_logprob,
+        top_logprobs_num: body.top_logprobs_num.unwrap_or(0),
+    };
+    let driver = start_choices(&state, req, &spec)?
+        .pop()
+        .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
+    if body.stream {
+        Ok(stream_response(&state, rid, driver))
+    } else {
+        let out = with_timeout(state.config().request_timeout, collect(rid, driver, body.return_logprob)).await??;
+        Ok(Json(out).into_response())
+    }
+}
+
+/// sglang's `finish_reason` object.
+fn finish_json(f: Option<&Finish>, completion_tokens: u32) -> Value {
+    match f {
+        None => Value::Null,
+        Some(f) => match f.reason {
+            "length" => json!({"type": "length", "length": completion_tokens}),
+            "abort" => json!({"type": "abort"}),
+            _ => {
+                let matched = match &f.matched {
+                    Some(MatchedStop::Text(s)) => json!(s),
+                    Some(MatchedStop::Token(t)) => json!(t),
+                    None => Value::Null,
+                };
+                json!({"type": "stop", "matched": matched})
+            }
+        },
+    }
+}
+
+fn meta(rid: &str, d: &ChoiceDriver, finish: Option<&Finish>, started: Instant) -> serde_json::Map<String, Value> {
+    let c = d.counts;
+    let mut m = serde_json::Map::new();
+    m.insert("id".into(), json!(rid));
+    m.insert("finish_reason".into(), finish_json(finish, c.completion));
+    m.insert("prompt_tokens".into(), json!(c.prompt));
+    m.insert("completion_tokens".into(), json!(c.completion));
+    m.insert("cached_tokens".into(), json!(c.cached));
+    m.insert("e2e_latency".into(), json!(started.elapsed().as_secs_f64()));
+    m
+}
+
+async fn collect(rid: String, mut d: ChoiceDriver, logprobs: bool) -> Result<Value, ApiError> {
+    let started = Instant::now();
+    let mut text = String::new();
+    let mut lps = Vec::new();
+    let mut finish = None;
+    while let Some(step) = d.next().await {
+        if let Some(e) = step.error {
+            return Err(e.into());
+        }
+        text.push_str(&step.piece.content);
+        if logprobs {
+            lps.extend(step.logprobs.iter().map(|t| json!([t.logprob, t.token_id, t.token])));
+        }
+        if step.finish.is_some() {
+            finish = step.finish;
+        }
+    }
+    let mut m = meta(&rid, &d, finish.as_ref(), started);
+    if logprobs {
+        m.insert("output_token_logprobs".into(), Value::Array(lps));
+    }
+    Ok(json!({"text": text, "meta_info": m}))
+}
+
+fn stream_response(state: &AppState, rid: String, driver: ChoiceDriver) -> Response {
+    let started = Instant::now();
+    let events = stream::unfold(Some((driver, String::new())), move |st| {
+        let rid = rid.clone();
+        async move {
+            let (mut d, mut text) = st?;
+            loop {
+                let Some(step) = d.next().await else {
+                    return Some((vec![sse::done()], None));
+                };
+                if let Some(e) = step.error {
+                    return Some((vec![sse::error(&e.into())], None));
+                }
+                if step.piece.content.is_empty() && step.finish.is_none() {
+                    continue;
+                }
+                text.push_str(&step.piece.content);
+                let chunk = json!({"text": text, "meta_info": meta(&rid, &d, step.finish.as_ref(), started)});
+                return Some((vec![sse::data(&chunk)], Some((d, text))));
+            }
+        }
+    })
+    .flat_map(stream::iter);
+    sse::response(events, state.config().keep_alive)
+}

@@ -1,0 +1,166 @@
+//! Preparing a template's source for minijinja, where jinja2's lexer and parser behave differently.
+//!
+//! * jinja2 turns `\r\n` and `\r` into `\n`; minijinja keeps them.
+//! * transformers' `{% generation %}...{% endgeneration %}` tag renders its body; it becomes
+//!   `{% if true %}...{% endif %}` with the same whitespace-control markers, so `trim_blocks`,
+//!   `lstrip_blocks` and `-` act exactly as around the original tag.
+//! * `{% for c in text %}` over a string has `loop.last`/`loop.length` in jinja2, but minijinja 2's string
+//!   iterator reports no exact length. Every loop's iterable `EXPR` becomes `(EXPR)|smgpy_iter`, a filter that
+//!   turns strings into lists of characters and passes everything else through unchanged.
+
+/// Name of the filter wrapped around every `for` loop's iterable.
+pub const ITER_FILTER: &str = "smgpy_iter";
+
+/// Apply all rewrites.
+pub fn prepare_source(source: &str) -> String {
+    let normalized;
+    let source = if source.contains('\r') {
+        normalized = source.replace("\r\n", "\n").replace('\r', "\n");
+        normalized.as_str()
+    } else {
+        source
+    };
+    rewrite_tags(source)
+}
+
+/// Walk `{% ... %}` tags (skipping comments and raw blocks) and rewrite the ones that need it.
+fn rewrite_tags(source: &str) -> String {
+    let mut out = String::with_capacity(source.len() + 64);
+    let mut rest = source;
+    let mut in_raw = false;
+    loop {
+        let tag_at = rest.find("{%");
+        let comment_at = rest.find("{#");
+        let start = match (tag_at, comment_at) {
+            (Some(t), Some(c)) if c < t && !in_raw => {
+                let end = rest[c..].find("#}").map_or(rest.len(), |e| c + e + 2);
+                out.push_str(&rest[..end]);
+                rest = &rest[end..];
+                continue;
+            }
+            (Some(t), _) => t,
+            (None, _) => break,
+        };
+        out.push_str(&rest[..start]);
+        let tag = &rest[start..];
+        let Some(end) = tag.find("%}") else {
+            out.push_str(tag);
+            return out;
+        };
+        let inner = &tag[2..end];
+        let (lead, body) = match inner.strip_prefix(['-', '+']) {
+            Some(b) => (&inner[..1], b),
+            None => ("", inner),
+        };
+        let (body, trail) = match body.strip_suffix(['-', '+']) {
+            Some(b) => (b, &body[body.len() - 1..]),
+            None => (body, ""),
+        };
+        let keyword = body.trim();
+        let replacement = if in_raw {
+            in_raw = keyword != "endraw";
+            None
+        } else {
+            match keyword {
+                "raw" => {
+                    in_raw = true;
+                    None
+                }
+                "generation" => Some("if true".to_string()),
+                "endgeneration" => Some("endif".to_string()),
+                k if k.starts_with("for ") || k.starts_with("for(") => wrap_for_iterable(k),
+                _ => None,
+            }
+        };
+        match replacement {
+            Some(r) => {
+                out.push_str("{%");
+                out.push_str(lead);
+                out.push(' ');
+                out.push_str(&r);
+                out.push(' ');
+                out.push_str(trail);
+                out.push_str("%}");
+            }
+            None => out.push_str(&tag[..end + 2]),
+        }
+        rest = &tag[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Byte offsets of top-level whole-word `word` in `text` (outside strings and brackets).
+fn top_level_word(text: &str, word: &str, from: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut depth = 0i32;
+    let mut quote: Option<u8> = None;
+    let mut i = from;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if let Some(q) = quote {
+            if b == b'\\' {
+                i += 2;
+                continue;
+            }
+            if b == q {
+                quote = None;
+            }
+        } else {
+            match b {
+                b'\'' | b'"' => quote = Some(b),
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => depth -= 1,
+                _ if depth == 0 && text[i..].starts_with(word) => {
+                    let before_ok = i == 0 || bytes[i - 1].is_ascii_whitespace() || bytes[i - 1] == b')';
+                    let after = i + word.len();
+                    let after_ok = after == bytes.len() || bytes[after].is_ascii_whitespace() || bytes[after] == b'(';
+                    if before_ok && after_ok {
+                        return Some(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// `for TARGET in EXPR [if COND] [recursive]` -> `for TARGET in (EXPR)|smgpy_iter [if COND] [recursive]`.
+fn wrap_for_iterable(body: &str) -> Option<String> {
+    let in_at = top_level_word(body, "in", 3)?;
+    let expr_start = in_at + 2;
+    let expr_end = [top_level_word(body, "if", expr_start), top_level_word(body, "recursive", expr_start)]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(body.len());
+    let expr = body[expr_start..expr_end].trim();
+    if expr.is_empty() {
+        return None;
+    }
+    Some(format!("{} in ({expr})|{ITER_FILTER} {}", &body[..in_at].trim_end(), &body[expr_end..]).trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_tags_become_plain_blocks() {
+        assert_eq!(prepare_source("a{%- generation %}b{% endgeneration -%}c"), "a{%- if true %}b{% endif -%}c");
+        assert_eq!(prepare_source("{{ add_generation_prompt }}\r\n"), "{{ add_generation_prompt }}\n");
+    }
+
+    #[test]
+    fn for_loops_wrap_their_iterable() {
+        assert_eq!(prepare_source("{%- for m in messages -%}"), "{%- for m in (messages)|smgpy_iter -%}");
+        assert_eq!(
+            prepare_source("{% for k, v in x.items() if k != 'in' recursive %}"),
+            "{% for k, v in (x.items())|smgpy_iter if k != 'in' recursive %}"
+        );
+        assert_eq!(prepare_source("{% for x in a if b else c %}"), "{% for x in (a)|smgpy_iter if b else c %}");
+        assert_eq!(prepare_source("{# {% for x in y %} #}{% raw %}{% for a in b %}{% endraw %}"), "{# {% for x in y %} #}{% raw %}{% for a in b %}{% endraw %}");
+    }
+}

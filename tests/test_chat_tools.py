@@ -1,0 +1,135 @@
+"""Tool calls and reasoning through `/v1/chat/completions`, checked with the `openai` SDK:
+streaming accumulation (the SDK's `.stream()` helper) must give what non-streaming gives."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+from conftest import serve_in_thread
+from engines import ScriptedEngine
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
+    },
+]
+MSG = [{"role": "user", "content": "Weather in Paris and Tokyo?"}]
+
+HERMES_TWO_CALLS = (
+    'Let me check.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "東京 \\"x\\""}}\n</tool_call>'
+)
+
+
+def tokens(text: str, size: int = 3) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
+
+
+def test_tool_calls_non_streaming_and_stream_helper_agree() -> None:
+    engine = ScriptedEngine(tokens(HERMES_TWO_CALLS))
+    with serve_in_thread(engine, tool_parser="hermes") as url:
+        c = client(url)
+        r = c.chat.completions.create(model="x", messages=MSG, tools=TOOLS)  # type: ignore[arg-type]
+        with c.chat.completions.stream(model="x", messages=MSG, tools=TOOLS) as s:  # type: ignore[arg-type]
+            for _ in s:
+                pass
+            final = s.get_final_completion()
+    for choice in (r.choices[0], final.choices[0]):
+        assert choice.finish_reason == "tool_calls"
+        calls = choice.message.tool_calls
+        assert calls is not None and [tc.function.name for tc in calls] == ["get_weather", "get_weather"]
+        assert json.loads(calls[0].function.arguments) == {"city": "Paris"}
+        assert json.loads(calls[1].function.arguments) == {"city": '東京 "x"'}
+        assert all(tc.id.startswith("call_") and tc.type == "function" for tc in calls)
+        assert (choice.message.content or "").strip() == "Let me check."
+    assert [tc.function.arguments for tc in r.choices[0].message.tool_calls or []] == [
+        tc.function.arguments for tc in final.choices[0].message.tool_calls or []
+    ]
+    # the request's tools reached the chat template / engine request
+    assert engine.requests[0].text
+
+
+def test_stream_deltas_shape() -> None:
+    with serve_in_thread(ScriptedEngine(tokens(HERMES_TWO_CALLS, 2)), tool_parser="hermes") as url:
+        r = httpx.post(url + "/v1/chat/completions", json={"messages": MSG, "tools": TOOLS, "stream": True})
+    chunks = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
+    seen: dict[int, str] = {}
+    args: dict[int, str] = {}
+    for ch in chunks:
+        for tc in ch["choices"][0]["delta"].get("tool_calls", []):
+            i = tc["index"]
+            if i not in seen:
+                assert tc["id"].startswith("call_") and tc["type"] == "function" and tc["function"]["name"]
+                seen[i] = tc["id"]
+            else:
+                assert "id" not in tc and "name" not in tc["function"]
+            args[i] = args.get(i, "") + tc["function"]["arguments"]
+    assert sorted(seen) == [0, 1]
+    assert json.loads(args[0]) == {"city": "Paris"}
+    text = "".join(ch["choices"][0]["delta"].get("content") or "" for ch in chunks)
+    assert "<tool_call>" not in text
+
+
+def test_tool_choice_none_disables_parsing() -> None:
+    with serve_in_thread(ScriptedEngine(tokens(HERMES_TWO_CALLS)), tool_parser="hermes") as url:
+        r = client(url).chat.completions.create(model="x", messages=MSG, tools=TOOLS, tool_choice="none")  # type: ignore[arg-type]
+    assert r.choices[0].message.tool_calls is None
+    assert "<tool_call>" in (r.choices[0].message.content or "")
+    assert r.choices[0].finish_reason == "stop"
+
+
+def test_named_tool_choice_drops_other_calls() -> None:
+    out = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>' + HERMES_TWO_CALLS
+    with serve_in_thread(ScriptedEngine(tokens(out)), tool_parser="hermes") as url:
+        r = client(url).chat.completions.create(
+            model="x", messages=MSG, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}}  # type: ignore[arg-type]
+        )
+    names = [tc.function.name for tc in r.choices[0].message.tool_calls or []]
+    assert names == ["get_weather", "get_weather"]
+
+
+def test_unknown_tool_parser_fails_at_startup() -> None:
+    with pytest.raises(RuntimeError, match="did not start"), serve_in_thread(ScriptedEngine(), tool_parser="nope"):
+        pass
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_reasoning_content(stream: bool) -> None:
+    out = "<think>The user wants a city.</think>Paris."
+    with serve_in_thread(ScriptedEngine(tokens(out, 2)), reasoning_parser="deepseek_r1") as url:
+        r = httpx.post(url + "/v1/chat/completions", json={"messages": MSG, "stream": stream})
+    if stream:
+        chunks = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
+        reasoning = "".join(c["choices"][0]["delta"].get("reasoning_content") or "" for c in chunks)
+        content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    else:
+        msg = r.json()["choices"][0]["message"]
+        reasoning, content = msg["reasoning_content"], msg["content"]
+    assert reasoning == "The user wants a city."
+    assert content == "Paris."
+
+
+def test_reasoning_then_tool_call() -> None:
+    out = '<think>need weather</think><tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    with serve_in_thread(ScriptedEngine(tokens(out)), reasoning_parser="deepseek_r1", tool_parser="hermes") as url:
+        r = httpx.post(url + "/v1/chat/completions", json={"messages": MSG, "tools": TOOLS}).json()
+    msg = r["choices"][0]["message"]
+    assert msg["reasoning_content"] == "need weather"
+    assert msg["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert r["choices"][0]["finish_reason"] == "tool_calls"
