@@ -17,9 +17,21 @@ const CASES: &[(&str, &str, &str, &str, &str)] = &[
     ("minimax_m2", "minimax", "", "\n</think>\n\n", ""),
     ("nemotron_v3", "nano_v3", "<think>\n", "\n</think>\n\n", ""),
     ("kimi", "kimi", "◁think▷", "◁/think▷", ""),
-    ("cohere_command3", "cohere_cmd", "<|START_THINKING|>", "<|END_THINKING|><|START_RESPONSE|>", "<|END_RESPONSE|>"),
+    (
+        "cohere_command3",
+        "cohere_cmd",
+        "<|START_THINKING|>",
+        "<|END_THINKING|><|START_RESPONSE|>",
+        "<|END_RESPONSE|>",
+    ),
     ("gemma4", "gemma4", "<|channel>thought\n", "<channel|>", ""),
-    ("kimi_k3", "kimi_k3", "<|open|>think<|sep|>", "<|close|>think<|sep|><|open|>response<|sep|>", "<|close|>response<|sep|>"),
+    (
+        "kimi_k3",
+        "kimi_k3",
+        "<|open|>think<|sep|>",
+        "<|close|>think<|sep|><|open|>response<|sep|>",
+        "<|close|>response<|sep|>",
+    ),
     ("minimax_m3", "minimax_m3", "<mm:think>", "</mm:think>", ""),
 ];
 
@@ -88,7 +100,12 @@ fn bench(c: &mut Criterion) {
         let chunks = chunk(&text);
         // Both sides must split the corpus the same way, or the comparison means nothing.
         let mine = parse_complete(&text, f, ReasoningOptions::default());
-        let theirs = factory.registry().create_parser(smg).unwrap().detect_and_parse_reasoning(&text).unwrap();
+        let theirs = factory
+            .registry()
+            .create_parser(smg)
+            .unwrap()
+            .detect_and_parse_reasoning(&text)
+            .unwrap();
         if (mine.reasoning.len(), mine.content.len()) != (theirs.reasoning_text.len(), theirs.normal_text.len()) {
             eprintln!(
                 "note {ours}: outputs differ (smgpy r={} c={}, smg r={} c={})",
@@ -100,7 +117,10 @@ fn bench(c: &mut Criterion) {
         }
         let streamed = smg_stream(&mut *factory.registry().create_parser(smg).unwrap(), &chunks);
         if streamed != ours_stream(f, &chunks) {
-            eprintln!("note {ours}: streamed outputs differ (smg r={} c={})", streamed.0, streamed.1);
+            eprintln!(
+                "note {ours}: streamed outputs differ (smg r={} c={})",
+                streamed.0, streamed.1
+            );
         }
 
         let mut g = c.benchmark_group(format!("reasoning/{ours}"));
@@ -123,7 +143,9 @@ fn bench(c: &mut Criterion) {
                 }
             })
         });
-        g.bench_function(BenchmarkId::new("stream4", "smgpy"), |b| b.iter(|| ours_stream(f, black_box(&chunks))));
+        g.bench_function(BenchmarkId::new("stream4", "smgpy"), |b| {
+            b.iter(|| ours_stream(f, black_box(&chunks)))
+        });
         g.bench_function(BenchmarkId::new("stream4", "smg"), |b| {
             b.iter(|| {
                 let mut p = factory.registry().create_parser(smg).unwrap();

@@ -60,7 +60,11 @@ impl MessagesRequest {
             temperature: self.temperature,
             top_p: self.top_p,
             top_k: self.top_k,
-            stop: self.stop_sequences.clone().map(|s| StopField::Many(s).into_vec()).unwrap_or_default(),
+            stop: self
+                .stop_sequences
+                .clone()
+                .map(|s| StopField::Many(s).into_vec())
+                .unwrap_or_default(),
             ..SamplingParams::default()
         }
     }
@@ -68,10 +72,16 @@ impl MessagesRequest {
     /// Validate and convert. `need_max_tokens` is false for `count_tokens`.
     pub fn validate(&self, need_max_tokens: bool) -> Result<ChatForm, ProtocolError> {
         if need_max_tokens && self.max_tokens.is_none() {
-            return Err(ProtocolError::new("max_tokens", "`max_tokens` is required (the most tokens to generate)"));
+            return Err(ProtocolError::new(
+                "max_tokens",
+                "`max_tokens` is required (the most tokens to generate)",
+            ));
         }
         if let Some(i) = self.stop_sequences.iter().flatten().position(String::is_empty) {
-            return Err(ProtocolError::new(format!("stop_sequences[{i}]"), "stop sequences must not be empty"));
+            return Err(ProtocolError::new(
+                format!("stop_sequences[{i}]"),
+                "stop sequences must not be empty",
+            ));
         }
         check_ranges(&self.sampling()).map_err(|mut e| {
             if e.param.as_deref().is_some_and(|p| p.starts_with("stop")) {
@@ -83,7 +93,10 @@ impl MessagesRequest {
             return Err(ProtocolError::new("temperature", "temperature must be between 0 and 1"));
         }
         if self.messages.is_empty() {
-            return Err(ProtocolError::new("messages", "`messages` must contain at least one message"));
+            return Err(ProtocolError::new(
+                "messages",
+                "`messages` must contain at least one message",
+            ));
         }
         let mut messages = Vec::with_capacity(self.messages.len() + 1);
         if let Some(system) = &self.system {
@@ -97,20 +110,24 @@ impl MessagesRequest {
         }
         let tools = self.tools.as_ref().map(|t| convert_tools(t)).transpose()?;
         let tool_choice = parse_tool_choice(self.tool_choice.as_ref(), tools.as_deref())?;
-        let thinking = match &self.thinking {
-            None | Some(Value::Null) => None,
-            Some(t) => match t.get("type").and_then(Value::as_str) {
-                Some("enabled") => Some(true),
-                Some("disabled") => Some(false),
-                _ => {
-                    return Err(ProtocolError::new(
+        let thinking =
+            match &self.thinking {
+                None | Some(Value::Null) => None,
+                Some(t) => match t.get("type").and_then(Value::as_str) {
+                    Some("enabled") => Some(true),
+                    Some("disabled") => Some(false),
+                    _ => return Err(ProtocolError::new(
                         "thinking.type",
                         "thinking must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}",
-                    ))
-                }
-            },
-        };
-        Ok(ChatForm { messages, tools, tool_choice, thinking })
+                    )),
+                },
+            };
+        Ok(ChatForm {
+            messages,
+            tools,
+            tool_choice,
+            thinking,
+        })
     }
 }
 
@@ -120,7 +137,10 @@ fn system_text(system: &Value) -> Result<String, ProtocolError> {
         Value::Array(blocks) => {
             let mut parts = Vec::with_capacity(blocks.len());
             for (i, b) in blocks.iter().enumerate() {
-                match (b.get("type").and_then(Value::as_str), b.get("text").and_then(Value::as_str)) {
+                match (
+                    b.get("type").and_then(Value::as_str),
+                    b.get("text").and_then(Value::as_str),
+                ) {
                     (Some("text"), Some(t)) => parts.push(t),
                     _ => {
                         return Err(ProtocolError::new(
@@ -133,7 +153,10 @@ fn system_text(system: &Value) -> Result<String, ProtocolError> {
             Ok(parts.join("\n"))
         }
         Value::Null => Ok(String::new()),
-        _ => Err(ProtocolError::new("system", "`system` must be a string or a list of text blocks")),
+        _ => Err(ProtocolError::new(
+            "system",
+            "`system` must be a string or a list of text blocks",
+        )),
     }
 }
 
@@ -147,7 +170,10 @@ fn tool_result_text(v: Option<&Value>, at: &str) -> Result<String, ProtocolError
             .filter_map(|b| b.get("text").and_then(Value::as_str))
             .collect::<Vec<_>>()
             .join("\n")),
-        Some(_) => Err(ProtocolError::new(at, "tool_result content must be a string or a list of text blocks")),
+        Some(_) => Err(ProtocolError::new(
+            at,
+            "tool_result content must be a string or a list of text blocks",
+        )),
     }
 }
 
@@ -155,11 +181,15 @@ fn tool_result_text(v: Option<&Value>, at: &str) -> Result<String, ProtocolError
 /// `tool` messages (placed before the user's own text, as the results answer the prior turn).
 fn convert_message(i: usize, m: &Value, out: &mut Vec<Value>) -> Result<(), ProtocolError> {
     let at = |s: &str| format!("messages[{i}]{s}");
-    let role = m.get("role").and_then(Value::as_str).ok_or_else(|| {
-        ProtocolError::new(at(".role"), "each message needs a `role` of `user` or `assistant`")
-    })?;
+    let role = m
+        .get("role")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ProtocolError::new(at(".role"), "each message needs a `role` of `user` or `assistant`"))?;
     if role != "user" && role != "assistant" {
-        return Err(ProtocolError::new(at(".role"), format!("role must be `user` or `assistant`, got `{role}`")));
+        return Err(ProtocolError::new(
+            at(".role"),
+            format!("role must be `user` or `assistant`, got `{role}`"),
+        ));
     }
     let blocks = match m.get("content") {
         Some(Value::String(s)) => {
@@ -168,7 +198,12 @@ fn convert_message(i: usize, m: &Value, out: &mut Vec<Value>) -> Result<(), Prot
         }
         Some(Value::Array(b)) if !b.is_empty() => b,
         Some(Value::Array(_)) => return Err(ProtocolError::new(at(".content"), "`content` must not be empty")),
-        _ => return Err(ProtocolError::new(at(".content"), "`content` must be a string or a list of content blocks")),
+        _ => {
+            return Err(ProtocolError::new(
+                at(".content"),
+                "`content` must be a string or a list of content blocks",
+            ))
+        }
     };
     let mut text = String::new();
     let mut thinking = String::new();
@@ -182,8 +217,10 @@ fn convert_message(i: usize, m: &Value, out: &mut Vec<Value>) -> Result<(), Prot
             }
             Some("redacted_thinking") if role == "assistant" => {}
             Some("tool_use") if role == "assistant" => {
-                let (Some(id), Some(name)) = (b.get("id").and_then(Value::as_str), b.get("name").and_then(Value::as_str))
-                else {
+                let (Some(id), Some(name)) = (
+                    b.get("id").and_then(Value::as_str),
+                    b.get("name").and_then(Value::as_str),
+                ) else {
                     return Err(ProtocolError::new(here, "a tool_use block needs `id` and `name`"));
                 };
                 let input = b.get("input").cloned().unwrap_or_else(|| json!({}));
@@ -193,9 +230,10 @@ fn convert_message(i: usize, m: &Value, out: &mut Vec<Value>) -> Result<(), Prot
                 }));
             }
             Some("tool_result") if role == "user" => {
-                let id = b.get("tool_use_id").and_then(Value::as_str).ok_or_else(|| {
-                    ProtocolError::new(here.clone(), "a tool_result block needs `tool_use_id`")
-                })?;
+                let id = b
+                    .get("tool_use_id")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| ProtocolError::new(here.clone(), "a tool_result block needs `tool_use_id`"))?;
                 let content = tool_result_text(b.get("content"), &format!("{here}.content"))?;
                 out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
             }
@@ -219,7 +257,11 @@ fn convert_message(i: usize, m: &Value, out: &mut Vec<Value>) -> Result<(), Prot
             msg.insert("tool_calls".into(), Value::Array(calls));
         }
         out.push(Value::Object(msg));
-    } else if !text.is_empty() || !blocks.iter().any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")) {
+    } else if !text.is_empty()
+        || !blocks
+            .iter()
+            .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+    {
         out.push(json!({"role": "user", "content": text}));
     }
     Ok(())
@@ -232,14 +274,22 @@ fn convert_tools(tools: &[Value]) -> Result<Vec<Value>, ProtocolError> {
         .enumerate()
         .map(|(i, t)| {
             let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
-                ProtocolError::new(format!("tools[{i}].name"), "each tool needs a `name` and an `input_schema`")
+                ProtocolError::new(
+                    format!("tools[{i}].name"),
+                    "each tool needs a `name` and an `input_schema`",
+                )
             })?;
             let mut f = Map::new();
             f.insert("name".into(), json!(name));
             if let Some(d) = t.get("description") {
                 f.insert("description".into(), d.clone());
             }
-            f.insert("parameters".into(), t.get("input_schema").cloned().unwrap_or_else(|| json!({"type": "object"})));
+            f.insert(
+                "parameters".into(),
+                t.get("input_schema")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object"})),
+            );
             Ok(json!({"type": "function", "function": Value::Object(f)}))
         })
         .collect()
@@ -258,9 +308,15 @@ fn parse_tool_choice(v: Option<&Value>, tools: Option<&[Value]>) -> Result<ToolC
             let name = v.get("name").and_then(Value::as_str).ok_or_else(|| {
                 ProtocolError::new("tool_choice.name", "tool_choice {\"type\": \"tool\"} needs a `name`")
             })?;
-            let known = tools.unwrap_or_default().iter().any(|t| crate::chat::tool_name(t) == Some(name));
+            let known = tools
+                .unwrap_or_default()
+                .iter()
+                .any(|t| crate::chat::tool_name(t) == Some(name));
             if !known {
-                return Err(ProtocolError::new("tool_choice.name", format!("tool `{name}` is not in `tools`")));
+                return Err(ProtocolError::new(
+                    "tool_choice.name",
+                    format!("tool `{name}` is not in `tools`"),
+                ));
             }
             ToolChoice::Named(name.to_string())
         }
@@ -272,7 +328,10 @@ fn parse_tool_choice(v: Option<&Value>, tools: Option<&[Value]>) -> Result<ToolC
         }
     };
     if choice == ToolChoice::Required && !has_tools {
-        return Err(ProtocolError::new("tool_choice", "tool_choice `any` needs a non-empty `tools` list"));
+        return Err(ProtocolError::new(
+            "tool_choice",
+            "tool_choice `any` needs a non-empty `tools` list",
+        ));
     }
     Ok(choice)
 }
@@ -336,8 +395,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.messages[0], json!({"role":"system","content":"be brief"}));
-        assert_eq!(f.messages[2]["tool_calls"][0]["function"]["arguments"], json!("{\"city\":\"Paris\"}"));
-        assert_eq!(f.messages[3], json!({"role":"tool","tool_call_id":"t1","content":"sunny"}));
+        assert_eq!(
+            f.messages[2]["tool_calls"][0]["function"]["arguments"],
+            json!("{\"city\":\"Paris\"}")
+        );
+        assert_eq!(
+            f.messages[3],
+            json!({"role":"tool","tool_call_id":"t1","content":"sunny"})
+        );
         assert_eq!(f.messages.len(), 4);
         assert_eq!(f.tool_choice, ToolChoice::Required);
         assert_eq!(f.tools.unwrap()[0]["function"]["parameters"], json!({"type":"object"}));
@@ -346,8 +411,14 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         let p = |b: &str| form(b).unwrap_err().param;
-        assert_eq!(p(r#"{"messages":[{"role":"user","content":"x"}]}"#).as_deref(), Some("max_tokens"));
-        assert_eq!(p(r#"{"max_tokens":1,"messages":[{"role":"system","content":"x"}]}"#).as_deref(), Some("messages[0].role"));
+        assert_eq!(
+            p(r#"{"messages":[{"role":"user","content":"x"}]}"#).as_deref(),
+            Some("max_tokens")
+        );
+        assert_eq!(
+            p(r#"{"max_tokens":1,"messages":[{"role":"system","content":"x"}]}"#).as_deref(),
+            Some("messages[0].role")
+        );
         assert_eq!(
             p(r#"{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"image"}]}]}"#).as_deref(),
             Some("messages[0].content[0].type")
@@ -357,13 +428,19 @@ mod tests {
                 .as_deref(),
             Some("tool_choice.name")
         );
-        assert_eq!(p(r#"{"max_tokens":1,"messages":[{"role":"user","content":"x"}],"stop_sequences":[""]}"#).as_deref(), Some("stop_sequences[0]"));
+        assert_eq!(
+            p(r#"{"max_tokens":1,"messages":[{"role":"user","content":"x"}],"stop_sequences":[""]}"#).as_deref(),
+            Some("stop_sequences[0]")
+        );
     }
 
     #[test]
     fn stop_reasons() {
         let stops = vec!["END".to_string()];
-        assert_eq!(stop_reason("stop", Some("END"), &stops), ("stop_sequence", Some("END".into())));
+        assert_eq!(
+            stop_reason("stop", Some("END"), &stops),
+            ("stop_sequence", Some("END".into()))
+        );
         assert_eq!(stop_reason("stop", None, &stops), ("end_turn", None));
         assert_eq!(stop_reason("length", None, &stops), ("max_tokens", None));
         assert_eq!(stop_reason("tool_calls", None, &stops), ("tool_use", None));

@@ -121,7 +121,10 @@ impl ChatCompletionRequest {
     /// Checks serde cannot express: roles, content shapes, ranges, tool_choice.
     pub fn validate(&self) -> Result<ToolChoice, ProtocolError> {
         if self.messages.is_empty() {
-            return Err(ProtocolError::new("messages", "`messages` must contain at least one message"));
+            return Err(ProtocolError::new(
+                "messages",
+                "`messages` must contain at least one message",
+            ));
         }
         for (i, m) in self.messages.iter().enumerate() {
             validate_message(i, m)?;
@@ -129,10 +132,16 @@ impl ChatCompletionRequest {
         check_ranges(&self.sampling())?;
         if let Some(k) = self.top_logprobs {
             if k > 20 {
-                return Err(ProtocolError::new("top_logprobs", format!("top_logprobs must be at most 20, got {k}")));
+                return Err(ProtocolError::new(
+                    "top_logprobs",
+                    format!("top_logprobs must be at most 20, got {k}"),
+                ));
             }
             if !self.logprobs {
-                return Err(ProtocolError::new("top_logprobs", "top_logprobs requires `logprobs: true`"));
+                return Err(ProtocolError::new(
+                    "top_logprobs",
+                    "top_logprobs requires `logprobs: true`",
+                ));
             }
         }
         if let Some(tools) = &self.tools {
@@ -168,7 +177,10 @@ fn json_schema_of(rf: &Value) -> Option<Value> {
 
 /// Name of a tool definition, nested (`{"type":"function","function":{"name"}}`) or flat.
 pub fn tool_name(tool: &Value) -> Option<&str> {
-    tool.get("function").and_then(|f| f.get("name")).or_else(|| tool.get("name")).and_then(Value::as_str)
+    tool.get("function")
+        .and_then(|f| f.get("name"))
+        .or_else(|| tool.get("name"))
+        .and_then(Value::as_str)
 }
 
 fn validate_message(i: usize, m: &Value) -> Result<(), ProtocolError> {
@@ -254,14 +266,23 @@ fn parse_tool_choice(v: Option<&Value>, tools: Option<&[Value]>) -> Result<ToolC
                 })?;
             ToolChoice::Named(name.to_string())
         }
-        Some(_) => return Err(ProtocolError::new("tool_choice", "tool_choice must be a string or an object")),
+        Some(_) => {
+            return Err(ProtocolError::new(
+                "tool_choice",
+                "tool_choice must be a string or an object",
+            ))
+        }
     };
     match &choice {
-        ToolChoice::Required if !has_tools => {
-            Err(ProtocolError::new("tool_choice", "tool_choice `required` needs a non-empty `tools` list"))
-        }
+        ToolChoice::Required if !has_tools => Err(ProtocolError::new(
+            "tool_choice",
+            "tool_choice `required` needs a non-empty `tools` list",
+        )),
         ToolChoice::Named(n) if !tools.unwrap_or_default().iter().any(|t| tool_name(t) == Some(n)) => {
-            Err(ProtocolError::new("tool_choice", format!("tool_choice names `{n}`, which is not in `tools`")))
+            Err(ProtocolError::new(
+                "tool_choice",
+                format!("tool_choice names `{n}`, which is not in `tools`"),
+            ))
         }
         _ => Ok(choice),
     }
@@ -399,7 +420,11 @@ mod tests {
     #[test]
     fn tool_choice_forms() {
         let tools = r#""tools":[{"type":"function","function":{"name":"f","parameters":{}}}]"#;
-        let ok = |tc: &str| req(&format!(r#"{{"messages":[{{"role":"user","content":"x"}}],{tools},{tc}}}"#));
+        let ok = |tc: &str| {
+            req(&format!(
+                r#"{{"messages":[{{"role":"user","content":"x"}}],{tools},{tc}}}"#
+            ))
+        };
         assert_eq!(ok(r#""tool_choice":"auto""#).unwrap(), ToolChoice::Auto);
         assert_eq!(ok(r#""tool_choice":"none""#).unwrap(), ToolChoice::None);
         assert_eq!(

@@ -124,7 +124,10 @@ impl CompletionRequest {
         }
         if let Some(k) = self.logprobs {
             if k > MAX_LOGPROBS {
-                return Err(ProtocolError::new("logprobs", format!("logprobs must be at most {MAX_LOGPROBS}, got {k}")));
+                return Err(ProtocolError::new(
+                    "logprobs",
+                    format!("logprobs must be at most {MAX_LOGPROBS}, got {k}"),
+                ));
             }
         }
         parse_prompts(&self.prompt)
@@ -132,7 +135,8 @@ impl CompletionRequest {
 }
 
 fn parse_prompts(v: &Value) -> Result<Vec<Prompt>, ProtocolError> {
-    const SHAPES: &str = "`prompt` must be a string, a list of strings, a list of token ids or a list of token-id lists";
+    const SHAPES: &str =
+        "`prompt` must be a string, a list of strings, a list of token ids or a list of token-id lists";
     let token = |x: &Value| x.as_i64().filter(|t| *t >= 0);
     let prompts = match v {
         Value::String(s) => vec![Prompt::Text(s.clone())],
@@ -141,7 +145,9 @@ fn parse_prompts(v: &Value) -> Result<Vec<Prompt>, ProtocolError> {
         }
         Value::Array(items) if items.iter().all(Value::is_number) => {
             let ids: Option<Vec<i64>> = items.iter().map(token).collect();
-            vec![Prompt::Tokens(ids.ok_or_else(|| ProtocolError::new("prompt", "token ids must be non-negative integers"))?)]
+            vec![Prompt::Tokens(ids.ok_or_else(|| {
+                ProtocolError::new("prompt", "token ids must be non-negative integers")
+            })?)]
         }
         Value::Array(items) => items
             .iter()
@@ -153,7 +159,9 @@ fn parse_prompts(v: &Value) -> Result<Vec<Prompt>, ProtocolError> {
                     .map(token)
                     .collect::<Option<Vec<i64>>>()
                     .map(Prompt::Tokens)
-                    .ok_or_else(|| ProtocolError::new(format!("prompt[{i}]"), "token ids must be non-negative integers")),
+                    .ok_or_else(|| {
+                        ProtocolError::new(format!("prompt[{i}]"), "token ids must be non-negative integers")
+                    }),
                 _ => Err(ProtocolError::new(format!("prompt[{i}]"), SHAPES)),
             })
             .collect::<Result<_, _>>()?,
@@ -208,20 +216,47 @@ mod tests {
     fn prompt_shapes() {
         assert_eq!(check(r#"{"prompt":"a"}"#).unwrap(), vec![Prompt::Text("a".into())]);
         assert_eq!(check(r#"{"prompt":["a","b"]}"#).unwrap().len(), 2);
-        assert_eq!(check(r#"{"prompt":[1,2,3]}"#).unwrap(), vec![Prompt::Tokens(vec![1, 2, 3])]);
+        assert_eq!(
+            check(r#"{"prompt":[1,2,3]}"#).unwrap(),
+            vec![Prompt::Tokens(vec![1, 2, 3])]
+        );
         assert_eq!(check(r#"{"prompt":[[1],[2,3]]}"#).unwrap().len(), 2);
         assert_eq!(check(r#"{"prompt":[]}"#).unwrap_err().param.as_deref(), Some("prompt"));
-        assert_eq!(check(r#"{"prompt":["a",3]}"#).unwrap_err().param.as_deref(), Some("prompt[1]"));
-        assert_eq!(check(r#"{"prompt":{"x":1}}"#).unwrap_err().param.as_deref(), Some("prompt"));
-        assert_eq!(check(r#"{"prompt":[-1]}"#).unwrap_err().param.as_deref(), Some("prompt"));
+        assert_eq!(
+            check(r#"{"prompt":["a",3]}"#).unwrap_err().param.as_deref(),
+            Some("prompt[1]")
+        );
+        assert_eq!(
+            check(r#"{"prompt":{"x":1}}"#).unwrap_err().param.as_deref(),
+            Some("prompt")
+        );
+        assert_eq!(
+            check(r#"{"prompt":[-1]}"#).unwrap_err().param.as_deref(),
+            Some("prompt")
+        );
     }
 
     #[test]
     fn unsupported_options_are_named() {
-        assert_eq!(check(r#"{"prompt":"a","suffix":"z"}"#).unwrap_err().param.as_deref(), Some("suffix"));
-        assert_eq!(check(r#"{"prompt":"a","best_of":3}"#).unwrap_err().param.as_deref(), Some("best_of"));
+        assert_eq!(
+            check(r#"{"prompt":"a","suffix":"z"}"#).unwrap_err().param.as_deref(),
+            Some("suffix")
+        );
+        assert_eq!(
+            check(r#"{"prompt":"a","best_of":3}"#).unwrap_err().param.as_deref(),
+            Some("best_of")
+        );
         assert!(check(r#"{"prompt":"a","best_of":2,"n":2}"#).is_ok());
-        assert_eq!(check(r#"{"prompt":"a","logprobs":9}"#).unwrap_err().param.as_deref(), Some("logprobs"));
-        assert_eq!(check(r#"{"prompt":"a","max_tokens":"x"}"#).unwrap_err().param.as_deref(), Some("max_tokens"));
+        assert_eq!(
+            check(r#"{"prompt":"a","logprobs":9}"#).unwrap_err().param.as_deref(),
+            Some("logprobs")
+        );
+        assert_eq!(
+            check(r#"{"prompt":"a","max_tokens":"x"}"#)
+                .unwrap_err()
+                .param
+                .as_deref(),
+            Some("max_tokens")
+        );
     }
 }

@@ -17,7 +17,11 @@ pub struct ProtocolError {
 
 impl ProtocolError {
     pub fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { message: message.into(), param: Some(param.into()), code: None }
+        Self {
+            message: message.into(),
+            param: Some(param.into()),
+            code: None,
+        }
     }
     pub fn with_code(mut self, code: &'static str) -> Self {
         self.code = Some(code);
@@ -35,7 +39,11 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ProtocolError> 
             serde_json::error::Category::Syntax | serde_json::error::Category::Eof => "invalid_json",
             _ => "invalid_request",
         };
-        let param = if path == "." || code == "invalid_json" { None } else { Some(path.clone()) };
+        let param = if path == "." || code == "invalid_json" {
+            None
+        } else {
+            Some(path.clone())
+        };
         let msg = inner.to_string();
         // serde's message ends with " at line L column C", useful for syntax errors only.
         let message = match (&param, code) {
@@ -43,7 +51,11 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ProtocolError> 
             (Some(p), _) => format!("invalid value for `{p}`: {}", strip_position(&msg)),
             (None, _) => format!("invalid request: {}", strip_position(&msg)),
         };
-        ProtocolError { message, param, code: Some(code) }
+        ProtocolError {
+            message,
+            param,
+            code: Some(code),
+        }
     })
 }
 

@@ -107,9 +107,10 @@ impl GenerateBody {
         })?;
         match (&self.text, &self.input_ids) {
             (Some(Value::String(t)), None) => Ok(GeneratePrompt::Text(t.clone())),
-            (Some(Value::Array(_)), None) => {
-                Err(ProtocolError::new("text", "batched `text` is not supported: send one prompt per request"))
-            }
+            (Some(Value::Array(_)), None) => Err(ProtocolError::new(
+                "text",
+                "batched `text` is not supported: send one prompt per request",
+            )),
             (Some(_), None) => Err(ProtocolError::new("text", "`text` must be a string")),
             (None, Some(Value::Array(ids))) if !ids.is_empty() => ids
                 .iter()
@@ -122,11 +123,15 @@ impl GenerateBody {
                         "`input_ids` must be a non-empty list of non-negative token ids (batches are not supported)",
                     )
                 }),
-            (None, Some(_)) => {
-                Err(ProtocolError::new("input_ids", "`input_ids` must be a non-empty list of token ids"))
-            }
+            (None, Some(_)) => Err(ProtocolError::new(
+                "input_ids",
+                "`input_ids` must be a non-empty list of token ids",
+            )),
             (None, None) => Err(ProtocolError::new("text", "send `text` (a string) or `input_ids`")),
-            (Some(_), Some(_)) => Err(ProtocolError::new("input_ids", "send either `text` or `input_ids`, not both")),
+            (Some(_), Some(_)) => Err(ProtocolError::new(
+                "input_ids",
+                "send either `text` or `input_ids`, not both",
+            )),
         }
     }
 }
@@ -143,10 +148,19 @@ mod tests {
     #[test]
     fn prompt_forms_and_errors() {
         assert_eq!(check(r#"{"text":"hi"}"#).unwrap(), GeneratePrompt::Text("hi".into()));
-        assert_eq!(check(r#"{"input_ids":[1,2]}"#).unwrap(), GeneratePrompt::Ids(vec![1, 2]));
+        assert_eq!(
+            check(r#"{"input_ids":[1,2]}"#).unwrap(),
+            GeneratePrompt::Ids(vec![1, 2])
+        );
         assert_eq!(check(r#"{}"#).unwrap_err().param.as_deref(), Some("text"));
-        assert_eq!(check(r#"{"text":["a","b"]}"#).unwrap_err().param.as_deref(), Some("text"));
-        assert_eq!(check(r#"{"input_ids":[[1]]}"#).unwrap_err().param.as_deref(), Some("input_ids"));
+        assert_eq!(
+            check(r#"{"text":["a","b"]}"#).unwrap_err().param.as_deref(),
+            Some("text")
+        );
+        assert_eq!(
+            check(r#"{"input_ids":[[1]]}"#).unwrap_err().param.as_deref(),
+            Some("input_ids")
+        );
         let e = check(r#"{"text":"x","sampling_params":{"temperature":-1}}"#).unwrap_err();
         assert_eq!(e.param.as_deref(), Some("sampling_params.temperature"));
         let e = check(r#"{"text":"x","sampling_params":{"max_new_tokens":"a"}}"#).unwrap_err();

@@ -11,5 +11,5 @@ pub mod generate;
 pub mod responses;
 pub mod sampling;
 
-pub use error::{ProtocolError, parse_json};
+pub use error::{parse_json, ProtocolError};
 pub use sampling::SamplingParams;

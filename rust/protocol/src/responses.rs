@@ -85,7 +85,12 @@ impl ResponsesRequest {
             Value::Array(items) if !items.is_empty() => convert_items(items)?,
             Value::Array(_) => return Err(ProtocolError::new("input", "`input` must not be an empty list")),
             Value::Null => return Err(ProtocolError::new("input", "missing field `input`")),
-            _ => return Err(ProtocolError::new("input", "`input` must be a string or a list of input items")),
+            _ => {
+                return Err(ProtocolError::new(
+                    "input",
+                    "`input` must be a string or a list of input items",
+                ))
+            }
         };
         let tools = self.tools.as_ref().map(|t| convert_tools(t)).transpose()?;
         let tool_choice = parse_tool_choice(self.tool_choice.as_ref(), tools.as_deref())?;
@@ -94,11 +99,21 @@ impl ResponsesRequest {
             Some(Value::Object(r)) => match r.get("effort") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(e)) => Some(e.clone()),
-                Some(_) => return Err(ProtocolError::new("reasoning.effort", "reasoning.effort must be a string")),
+                Some(_) => {
+                    return Err(ProtocolError::new(
+                        "reasoning.effort",
+                        "reasoning.effort must be a string",
+                    ))
+                }
             },
             Some(_) => return Err(ProtocolError::new("reasoning", "`reasoning` must be an object")),
         };
-        Ok(ResponsesForm { input_messages, tools, tool_choice, reasoning_effort })
+        Ok(ResponsesForm {
+            input_messages,
+            tools,
+            tool_choice,
+            reasoning_effort,
+        })
     }
 }
 
@@ -133,7 +148,10 @@ fn content_text(v: &Value, at: &str) -> Result<String, ProtocolError> {
             }
             Ok(out)
         }
-        _ => Err(ProtocolError::new(at, "message content must be a string or a list of content parts")),
+        _ => Err(ProtocolError::new(
+            at,
+            "message content must be a string or a list of content parts",
+        )),
     }
 }
 
@@ -148,18 +166,19 @@ pub fn convert_items(items: &[Value]) -> Result<Vec<Value>, ProtocolError> {
         let kind = item.get("type").and_then(Value::as_str);
         match kind {
             Some("message") | None => {
-                let role = item.get("role").and_then(Value::as_str).ok_or_else(|| {
-                    ProtocolError::new(format!("{at}.role"), "a message item needs a `role`")
-                })?;
+                let role = item
+                    .get("role")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| ProtocolError::new(format!("{at}.role"), "a message item needs a `role`"))?;
                 if !matches!(role, "user" | "assistant" | "system" | "developer") {
                     return Err(ProtocolError::new(
                         format!("{at}.role"),
                         format!("role must be `user`, `assistant`, `system` or `developer`, got `{role}`"),
                     ));
                 }
-                let content = item.get("content").ok_or_else(|| {
-                    ProtocolError::new(format!("{at}.content"), "a message item needs `content`")
-                })?;
+                let content = item
+                    .get("content")
+                    .ok_or_else(|| ProtocolError::new(format!("{at}.content"), "a message item needs `content`"))?;
                 let text = content_text(content, &format!("{at}.content"))?;
                 let role = if role == "developer" { "system" } else { role };
                 if role == "assistant" && open_assistant {
@@ -197,7 +216,8 @@ pub fn convert_items(items: &[Value]) -> Result<Vec<Value>, ProtocolError> {
                     open_assistant = true;
                 }
                 if let Some(Value::Object(m)) = out.last_mut() {
-                    let call = json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": args}});
+                    let call =
+                        json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": args}});
                     match m.get_mut("tool_calls") {
                         Some(Value::Array(calls)) => calls.push(call),
                         _ => {
@@ -236,7 +256,12 @@ fn reasoning_text(item: &Value) -> String {
     let from = |key: &str| -> Vec<String> {
         item.get(key)
             .and_then(Value::as_array)
-            .map(|parts| parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str).map(str::to_string)).collect())
+            .map(|parts| {
+                parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str).map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let content = from("content");
@@ -263,9 +288,10 @@ fn convert_tools(tools: &[Value]) -> Result<Vec<Value>, ProtocolError> {
             if t.get("function").is_some() {
                 return Ok(t.clone());
             }
-            let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
-                ProtocolError::new(format!("tools[{i}].name"), "a function tool needs a `name`")
-            })?;
+            let name = t
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ProtocolError::new(format!("tools[{i}].name"), "a function tool needs a `name`"))?;
             let mut f = Map::new();
             f.insert("name".into(), json!(name));
             for key in ["description", "parameters", "strict"] {
@@ -305,7 +331,10 @@ fn parse_tool_choice(v: Option<&Value>, tools: Option<&[Value]>) -> Result<ToolC
         Some(_) => return Err(ProtocolError::new("tool_choice", "tool_choice must be a string or an object")),
     };
     if choice == ToolChoice::Required && !has_tools {
-        return Err(ProtocolError::new("tool_choice", "tool_choice `required` needs a non-empty `tools` list"));
+        return Err(ProtocolError::new(
+            "tool_choice",
+            "tool_choice `required` needs a non-empty `tools` list",
+        ));
     }
     Ok(choice)
 }
@@ -346,10 +375,25 @@ mod tests {
         let p = |b: &str| form(b).unwrap_err().param;
         assert_eq!(p(r#"{}"#).as_deref(), Some("input"));
         assert_eq!(p(r#"{"input":7}"#).as_deref(), Some("input"));
-        assert_eq!(p(r#"{"input":[{"type":"web_search_call"}]}"#).as_deref(), Some("input[0].type"));
-        assert_eq!(p(r#"{"input":"x","tools":[{"type":"web_search"}]}"#).as_deref(), Some("tools[0].type"));
-        assert_eq!(p(r#"{"input":"x","tool_choice":"required"}"#).as_deref(), Some("tool_choice"));
-        assert_eq!(p(r#"{"input":"x","max_output_tokens":0}"#).as_deref(), Some("max_output_tokens"));
-        assert_eq!(p(r#"{"input":"x","max_output_tokens":"a"}"#).as_deref(), Some("max_output_tokens"));
+        assert_eq!(
+            p(r#"{"input":[{"type":"web_search_call"}]}"#).as_deref(),
+            Some("input[0].type")
+        );
+        assert_eq!(
+            p(r#"{"input":"x","tools":[{"type":"web_search"}]}"#).as_deref(),
+            Some("tools[0].type")
+        );
+        assert_eq!(
+            p(r#"{"input":"x","tool_choice":"required"}"#).as_deref(),
+            Some("tool_choice")
+        );
+        assert_eq!(
+            p(r#"{"input":"x","max_output_tokens":0}"#).as_deref(),
+            Some("max_output_tokens")
+        );
+        assert_eq!(
+            p(r#"{"input":"x","max_output_tokens":"a"}"#).as_deref(),
+            Some("max_output_tokens")
+        );
     }
 }

@@ -31,7 +31,10 @@ pub fn check_ranges(p: &SamplingParams) -> Result<(), crate::ProtocolError> {
     use crate::ProtocolError as E;
     if let Some(t) = p.temperature {
         if !(0.0..=100.0).contains(&t) {
-            return Err(E::new("temperature", format!("temperature must be between 0 and 100, got {t}")));
+            return Err(E::new(
+                "temperature",
+                format!("temperature must be between 0 and 100, got {t}"),
+            ));
         }
     }
     if let Some(v) = p.top_p {
@@ -49,7 +52,10 @@ pub fn check_ranges(p: &SamplingParams) -> Result<(), crate::ProtocolError> {
             return Err(E::new("top_k", format!("top_k must be -1 (disabled) or >= 1, got {v}")));
         }
     }
-    for (name, v) in [("frequency_penalty", p.frequency_penalty), ("presence_penalty", p.presence_penalty)] {
+    for (name, v) in [
+        ("frequency_penalty", p.frequency_penalty),
+        ("presence_penalty", p.presence_penalty),
+    ] {
         if let Some(v) = v {
             if !(-2.0..=2.0).contains(&v) {
                 return Err(E::new(name, format!("{name} must be between -2 and 2, got {v}")));
@@ -58,7 +64,10 @@ pub fn check_ranges(p: &SamplingParams) -> Result<(), crate::ProtocolError> {
     }
     if let Some(v) = p.repetition_penalty {
         if v <= 0.0 {
-            return Err(E::new("repetition_penalty", format!("repetition_penalty must be > 0, got {v}")));
+            return Err(E::new(
+                "repetition_penalty",
+                format!("repetition_penalty must be > 0, got {v}"),
+            ));
         }
     }
     if p.max_new_tokens == Some(0) {
@@ -75,7 +84,10 @@ pub fn check_ranges(p: &SamplingParams) -> Result<(), crate::ProtocolError> {
     if p.stop.len() > MAX_STOP_STRINGS {
         return Err(E::new(
             "stop",
-            format!("at most {MAX_STOP_STRINGS} stop strings are accepted, got {}", p.stop.len()),
+            format!(
+                "at most {MAX_STOP_STRINGS} stop strings are accepted, got {}",
+                p.stop.len()
+            ),
         ));
     }
     Ok(())

@@ -43,10 +43,18 @@ pub fn py_to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(Value::Object(map));
     }
     if let Ok(l) = obj.cast::<PyList>() {
-        return l.iter().map(|v| py_to_value(&v)).collect::<PyResult<Vec<_>>>().map(Value::Array);
+        return l
+            .iter()
+            .map(|v| py_to_value(&v))
+            .collect::<PyResult<Vec<_>>>()
+            .map(Value::Array);
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
-        return t.iter().map(|v| py_to_value(&v)).collect::<PyResult<Vec<_>>>().map(Value::Array);
+        return t
+            .iter()
+            .map(|v| py_to_value(&v))
+            .collect::<PyResult<Vec<_>>>()
+            .map(Value::Array);
     }
     Err(PyTypeError::new_err(format!(
         "cannot convert a Python {} to JSON: use dict, list, str, int, float, bool or None",

@@ -52,7 +52,13 @@ impl Bridge {
         let (wake_tx, wake_rx) = UnixStream::pair()?;
         wake_tx.set_nonblocking(true)?;
         wake_rx.set_nonblocking(true)?;
-        Ok(Arc::new(Self { queues: Mutex::new(Queues::default()), wake_tx, wake_rx, tokenizer, load }))
+        Ok(Arc::new(Self {
+            queues: Mutex::new(Queues::default()),
+            wake_tx,
+            wake_rx,
+            tokenizer,
+            load,
+        }))
     }
 
     /// File descriptor the asyncio loop watches.
@@ -77,7 +83,10 @@ impl Bridge {
     fn take(&self) -> Queues {
         let mut buf = [0u8; 256];
         while matches!((&self.wake_rx).read(&mut buf), Ok(n) if n > 0) {}
-        self.queues.lock().map(|mut q| std::mem::take(&mut *q)).unwrap_or_default()
+        self.queues
+            .lock()
+            .map(|mut q| std::mem::take(&mut *q))
+            .unwrap_or_default()
     }
 }
 
@@ -106,7 +115,13 @@ impl Engine for PyEngine {
             .starts
             .push(Pending { req, tx });
         self.0.wake();
-        Ok(EngineStream::new(rx, Box::new(CancelOnDrop { bridge: self.0.clone(), rid })))
+        Ok(EngineStream::new(
+            rx,
+            Box::new(CancelOnDrop {
+                bridge: self.0.clone(),
+                rid,
+            }),
+        ))
     }
 
     fn tokenizer(&self) -> Option<Arc<dyn Tokenizer>> {
@@ -132,7 +147,14 @@ pub fn take_work<'py>(py: Python<'py>, bridge: &Bridge) -> PyResult<(Bound<'py, 
     for p in q.starts {
         let fields = request_fields(py, &p.req)?;
         let sink = Py::new(py, OutputSink::new(p.tx))?;
-        starts.append(PyTuple::new(py, [p.req.rid.into_bound_py_any(py)?, fields.into_any(), sink.into_bound(py).into_any()])?)?;
+        starts.append(PyTuple::new(
+            py,
+            [
+                p.req.rid.into_bound_py_any(py)?,
+                fields.into_any(),
+                sink.into_bound(py).into_any(),
+            ],
+        )?)?;
     }
     let cancels = PyList::new(py, q.cancels)?;
     Ok((starts, cancels))
@@ -175,7 +197,10 @@ fn request_fields<'py>(py: Python<'py>, r: &GenerateRequest) -> PyResult<Bound<'
         sp.set_item(intern!(py, "stop_token_ids"), &s.stop_token_ids)?;
     }
     if let Some(b) = &s.logit_bias {
-        sp.set_item(intern!(py, "logit_bias"), crate::convert::value_to_py(py, &serde_json::Value::Object(b.clone()))?)?;
+        sp.set_item(
+            intern!(py, "logit_bias"),
+            crate::convert::value_to_py(py, &serde_json::Value::Object(b.clone()))?,
+        )?;
     }
     if let Some(j) = &s.json_schema {
         sp.set_item(intern!(py, "json_schema"), crate::convert::value_to_py(py, j)?)?;
@@ -209,7 +234,12 @@ const CLOSED: u8 = 2;
 
 impl OutputSink {
     fn new(tx: mpsc::Sender<EngineEvent>) -> Self {
-        Self { tx, stash: None, seen_text: 0, seen_ids: 0 }
+        Self {
+            tx,
+            stash: None,
+            seen_text: 0,
+            seen_ids: 0,
+        }
     }
 
     fn send(&mut self, ev: EngineEvent) -> u8 {
@@ -230,7 +260,9 @@ impl OutputSink {
     /// `flush` until it returns 0) or 2 (the client is gone: stop generating).
     fn push(&mut self, out: &Bound<'_, PyAny>) -> PyResult<u8> {
         if self.stash.is_some() {
-            return Err(PyRuntimeError::new_err("OutputSink.push called while full: call flush() first"));
+            return Err(PyRuntimeError::new_err(
+                "OutputSink.push called while full: call flush() first",
+            ));
         }
         let ev = EngineEvent::Output(self.convert(out)?);
         Ok(self.send(ev))
@@ -265,9 +297,9 @@ impl OutputSink {
 impl OutputSink {
     fn convert(&mut self, out: &Bound<'_, PyAny>) -> PyResult<EngineOutput> {
         let py = out.py();
-        let d = out.cast::<PyDict>().map_err(|_| {
-            pyo3::exceptions::PyTypeError::new_err("engine outputs must be dicts (see smgpy.engine)")
-        })?;
+        let d = out
+            .cast::<PyDict>()
+            .map_err(|_| pyo3::exceptions::PyTypeError::new_err("engine outputs must be dicts (see smgpy.engine)"))?;
         let mut o = EngineOutput::default();
         let delta_mode;
         if let Some(delta) = d.get_item(intern!(py, "delta"))? {
@@ -329,7 +361,11 @@ impl OutputSink {
 
 /// The part of cumulative `text` not forwarded yet (tolerates an engine that re-decoded the tail).
 fn new_suffix<'a>(text: &'a str, seen: &mut usize) -> &'a str {
-    let start = if text.is_char_boundary(*seen) && *seen <= text.len() { *seen } else { text.len() };
+    let start = if text.is_char_boundary(*seen) && *seen <= text.len() {
+        *seen
+    } else {
+        text.len()
+    };
     *seen = text.len().max(*seen);
     &text[start..]
 }
@@ -339,15 +375,23 @@ fn finish_of(f: &Bound<'_, PyAny>) -> PyResult<Option<EngineFinish>> {
         return Ok(None);
     }
     let py = f.py();
-    let (kind, matched, message): (String, Option<Bound<'_, PyAny>>, Option<String>) =
-        if let Ok(d) = f.cast::<PyDict>() {
-            let kind = d.get_item(intern!(py, "type"))?.map(|k| k.extract::<String>()).transpose()?.unwrap_or_default();
-            let matched = d.get_item(intern!(py, "matched"))?.filter(|m| !m.is_none());
-            let message = d.get_item(intern!(py, "message"))?.filter(|m| !m.is_none()).map(|m| m.str().map(|s| s.to_string())).transpose()?;
-            (kind, matched, message)
-        } else {
-            (f.extract::<String>()?, None, None)
-        };
+    let (kind, matched, message): (String, Option<Bound<'_, PyAny>>, Option<String>) = if let Ok(d) = f.cast::<PyDict>()
+    {
+        let kind = d
+            .get_item(intern!(py, "type"))?
+            .map(|k| k.extract::<String>())
+            .transpose()?
+            .unwrap_or_default();
+        let matched = d.get_item(intern!(py, "matched"))?.filter(|m| !m.is_none());
+        let message = d
+            .get_item(intern!(py, "message"))?
+            .filter(|m| !m.is_none())
+            .map(|m| m.str().map(|s| s.to_string()))
+            .transpose()?;
+        (kind, matched, message)
+    } else {
+        (f.extract::<String>()?, None, None)
+    };
     let matched = match matched {
         None => None,
         Some(m) => match m.extract::<i64>() {
@@ -374,7 +418,11 @@ fn logprobs_of(
         Some(t) if !t.is_none() => t.extract()?,
         _ => Vec::new(),
     };
-    let skip = if delta_mode { 0 } else { all.len().saturating_sub(new_tokens) };
+    let skip = if delta_mode {
+        0
+    } else {
+        all.len().saturating_sub(new_tokens)
+    };
     Ok(all
         .into_iter()
         .enumerate()
@@ -400,12 +448,20 @@ pub struct PyTokenizer(pub Py<PyAny>);
 
 impl Tokenizer for PyTokenizer {
     fn encode(&self, text: &str) -> Result<Vec<i64>, EngineError> {
-        Python::attach(|py| self.0.call_method1(py, intern!(py, "encode"), (text,))?.extract::<Vec<i64>>(py))
-            .map_err(|e| EngineError::Internal(format!("tokenizer.encode failed: {e}")))
+        Python::attach(|py| {
+            self.0
+                .call_method1(py, intern!(py, "encode"), (text,))?
+                .extract::<Vec<i64>>(py)
+        })
+        .map_err(|e| EngineError::Internal(format!("tokenizer.encode failed: {e}")))
     }
 
     fn decode(&self, ids: &[i64]) -> Result<String, EngineError> {
-        Python::attach(|py| self.0.call_method1(py, intern!(py, "decode"), (ids.to_vec(),))?.extract::<String>(py))
-            .map_err(|e| EngineError::BadRequest(format!("cannot decode these token ids: {e}")))
+        Python::attach(|py| {
+            self.0
+                .call_method1(py, intern!(py, "decode"), (ids.to_vec(),))?
+                .extract::<String>(py)
+        })
+        .map_err(|e| EngineError::BadRequest(format!("cannot decode these token ids: {e}")))
     }
 }

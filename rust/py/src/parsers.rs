@@ -31,7 +31,10 @@ fn tool_defs(tools: Option<&Bound<'_, PyList>>) -> PyResult<Option<Vec<ToolDef>>
                 "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}} or {\"name\": ...}",
             ));
         };
-        defs.push(ToolDef { name: name.to_string(), parameters: f.get("parameters").cloned() });
+        defs.push(ToolDef {
+            name: name.to_string(),
+            parameters: f.get("parameters").cloned(),
+        });
     }
     Ok(Some(defs))
 }

@@ -2,7 +2,9 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use smgpy_parsers::reasoning::{self, prompt_state, ReasoningDelta, ReasoningFormat, ReasoningOptions, ReasoningParser};
+use smgpy_parsers::reasoning::{
+    self, prompt_state, ReasoningDelta, ReasoningFormat, ReasoningOptions, ReasoningParser,
+};
 use smgpy_parsers::ParserError;
 
 /// Map a parser error to Python (moves to `errors.rs` later).

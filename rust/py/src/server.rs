@@ -29,7 +29,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 fn init_logging(level: &str) -> PyResult<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(format!("warn,smgpy_server={level},smgpy_py={level}"))
         .map_err(|e| PyValueError::new_err(format!("invalid log level `{level}`: {e}")))?;
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .try_init();
     Ok(())
 }
 
@@ -48,14 +51,18 @@ pub struct Server {
 fn parse_tool(name: Option<&str>) -> PyResult<Option<ToolFormat>> {
     match name {
         None | Some("") | Some("none") => Ok(None),
-        Some(n) => ToolFormat::from_str(n).map(Some).map_err(|e| PyValueError::new_err(e.to_string())),
+        Some(n) => ToolFormat::from_str(n)
+            .map(Some)
+            .map_err(|e| PyValueError::new_err(e.to_string())),
     }
 }
 
 fn parse_reasoning(name: Option<&str>) -> PyResult<Option<ReasoningFormat>> {
     match name {
         None | Some("") | Some("none") => Ok(None),
-        Some(n) => ReasoningFormat::from_str(n).map(Some).map_err(|e| PyValueError::new_err(e.to_string())),
+        Some(n) => ReasoningFormat::from_str(n)
+            .map(Some)
+            .map_err(|e| PyValueError::new_err(e.to_string())),
     }
 }
 
@@ -93,14 +100,20 @@ impl Server {
             Some(t) => Some(crate::template::template_from_py(t, special_tokens)?),
         };
         let tool_format = if tool_parser == Some("auto") {
-            ToolFormat::for_model(&model_name)
-                .or_else(|| template.as_ref().and_then(|t| ToolFormat::from_chat_template(t.source())))
+            ToolFormat::for_model(&model_name).or_else(|| {
+                template
+                    .as_ref()
+                    .and_then(|t| ToolFormat::from_chat_template(t.source()))
+            })
         } else {
             parse_tool(tool_parser)?
         };
         let reasoning_format = if reasoning_parser == Some("auto") {
-            ReasoningFormat::for_model(&model_name)
-                .or_else(|| template.as_ref().and_then(|t| ReasoningFormat::from_chat_template(t.source())))
+            ReasoningFormat::for_model(&model_name).or_else(|| {
+                template
+                    .as_ref()
+                    .and_then(|t| ReasoningFormat::from_chat_template(t.source()))
+            })
         } else {
             parse_reasoning(reasoning_parser)?
         };
@@ -108,7 +121,9 @@ impl Server {
             if v.is_finite() && v > 0.0 {
                 Ok(Duration::from_secs_f64(v))
             } else {
-                Err(PyValueError::new_err(format!("{name} must be a positive number of seconds, got {v}")))
+                Err(PyValueError::new_err(format!(
+                    "{name} must be a positive number of seconds, got {v}"
+                )))
             }
         };
         let config = ServerConfig {
@@ -144,7 +159,10 @@ impl Server {
     #[getter]
     fn parsers(&self) -> (Option<&'static str>, Option<&'static str>) {
         match &self.config {
-            Some(c) => (c.tool_format.map(ToolFormat::name), c.reasoning_format.map(ReasoningFormat::name)),
+            Some(c) => (
+                c.tool_format.map(ToolFormat::name),
+                c.reasoning_format.map(ReasoningFormat::name),
+            ),
             None => (None, None),
         }
     }
@@ -161,8 +179,14 @@ impl Server {
 
     /// Bind and start serving in the background. Returns `(host, port)` actually bound.
     fn start(&mut self, py: Python<'_>) -> PyResult<(String, u16)> {
-        let config = self.config.take().ok_or_else(|| PyRuntimeError::new_err("this server was already started"))?;
-        let done_tx = self.done_tx.take().ok_or_else(|| PyRuntimeError::new_err("this server was already started"))?;
+        let config = self
+            .config
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("this server was already started"))?;
+        let done_tx = self
+            .done_tx
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("this server was already started"))?;
         let rt = pyo3_async_runtimes::tokio::get_runtime();
         let bind = self.bind.clone();
         let (listener, addr) = py

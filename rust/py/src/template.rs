@@ -55,7 +55,9 @@ fn list_to_values(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option
         Some(o) if o.is_none() => Ok(None),
         Some(o) => match py_to_value(o)? {
             Value::Array(a) => Ok(Some(a)),
-            _ => Err(pyo3::exceptions::PyTypeError::new_err(format!("{what} must be a list of dicts"))),
+            _ => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "{what} must be a list of dicts"
+            ))),
         },
     }
 }
@@ -99,11 +101,7 @@ impl PyChatTemplate {
 impl PyChatTemplate {
     #[new]
     #[pyo3(signature = (source, special_tokens = None, *, now = None))]
-    fn new(
-        source: &str,
-        special_tokens: Option<&Bound<'_, PyDict>>,
-        now: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
+    fn new(source: &str, special_tokens: Option<&Bound<'_, PyDict>>, now: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let tokens = dict_to_map(special_tokens)?;
         let t = smgpy_template::ChatTemplate::from_source_or_path(source, tokens).map_err(to_py_err)?;
         match now {
@@ -173,7 +171,14 @@ impl PyChatTemplate {
                 messages = smgpy_template::normalize_messages(&messages, inner.info());
                 tools = tools.map(|t| smgpy_template::normalize_tools(&t));
             }
-            let args = RenderArgs { messages, tools, documents, add_generation_prompt, continue_final_message, kwargs };
+            let args = RenderArgs {
+                messages,
+                tools,
+                documents,
+                add_generation_prompt,
+                continue_final_message,
+                kwargs,
+            };
             inner.render(&args)
         })
         .map_err(to_py_err)

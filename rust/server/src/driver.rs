@@ -96,7 +96,10 @@ impl ChoiceDriver {
             Some(EngineEvent::Error(e)) => {
                 self.done = true;
                 self.end_metrics(false);
-                Step { error: Some(e), ..Step::default() }
+                Step {
+                    error: Some(e),
+                    ..Step::default()
+                }
             }
             Some(EngineEvent::Output(o)) => {
                 self.observe_tokens(o.token_ids.len());
@@ -120,7 +123,10 @@ impl ChoiceDriver {
                     Some(EngineFinish::Abort { message: Some(m) }) => {
                         self.done = true;
                         self.end_metrics(false);
-                        Step { error: Some(EngineError::Internal(format!("the engine aborted the request: {m}"))), ..Step::default() }
+                        Step {
+                            error: Some(EngineError::Internal(format!("the engine aborted the request: {m}"))),
+                            ..Step::default()
+                        }
                     }
                     Some(f) => {
                         self.done = true;
@@ -159,11 +165,21 @@ impl ChoiceDriver {
                 EngineFinish::Length => ("length", None),
                 EngineFinish::Abort { .. } => ("abort", None),
             };
-            let reason = if reason == "stop" && self.made_tool_calls() { "tool_calls" } else { reason };
+            let reason = if reason == "stop" && self.made_tool_calls() {
+                "tool_calls"
+            } else {
+                reason
+            };
             self.end_metrics(true);
             Finish { reason, matched }
         });
-        Step { piece, call_ids, logprobs, finish, error: None }
+        Step {
+            piece,
+            call_ids,
+            logprobs,
+            finish,
+            error: None,
+        }
     }
 
     fn observe_tokens(&mut self, n: usize) {
@@ -188,9 +204,12 @@ impl ChoiceDriver {
         } else {
             m.requests_err.fetch_add(1, Ordering::Relaxed);
         }
-        m.prompt_tokens.fetch_add(u64::from(self.counts.prompt), Ordering::Relaxed);
-        m.generation_tokens.fetch_add(u64::from(self.counts.completion), Ordering::Relaxed);
-        m.cached_tokens.fetch_add(u64::from(self.counts.cached), Ordering::Relaxed);
+        m.prompt_tokens
+            .fetch_add(u64::from(self.counts.prompt), Ordering::Relaxed);
+        m.generation_tokens
+            .fetch_add(u64::from(self.counts.completion), Ordering::Relaxed);
+        m.cached_tokens
+            .fetch_add(u64::from(self.counts.cached), Ordering::Relaxed);
     }
 }
 
@@ -218,7 +237,11 @@ pub fn chat_logprobs(lp: &[TokenLogprobs]) -> Vec<TokenLogprob> {
                     .iter()
                     .map(|(_, tok, lp)| {
                         let token = tok.clone().unwrap_or_default();
-                        TopLogprob { bytes: token.as_bytes().to_vec(), token, logprob: *lp }
+                        TopLogprob {
+                            bytes: token.as_bytes().to_vec(),
+                            token,
+                            logprob: *lp,
+                        }
                     })
                     .collect(),
             }

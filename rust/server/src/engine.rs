@@ -22,9 +22,13 @@ pub struct GenerateRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineFinish {
     /// EOS (`matched: None`), a stop token id (`Token`) or a stop string the engine matched itself.
-    Stop { matched: Option<MatchedBy> },
+    Stop {
+        matched: Option<MatchedBy>,
+    },
     Length,
-    Abort { message: Option<String> },
+    Abort {
+        message: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,11 @@ use crate::engine::EngineError;
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum ApiError {
     #[error("{message}")]
-    BadRequest { message: String, param: Option<String>, code: Option<&'static str> },
+    BadRequest {
+        message: String,
+        param: Option<String>,
+        code: Option<&'static str>,
+    },
     #[error("invalid or missing API key: send `Authorization: Bearer <key>` (or `x-api-key: <key>`)")]
     Unauthorized,
     #[error("{0}")]
@@ -29,7 +33,11 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn bad_request(param: Option<&str>, message: impl Into<String>) -> Self {
-        Self::BadRequest { message: message.into(), param: param.map(str::to_string), code: None }
+        Self::BadRequest {
+            message: message.into(),
+            param: param.map(str::to_string),
+            code: None,
+        }
     }
 
     pub fn status(&self) -> StatusCode {
@@ -90,7 +98,8 @@ impl ApiError {
         }
         let mut resp = (self.status(), axum::Json(body)).into_response();
         if matches!(self, ApiError::Overloaded(_)) {
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         resp
     }
@@ -111,14 +120,22 @@ impl IntoResponse for ApiError {
 
 impl From<ProtocolError> for ApiError {
     fn from(e: ProtocolError) -> Self {
-        ApiError::BadRequest { message: e.message, param: e.param, code: e.code }
+        ApiError::BadRequest {
+            message: e.message,
+            param: e.param,
+            code: e.code,
+        }
     }
 }
 
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         match e {
-            EngineError::BadRequest(m) => ApiError::BadRequest { message: m, param: None, code: None },
+            EngineError::BadRequest(m) => ApiError::BadRequest {
+                message: m,
+                param: None,
+                code: None,
+            },
             EngineError::Overloaded(m) => ApiError::Overloaded(m),
             EngineError::Internal(m) => ApiError::Internal(m),
         }

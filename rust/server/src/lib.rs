@@ -40,21 +40,30 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/messages", post(routes::messages::messages))
         .route("/v1/messages/count_tokens", post(routes::messages::count_tokens))
         .route("/v1/responses", post(routes::responses::create))
-        .route("/v1/responses/{id}", get(routes::responses::get).delete(routes::responses::delete))
+        .route(
+            "/v1/responses/{id}",
+            get(routes::responses::get).delete(routes::responses::delete),
+        )
         .route("/generate", post(routes::generate::generate))
         .route("/v1/loads", get(routes::loads::loads))
         .route("/v1/tokenize", post(routes::tokenize::tokenize))
         .route("/v1/detokenize", post(routes::tokenize::detokenize))
         .layer(axum::Extension(extract::BodyLimit(limit)))
-        .layer(axum::Extension(std::sync::Arc::new(routes::response_store::ResponseStore::default())))
+        .layer(axum::Extension(std::sync::Arc::new(
+            routes::response_store::ResponseStore::default(),
+        )))
         .layer(DefaultBodyLimit::max(limit))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), layers::require_api_key));
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            layers::require_api_key,
+        ));
     // CORS sits outside auth so browsers' preflight requests get their answer without a key.
     let app = match layers::cors(&state.config().allowed_origins) {
         Some(cors) => app.layer(cors),
         None => app,
     };
-    app.layer(axum::middleware::from_fn(layers::access_log)).with_state(state)
+    app.layer(axum::middleware::from_fn(layers::access_log))
+        .with_state(state)
 }
 
 /// Bind `addr` (port 0 picks a free port). Returns the listener and its real address.
@@ -70,5 +79,7 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
 }

@@ -39,7 +39,11 @@ impl Histogram {
         }
         let total = self.total.load(Ordering::Relaxed);
         let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {total}");
-        let _ = writeln!(out, "{name}_sum {}", self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6);
+        let _ = writeln!(
+            out,
+            "{name}_sum {}",
+            self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
+        );
         let _ = writeln!(out, "{name}_count {total}");
     }
 }
@@ -84,12 +88,27 @@ impl Metrics {
         let counter = |out: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
         };
-        let _ = writeln!(out, "# HELP smgpy_requests_total Finished generation requests by outcome.");
+        let _ = writeln!(
+            out,
+            "# HELP smgpy_requests_total Finished generation requests by outcome."
+        );
         let _ = writeln!(out, "# TYPE smgpy_requests_total counter");
-        let _ = writeln!(out, "smgpy_requests_total{{outcome=\"ok\"}} {}", self.requests_ok.load(Ordering::Relaxed));
-        let _ =
-            writeln!(out, "smgpy_requests_total{{outcome=\"error\"}} {}", self.requests_err.load(Ordering::Relaxed));
-        counter(&mut out, "smgpy_prompt_tokens_total", "Prompt tokens processed.", self.prompt_tokens.load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "smgpy_requests_total{{outcome=\"ok\"}} {}",
+            self.requests_ok.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "smgpy_requests_total{{outcome=\"error\"}} {}",
+            self.requests_err.load(Ordering::Relaxed)
+        );
+        counter(
+            &mut out,
+            "smgpy_prompt_tokens_total",
+            "Prompt tokens processed.",
+            self.prompt_tokens.load(Ordering::Relaxed),
+        );
         counter(
             &mut out,
             "smgpy_generation_tokens_total",
@@ -104,15 +123,25 @@ impl Metrics {
         );
         let _ = writeln!(out, "# HELP smgpy_num_requests_running Requests being generated.");
         let _ = writeln!(out, "# TYPE smgpy_num_requests_running gauge");
-        let _ = writeln!(out, "smgpy_num_requests_running {}", self.running.load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "smgpy_num_requests_running {}",
+            self.running.load(Ordering::Relaxed)
+        );
         if let Some(w) = waiting {
             let _ = writeln!(out, "# HELP smgpy_num_requests_waiting Requests queued in the engine.");
             let _ = writeln!(out, "# TYPE smgpy_num_requests_waiting gauge");
             let _ = writeln!(out, "smgpy_num_requests_waiting {w}");
         }
-        self.ttft.render(&mut out, "smgpy_time_to_first_token_seconds", "Time to first token.");
-        self.itl.render(&mut out, "smgpy_inter_token_latency_seconds", "Time between streamed tokens.");
-        self.e2e.render(&mut out, "smgpy_e2e_request_latency_seconds", "Whole-request latency.");
+        self.ttft
+            .render(&mut out, "smgpy_time_to_first_token_seconds", "Time to first token.");
+        self.itl.render(
+            &mut out,
+            "smgpy_inter_token_latency_seconds",
+            "Time between streamed tokens.",
+        );
+        self.e2e
+            .render(&mut out, "smgpy_e2e_request_latency_seconds", "Whole-request latency.");
         out
     }
 }

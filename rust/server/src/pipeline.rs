@@ -4,7 +4,9 @@
 //! that chains them. A non-streaming request pushes every delta the same way and so yields
 //! exactly what the stream would have.
 
-use smgpy_parsers::{ReasoningFormat, ReasoningOptions, ReasoningParser, ToolCallDelta, ToolCallParser, ToolDef, ToolFormat};
+use smgpy_parsers::{
+    ReasoningFormat, ReasoningOptions, ReasoningParser, ToolCallDelta, ToolCallParser, ToolDef, ToolFormat,
+};
 use smgpy_stop::{StopMatcher, StopOutput};
 
 /// Visible output of one step.
@@ -41,8 +43,11 @@ pub struct Pipeline {
 
 impl Pipeline {
     pub fn new(spec: &PipelineSpec) -> Result<Self, smgpy_stop::StopError> {
-        let stop =
-            if spec.stops.is_empty() { None } else { Some(StopMatcher::new(spec.stops.clone(), spec.include_stop)?) };
+        let stop = if spec.stops.is_empty() {
+            None
+        } else {
+            Some(StopMatcher::new(spec.stops.clone(), spec.include_stop)?)
+        };
         Ok(Self {
             stop,
             reasoning: spec.reasoning.clone().map(|(f, o)| ReasoningParser::new(f, o)),
@@ -96,7 +101,10 @@ impl Pipeline {
                 (d.reasoning, d.content)
             }
         };
-        let mut piece = Piece { reasoning, ..Piece::default() };
+        let mut piece = Piece {
+            reasoning,
+            ..Piece::default()
+        };
         self.content(&content, &mut piece);
         piece
     }
@@ -141,7 +149,10 @@ mod tests {
 
     #[test]
     fn stop_cuts_and_reports() {
-        let spec = PipelineSpec { stops: vec!["END".into()], ..Default::default() };
+        let spec = PipelineSpec {
+            stops: vec!["END".into()],
+            ..Default::default()
+        };
         let mut p = Pipeline::new(&spec).unwrap();
         let mut out = String::new();
         let mut stopped = None;

@@ -28,7 +28,11 @@ pub fn tools_for_template(tools: Option<&[Value]>, choice: &ToolChoice) -> Optio
         return None;
     }
     Some(match choice {
-        ToolChoice::Named(n) => tools.iter().filter(|t| tool_name(t) == Some(n.as_str())).cloned().collect(),
+        ToolChoice::Named(n) => tools
+            .iter()
+            .filter(|t| tool_name(t) == Some(n.as_str()))
+            .cloned()
+            .collect(),
         _ => tools.to_vec(),
     })
 }
@@ -48,7 +52,10 @@ pub fn tools_for_parser(tools: Option<&[Value]>, choice: &ToolChoice) -> Option<
                 }
             }
             let f = t.get("function").unwrap_or(t);
-            Some(ToolDef { name: name.to_string(), parameters: f.get("parameters").cloned() })
+            Some(ToolDef {
+                name: name.to_string(),
+                parameters: f.get("parameters").cloned(),
+            })
         })
         .collect();
     if defs.is_empty() {
@@ -78,8 +85,15 @@ pub fn render(state: &AppState, p: ChatPrompt) -> Result<String, ApiError> {
         kwargs: p.kwargs,
     };
     template.render(&args).map_err(|e| match e {
-        TemplateError::Raised { message } => ApiError::BadRequest { message, param: Some("messages".into()), code: None },
-        other => ApiError::bad_request(Some("messages"), format!("the chat template cannot render this request: {other}")),
+        TemplateError::Raised { message } => ApiError::BadRequest {
+            message,
+            param: Some("messages".into()),
+            code: None,
+        },
+        other => ApiError::bad_request(
+            Some("messages"),
+            format!("the chat template cannot render this request: {other}"),
+        ),
     })
 }
 

@@ -100,7 +100,11 @@ struct KeepAlive<S> {
 
 impl<S> KeepAlive<S> {
     fn new(inner: S, period: Duration) -> Self {
-        Self { inner, period, sleep: Box::pin(tokio::time::sleep(period)) }
+        Self {
+            inner,
+            period,
+            sleep: Box::pin(tokio::time::sleep(period)),
+        }
     }
 }
 

@@ -69,7 +69,14 @@ impl AppState {
     pub fn new(engine: Arc<dyn Engine>, config: ServerConfig) -> Self {
         let started = unix_now();
         let fingerprint = format!("fp_smgpy_{}", env!("CARGO_PKG_VERSION").replace('.', "_"));
-        Self(Arc::new(Inner { engine, config, started, fingerprint, next_id: AtomicU64::new(0), metrics: Metrics::default() }))
+        Self(Arc::new(Inner {
+            engine,
+            config,
+            started,
+            fingerprint,
+            next_id: AtomicU64::new(0),
+            metrics: Metrics::default(),
+        }))
     }
 
     pub fn config(&self) -> &ServerConfig {
@@ -84,7 +91,10 @@ impl AppState {
 }
 
 pub(crate) fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// Random `[A-Za-z0-9]` string (ids such as `call_...`).
@@ -92,5 +102,7 @@ pub fn random_alnum(n: usize) -> String {
     use rand::Rng;
     const CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     let mut rng = rand::rng();
-    (0..n).map(|_| CHARS[rng.random_range(0..CHARS.len())] as char).collect()
+    (0..n)
+        .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
+        .collect()
 }

@@ -49,13 +49,21 @@ impl Engine for Scripted {
 }
 
 fn app(tokens: Vec<&'static str>) -> (axum::Router, Arc<Scripted>) {
-    let engine = Arc::new(Scripted { tokens, requests: Mutex::new(Vec::new()), aborted: Arc::default() });
+    let engine = Arc::new(Scripted {
+        tokens,
+        requests: Mutex::new(Vec::new()),
+        aborted: Arc::default(),
+    });
     let template = smgpy_template::ChatTemplate::new(
         "{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}\n{% endfor %}[assistant]",
         serde_json::Map::new(),
     )
     .unwrap();
-    let config = ServerConfig { model_name: "m".into(), chat_template: Some(template), ..ServerConfig::default() };
+    let config = ServerConfig {
+        model_name: "m".into(),
+        chat_template: Some(template),
+        ..ServerConfig::default()
+    };
     (smgpy_server::router(AppState::new(engine.clone(), config)), engine)
 }
 
@@ -80,7 +88,10 @@ async fn non_streaming_response_shape() {
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
     assert_eq!(v["usage"]["total_tokens"], 6);
     assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
-    assert_eq!(engine.requests.lock().unwrap()[0].text.as_deref(), Some("[user]hi\n[assistant]"));
+    assert_eq!(
+        engine.requests.lock().unwrap()[0].text.as_deref(),
+        Some("[user]hi\n[assistant]")
+    );
 }
 
 #[tokio::test]
@@ -94,10 +105,18 @@ async fn streaming_sequence() {
     .await;
     let data: Vec<&str> = body.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
     assert_eq!(*data.last().unwrap(), "[DONE]");
-    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
-    assert_eq!(chunks[0]["choices"][0]["delta"], json!({"role": "assistant", "content": ""}));
-    let text: String =
-        chunks.iter().filter_map(|c| c["choices"].get(0)?["delta"]["content"].as_str()).collect::<String>();
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert_eq!(
+        chunks[0]["choices"][0]["delta"],
+        json!({"role": "assistant", "content": ""})
+    );
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"].get(0)?["delta"]["content"].as_str())
+        .collect::<String>();
     assert_eq!(text, "ab");
     assert_eq!(chunks[chunks.len() - 2]["choices"][0]["finish_reason"], "stop");
     assert_eq!(chunks[chunks.len() - 1]["choices"], json!([]));
@@ -107,7 +126,11 @@ async fn streaming_sequence() {
 #[tokio::test]
 async fn stop_string_cuts_and_aborts() {
     let (app, engine) = app(vec!["one ", "tw", "o three", " four"]);
-    let (_, body) = post(app, json!({"messages": [{"role": "user", "content": "hi"}], "stop": ["two"]})).await;
+    let (_, body) = post(
+        app,
+        json!({"messages": [{"role": "user", "content": "hi"}], "stop": ["two"]}),
+    )
+    .await;
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["choices"][0]["message"]["content"], "one ");
     assert_eq!(v["choices"][0]["matched_stop"], "two");

@@ -11,12 +11,25 @@ fn main() {
     let root = std::path::Path::new(&args[1]);
     let expected: Value = serde_json::from_str(&std::fs::read_to_string(&args[2]).unwrap()).unwrap();
     let filter = args.get(3).cloned().unwrap_or_default();
-    let convs: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(root.join("conversations.json")).unwrap()).unwrap();
+    let convs: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(root.join("conversations.json")).unwrap()).unwrap();
     let mut tokens = Map::new();
-    for (k, v) in [("bos_token", "<s>"), ("eos_token", "</s>"), ("unk_token", "<unk>"), ("pad_token", "<pad>")] {
+    for (k, v) in [
+        ("bos_token", "<s>"),
+        ("eos_token", "</s>"),
+        ("unk_token", "<unk>"),
+        ("pad_token", "<pad>"),
+    ] {
         tokens.insert(k.into(), Value::String(v.into()));
     }
-    let now = DateTime { year: 2025, month: 1, day: 15, hour: 10, minute: 30, second: 0 };
+    let now = DateTime {
+        year: 2025,
+        month: 1,
+        day: 15,
+        hour: 10,
+        minute: 30,
+        second: 0,
+    };
     let (mut same, mut total, mut ok_total) = (0, 0, 0);
     for (tpl, results) in expected.as_object().unwrap() {
         if !tpl.contains(&filter) {
@@ -46,10 +59,22 @@ fn main() {
                 (Some(e), Ok(g)) if e == g => same += 1,
                 (None, Err(_)) => same += 1,
                 (Some(e), Ok(g)) => {
-                    let pos = e.bytes().zip(g.bytes()).position(|(a, b)| a != b).unwrap_or(e.len().min(g.len()));
+                    let pos = e
+                        .bytes()
+                        .zip(g.bytes())
+                        .position(|(a, b)| a != b)
+                        .unwrap_or(e.len().min(g.len()));
                     let lo = pos.saturating_sub(60);
-                    let cut = |s: &str| s.get(lo..(pos + 60).min(s.len())).unwrap_or("<non-boundary>").to_string();
-                    println!("DIFF {tpl} / {name} at {pos}:\n  exp: {:?}\n  got: {:?}", cut(e), cut(g));
+                    let cut = |s: &str| {
+                        s.get(lo..(pos + 60).min(s.len()))
+                            .unwrap_or("<non-boundary>")
+                            .to_string()
+                    };
+                    println!(
+                        "DIFF {tpl} / {name} at {pos}:\n  exp: {:?}\n  got: {:?}",
+                        cut(e),
+                        cut(g)
+                    );
                 }
                 (Some(_), Err(err)) => println!("ERR  {tpl} / {name}: we raised: {err}"),
                 (None, Ok(_)) => println!("NOERR {tpl} / {name}: transformers raised {}", exp["err"]),

@@ -2,8 +2,8 @@
 
 use crate::clock::DateTime;
 use crate::environment::{build, RaisedByTemplate};
-use crate::source::prepare_source;
 use crate::inspect::TemplateInfo;
+use crate::source::prepare_source;
 use crate::value::to_jinja;
 use crate::{RenderArgs, TemplateError};
 use minijinja::Environment;
@@ -41,22 +41,41 @@ struct Inner {
 impl ChatTemplate {
     /// Compile `source`; `special_tokens` holds `bos_token`, `eos_token`, ... as strings.
     pub fn new(source: &str, special_tokens: Map<String, Value>) -> Result<Self, TemplateError> {
-        Self::compile(vec![(DEFAULT.to_string(), source.to_string())], "<chat_template>".into(), special_tokens, None)
+        Self::compile(
+            vec![(DEFAULT.to_string(), source.to_string())],
+            "<chat_template>".into(),
+            special_tokens,
+            None,
+        )
     }
 
     /// Compile named variants (tokenizer_config's list form); `default` is used unless tools are given and a
     /// `tool_use` variant exists. Without a `default`, the first variant is the default.
-    pub fn from_named(templates: Vec<(String, String)>, special_tokens: Map<String, Value>) -> Result<Self, TemplateError> {
+    pub fn from_named(
+        templates: Vec<(String, String)>,
+        special_tokens: Map<String, Value>,
+    ) -> Result<Self, TemplateError> {
         Self::compile(templates, "<chat_template>".into(), special_tokens, None)
     }
 
     /// Take `source_or_path` as a file path when such a file exists, otherwise as template source.
-    pub fn from_source_or_path(source_or_path: &str, special_tokens: Map<String, Value>) -> Result<Self, TemplateError> {
-        let looks_like_path = !source_or_path.contains("{{") && !source_or_path.contains("{%") && source_or_path.len() < 4096;
+    pub fn from_source_or_path(
+        source_or_path: &str,
+        special_tokens: Map<String, Value>,
+    ) -> Result<Self, TemplateError> {
+        let looks_like_path =
+            !source_or_path.contains("{{") && !source_or_path.contains("{%") && source_or_path.len() < 4096;
         if looks_like_path && Path::new(source_or_path).is_file() {
-            let source = std::fs::read_to_string(source_or_path)
-                .map_err(|e| TemplateError::Io { path: source_or_path.to_string(), reason: e.to_string() })?;
-            return Self::compile(vec![(DEFAULT.into(), source)], source_or_path.to_string(), special_tokens, None);
+            let source = std::fs::read_to_string(source_or_path).map_err(|e| TemplateError::Io {
+                path: source_or_path.to_string(),
+                reason: e.to_string(),
+            })?;
+            return Self::compile(
+                vec![(DEFAULT.into(), source)],
+                source_or_path.to_string(),
+                special_tokens,
+                None,
+            );
         }
         Self::new(source_or_path, special_tokens)
     }
@@ -70,7 +89,12 @@ impl ChatTemplate {
     /// The same template with `strftime_now` frozen at `now` (recompiles; meant for tests and replays).
     pub fn with_now(&self, now: DateTime) -> Result<Self, TemplateError> {
         let inner = &self.inner;
-        Self::compile(inner.variants.clone(), inner.origin.clone(), inner.special_tokens.clone(), Some(now))
+        Self::compile(
+            inner.variants.clone(),
+            inner.origin.clone(),
+            inner.special_tokens.clone(),
+            Some(now),
+        )
     }
 
     /// The same template rendered with other special tokens (shares nothing mutable; recompiles).
@@ -86,7 +110,9 @@ impl ChatTemplate {
         now: Option<DateTime>,
     ) -> Result<Self, TemplateError> {
         if variants.is_empty() {
-            return Err(TemplateError::Render { reason: "the list of named chat templates is empty".into() });
+            return Err(TemplateError::Render {
+                reason: "the list of named chat templates is empty".into(),
+            });
         }
         if let Some(pos) = variants.iter().position(|(n, _)| n == DEFAULT) {
             let default = variants.remove(pos);
@@ -94,16 +120,34 @@ impl ChatTemplate {
         }
         let mut env = build(now);
         for (name, source) in &variants {
-            let shown = if variants.len() == 1 { origin.clone() } else { format!("{origin} ({name})") };
-            env.add_template_owned(name.clone(), prepare_source(source)).map_err(|e| TemplateError::Syntax {
-                name: shown,
-                line: e.line().unwrap_or(0),
-                reason: e.detail().map_or_else(|| e.kind().to_string(), str::to_string),
-            })?;
+            let shown = if variants.len() == 1 {
+                origin.clone()
+            } else {
+                format!("{origin} ({name})")
+            };
+            env.add_template_owned(name.clone(), prepare_source(source))
+                .map_err(|e| TemplateError::Syntax {
+                    name: shown,
+                    line: e.line().unwrap_or(0),
+                    reason: e.detail().map_or_else(|| e.kind().to_string(), str::to_string),
+                })?;
         }
-        let special_jinja = special_tokens.iter().map(|(k, v)| (minijinja::Value::from(k.as_str()), to_jinja(v))).collect();
+        let special_jinja = special_tokens
+            .iter()
+            .map(|(k, v)| (minijinja::Value::from(k.as_str()), to_jinja(v)))
+            .collect();
         let info = TemplateInfo::inspect(&variants[0].1);
-        Ok(Self { inner: Arc::new(Inner { env, variants, origin, special_tokens, special_jinja, info, now }) })
+        Ok(Self {
+            inner: Arc::new(Inner {
+                env,
+                variants,
+                origin,
+                special_tokens,
+                special_jinja,
+                info,
+                now,
+            }),
+        })
     }
 
     /// The template source (the default variant's).
@@ -135,7 +179,10 @@ impl ChatTemplate {
     /// by rendering a probe conversation both ways. `None` when the template refuses the probe.
     pub fn generation_prompt(&self) -> Option<String> {
         let messages = vec![serde_json::json!({"role": "user", "content": "smgpy-probe"})];
-        let mut args = RenderArgs { messages, ..RenderArgs::default() };
+        let mut args = RenderArgs {
+            messages,
+            ..RenderArgs::default()
+        };
         let without = self.render(&args).ok()?;
         args.add_generation_prompt = true;
         let with = self.render(&args).ok()?;
@@ -150,22 +197,43 @@ impl ChatTemplate {
         } else {
             inner.variants[0].0.as_str()
         };
-        let template = inner.env.get_template(name).map_err(|e| TemplateError::Render { reason: e.to_string() })?;
-        let source = inner.variants.iter().find(|(n, _)| n == name).map_or("", |(_, s)| s.as_str());
+        let template = inner
+            .env
+            .get_template(name)
+            .map_err(|e| TemplateError::Render { reason: e.to_string() })?;
+        let source = inner
+            .variants
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or("", |(_, s)| s.as_str());
 
         let mut messages = prepare_messages(&args.messages)?;
-        let continued = if args.continue_final_message { Some(tag_final_message(&mut messages, source)?) } else { None };
+        let continued = if args.continue_final_message {
+            Some(tag_final_message(&mut messages, source)?)
+        } else {
+            None
+        };
 
         let mut ctx: Vec<(minijinja::Value, minijinja::Value)> = inner.special_jinja.clone();
-        ctx.extend(args.kwargs.iter().map(|(k, v)| (minijinja::Value::from(k.as_str()), to_jinja(v))));
+        ctx.extend(
+            args.kwargs
+                .iter()
+                .map(|(k, v)| (minijinja::Value::from(k.as_str()), to_jinja(v))),
+        );
         let list = |items: &Option<Vec<Value>>| match items {
             Some(items) => minijinja::Value::from(items.iter().map(to_jinja).collect::<Vec<_>>()),
             None => crate::none::py_none(),
         };
-        ctx.push(("messages".into(), minijinja::Value::from(messages.iter().map(to_jinja).collect::<Vec<_>>())));
+        ctx.push((
+            "messages".into(),
+            minijinja::Value::from(messages.iter().map(to_jinja).collect::<Vec<_>>()),
+        ));
         ctx.push(("tools".into(), list(&args.tools)));
         ctx.push(("documents".into(), list(&args.documents)));
-        ctx.push(("add_generation_prompt".into(), minijinja::Value::from(args.add_generation_prompt)));
+        ctx.push((
+            "add_generation_prompt".into(),
+            minijinja::Value::from(args.add_generation_prompt),
+        ));
         let ctx: minijinja::Value = ctx.into_iter().collect();
 
         let rendered = template.render(ctx).map_err(render_error)?;
@@ -182,9 +250,15 @@ fn prepare_messages(messages: &[Value]) -> Result<Vec<Value>, TemplateError> {
         .iter()
         .map(|m| {
             let Value::Object(map) = m else {
-                return Err(TemplateError::Render { reason: format!("chat messages must be objects, got {m}") });
+                return Err(TemplateError::Render {
+                    reason: format!("chat messages must be objects, got {m}"),
+                });
             };
-            let mut map: Map<String, Value> = map.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let mut map: Map<String, Value> = map
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             if let Some(reasoning) = REASONING_FIELDS.iter().find_map(|k| map.get(*k)).cloned() {
                 // Python: {"thinking": r, **message, "reasoning_content": r}
                 let mut aliased = Map::with_capacity(map.len() + 2);
@@ -202,13 +276,19 @@ fn prepare_messages(messages: &[Value]) -> Result<Vec<Value>, TemplateError> {
 
 /// Append transformers' continue tag to the final message's content; returns the text being continued.
 fn tag_final_message(messages: &mut [Value], source: &str) -> Result<String, TemplateError> {
-    let err = |reason: &str| TemplateError::Render { reason: reason.to_string() };
-    let last = messages.last_mut().ok_or_else(|| err("continue_final_message is set but the conversation is empty"))?;
+    let err = |reason: &str| TemplateError::Render {
+        reason: reason.to_string(),
+    };
+    let last = messages
+        .last_mut()
+        .ok_or_else(|| err("continue_final_message is set but the conversation is empty"))?;
     let content = last
         .get_mut("content")
         .ok_or_else(|| err("continue_final_message is set but the final message has no \"content\" to continue"))?;
     if !source.contains("content") {
-        return Err(err("continue_final_message is set to \"content\" but this is not an accepted field in the chat_template"));
+        return Err(err(
+            "continue_final_message is set to \"content\" but this is not an accepted field in the chat_template",
+        ));
     }
     match content {
         Value::String(s) => {
@@ -224,9 +304,13 @@ fn tag_final_message(messages: &mut [Value], source: &str) -> Result<String, Tem
                     return Ok(original);
                 }
             }
-            Err(err("continue_final_message is set but we could not find any text to continue in the final message"))
+            Err(err(
+                "continue_final_message is set but we could not find any text to continue in the final message",
+            ))
         }
-        _ => Err(err("continue_final_message needs the final message's content to be text")),
+        _ => Err(err(
+            "continue_final_message needs the final message's content to be text",
+        )),
     }
 }
 
@@ -252,9 +336,13 @@ fn render_error(err: minijinja::Error) -> TemplateError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&err);
     while let Some(e) = source {
         if let Some(raised) = e.downcast_ref::<RaisedByTemplate>() {
-            return TemplateError::Raised { message: raised.0.clone() };
+            return TemplateError::Raised {
+                message: raised.0.clone(),
+            };
         }
         source = e.source();
     }
-    TemplateError::Render { reason: err.to_string() }
+    TemplateError::Render {
+        reason: err.to_string(),
+    }
 }

@@ -20,14 +20,37 @@ pub struct DateTime {
     pub second: u32,
 }
 
-const MONTHS: [&str; 12] =
-    ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
-const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const WEEKDAYS: [&str; 7] = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
 
 impl DateTime {
     /// The current UTC time.
     pub fn now_utc() -> Self {
-        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        let secs = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
         Self::from_unix(secs)
     }
 
@@ -36,7 +59,14 @@ impl DateTime {
         let days = secs.div_euclid(86_400);
         let rem = secs.rem_euclid(86_400);
         let (year, month, day) = civil_from_days(days);
-        Self { year, month, day, hour: (rem / 3600) as u32, minute: (rem / 60 % 60) as u32, second: (rem % 60) as u32 }
+        Self {
+            year,
+            month,
+            day,
+            hour: (rem / 3600) as u32,
+            minute: (rem / 60 % 60) as u32,
+            second: (rem % 60) as u32,
+        }
     }
 
     fn days_since_epoch(&self) -> i64 {
@@ -57,7 +87,11 @@ impl DateTime {
     }
 
     fn day_of_year(&self) -> i64 {
-        let jan1 = DateTime { month: 1, day: 1, ..*self };
+        let jan1 = DateTime {
+            month: 1,
+            day: 1,
+            ..*self
+        };
         self.days_since_epoch() - jan1.days_since_epoch() + 1
     }
 
@@ -97,7 +131,13 @@ impl DateTime {
                 'j' => write!(out, "{:03}", self.day_of_year()),
                 'F' => write!(out, "{}-{:02}-{:02}", self.year, self.month, self.day),
                 'T' => write!(out, "{:02}:{:02}:{:02}", self.hour, self.minute, self.second),
-                'D' => write!(out, "{:02}/{:02}/{:02}", self.month, self.day, self.year.rem_euclid(100)),
+                'D' => write!(
+                    out,
+                    "{:02}/{:02}/{:02}",
+                    self.month,
+                    self.day,
+                    self.year.rem_euclid(100)
+                ),
                 'R' => write!(out, "{:02}:{:02}", self.hour, self.minute),
                 'z' | 'Z' => Ok(()),
                 '%' => write!(out, "%"),
@@ -128,10 +168,20 @@ mod tests {
 
     #[test]
     fn formats_like_python() {
-        let t = DateTime { year: 2025, month: 1, day: 15, hour: 10, minute: 30, second: 0 };
+        let t = DateTime {
+            year: 2025,
+            month: 1,
+            day: 15,
+            hour: 10,
+            minute: 30,
+            second: 0,
+        };
         assert_eq!(t.strftime("%d %b %Y"), "15 Jan 2025");
         assert_eq!(t.strftime("%B %d, %Y"), "January 15, 2025");
-        assert_eq!(t.strftime("%Y-%m-%d %H:%M:%S %A %a %j"), "2025-01-15 10:30:00 Wednesday Wed 015");
+        assert_eq!(
+            t.strftime("%Y-%m-%d %H:%M:%S %A %a %j"),
+            "2025-01-15 10:30:00 Wednesday Wed 015"
+        );
         assert_eq!(DateTime::from_unix(1_736_937_000), t);
     }
 }

@@ -17,15 +17,19 @@ fn read(path: &Path) -> Result<Option<String>, TemplateError> {
     match std::fs::read_to_string(path) {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(TemplateError::Io { path: path.display().to_string(), reason: e.to_string() }),
+        Err(e) => Err(TemplateError::Io {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        }),
     }
 }
 
 fn read_json(path: &Path) -> Result<Option<Value>, TemplateError> {
     match read(path)? {
-        Some(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| TemplateError::Io { path: path.display().to_string(), reason: format!("invalid JSON: {e}") }),
+        Some(text) => serde_json::from_str(&text).map(Some).map_err(|e| TemplateError::Io {
+            path: path.display().to_string(),
+            reason: format!("invalid JSON: {e}"),
+        }),
         None => Ok(None),
     }
 }
@@ -36,15 +40,23 @@ fn templates_of(value: &Value, path: &Path) -> Result<Vec<(String, String)>, Tem
         Value::String(s) => Ok(vec![("default".into(), s.clone())]),
         Value::Array(items) => items
             .iter()
-            .map(|item| match (item.get("name").and_then(Value::as_str), item.get("template").and_then(Value::as_str)) {
-                (Some(n), Some(t)) => Ok((n.to_string(), t.to_string())),
-                _ => Err(TemplateError::Io {
-                    path: path.display().to_string(),
-                    reason: "each named chat template needs a \"name\" and a \"template\" string".into(),
-                }),
+            .map(|item| {
+                match (
+                    item.get("name").and_then(Value::as_str),
+                    item.get("template").and_then(Value::as_str),
+                ) {
+                    (Some(n), Some(t)) => Ok((n.to_string(), t.to_string())),
+                    _ => Err(TemplateError::Io {
+                        path: path.display().to_string(),
+                        reason: "each named chat template needs a \"name\" and a \"template\" string".into(),
+                    }),
+                }
             })
             .collect(),
-        _ => Err(TemplateError::Io { path: path.display().to_string(), reason: "chat_template must be a string or a list".into() }),
+        _ => Err(TemplateError::Io {
+            path: path.display().to_string(),
+            reason: "chat_template must be a string or a list".into(),
+        }),
     }
 }
 
@@ -81,16 +93,30 @@ pub fn find_in_dir(dir: &Path) -> Result<Found, TemplateError> {
 
     let jinja_path = dir.join("chat_template.jinja");
     if let Some(source) = read(&jinja_path)? {
-        return Ok(Found { templates: vec![("default".into(), source)], origin: jinja_path.display().to_string(), special_tokens });
+        return Ok(Found {
+            templates: vec![("default".into(), source)],
+            origin: jinja_path.display().to_string(),
+            special_tokens,
+        });
     }
     let json_path = dir.join("chat_template.json");
     if let Some(json) = read_json(&json_path)? {
         if let Some(t) = json.get("chat_template") {
-            return Ok(Found { templates: templates_of(t, &json_path)?, origin: json_path.display().to_string(), special_tokens });
+            return Ok(Found {
+                templates: templates_of(t, &json_path)?,
+                origin: json_path.display().to_string(),
+                special_tokens,
+            });
         }
     }
     if let Some(t) = config.as_ref().and_then(|c| c.get("chat_template")) {
-        return Ok(Found { templates: templates_of(t, &config_path)?, origin: config_path.display().to_string(), special_tokens });
+        return Ok(Found {
+            templates: templates_of(t, &config_path)?,
+            origin: config_path.display().to_string(),
+            special_tokens,
+        });
     }
-    Err(TemplateError::NotFound { dir: dir.display().to_string() })
+    Err(TemplateError::NotFound {
+        dir: dir.display().to_string(),
+    })
 }

@@ -48,7 +48,10 @@ pub fn build(now: Option<DateTime>) -> Environment<'static> {
     env.add_test("none", is_py_none);
     // jinja2's Undefined defines `__iter__`, so `undefined is iterable` holds.
     env.add_test("iterable", |v: &Value| {
-        matches!(v.kind(), ValueKind::Seq | ValueKind::Map | ValueKind::String | ValueKind::Iterable | ValueKind::Undefined)
+        matches!(
+            v.kind(),
+            ValueKind::Seq | ValueKind::Map | ValueKind::String | ValueKind::Iterable | ValueKind::Undefined
+        )
     });
     for name in ["trim", "lower", "upper", "capitalize", "title"] {
         env.add_filter(name, move |v: &Value, args: Rest<Value>| string_filter(name, v, &args));
@@ -61,8 +64,12 @@ pub fn build(now: Option<DateTime>) -> Environment<'static> {
         }
     });
     env.add_filter("e", escape_filter);
-    env.add_test("sequence", |v: &Value| matches!(v.kind(), ValueKind::Seq | ValueKind::Map | ValueKind::String));
-    env.add_test("number", |v: &Value| matches!(v.kind(), ValueKind::Number | ValueKind::Bool));
+    env.add_test("sequence", |v: &Value| {
+        matches!(v.kind(), ValueKind::Seq | ValueKind::Map | ValueKind::String)
+    });
+    env.add_test("number", |v: &Value| {
+        matches!(v.kind(), ValueKind::Number | ValueKind::Bool)
+    });
     env.add_test("integer", |v: &Value| v.is_integer() || v.kind() == ValueKind::Bool);
 
     env.add_function("raise_exception", |message: Option<Value>| -> Result<Value, Error> {
@@ -81,7 +88,10 @@ pub fn build(now: Option<DateTime>) -> Environment<'static> {
 fn dict_function(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     let mut pairs: Vec<(Value, Value)> = Vec::new();
     if args.len() > 1 {
-        return Err(Error::new(ErrorKind::InvalidOperation, "dict expected at most 1 positional argument"));
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            "dict expected at most 1 positional argument",
+        ));
     }
     if let Some(first) = args.first() {
         match first.kind() {
@@ -97,12 +107,20 @@ fn dict_function(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
                     match <[Value; 2]>::try_from(items) {
                         Ok([k, v]) => pairs.push((k, v)),
                         Err(_) => {
-                            return Err(Error::new(ErrorKind::InvalidOperation, "dict update sequence element must have length 2"));
+                            return Err(Error::new(
+                                ErrorKind::InvalidOperation,
+                                "dict update sequence element must have length 2",
+                            ));
                         }
                     }
                 }
             }
-            _ => return Err(Error::new(ErrorKind::InvalidOperation, format!("{} is not iterable", first.kind()))),
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("{} is not iterable", first.kind()),
+                ))
+            }
         }
     }
     for key in kwargs.args() {
@@ -130,7 +148,10 @@ fn namespace_function(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error>
     for key in kwargs.args() {
         pairs.push((Value::from(key), kwargs.peek::<Value>(key)?));
     }
-    if let Some((bad, _)) = pairs.iter().find(|(k, _)| k.as_str().is_some_and(|k| k.starts_with('_'))) {
+    if let Some((bad, _)) = pairs
+        .iter()
+        .find(|(k, _)| k.as_str().is_some_and(|k| k.starts_with('_')))
+    {
         return Err(Error::new(
             ErrorKind::InvalidOperation,
             format!(
@@ -157,7 +178,15 @@ fn join_filter(value: &Value, sep: Option<Value>, kwargs: Kwargs) -> Result<Valu
     let mut out = String::new();
     let iter = match value.kind() {
         ValueKind::String => {
-            return Ok(Value::from(value.as_str().unwrap_or_default().chars().map(String::from).collect::<Vec<_>>().join(&sep)))
+            return Ok(Value::from(
+                value
+                    .as_str()
+                    .unwrap_or_default()
+                    .chars()
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+                    .join(&sep),
+            ))
         }
         _ => value.try_iter()?,
     };
@@ -191,7 +220,10 @@ fn format_filter(fmt: &str, args: Rest<Value>) -> Result<Value, Error> {
             Some('%') => out.push('%'),
             Some(spec @ ('s' | 'd' | 'i' | 'r')) => {
                 let Some(arg) = args.next() else {
-                    return Err(Error::new(ErrorKind::InvalidOperation, "not enough arguments for format string"));
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        "not enough arguments for format string",
+                    ));
                 };
                 match spec {
                     'r' => crate::pyrepr::write_repr(&mut out, arg),
@@ -203,7 +235,10 @@ fn format_filter(fmt: &str, args: Rest<Value>) -> Result<Value, Error> {
                 }
             }
             other => {
-                return Err(Error::new(ErrorKind::InvalidOperation, format!("unsupported format character {other:?}")));
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("unsupported format character {other:?}"),
+                ));
             }
         }
     }
@@ -215,12 +250,16 @@ fn length_filter(value: &Value) -> Result<Value, Error> {
     match value.kind() {
         ValueKind::Undefined => Ok(Value::from(0)),
         ValueKind::String => Ok(Value::from(value.as_str().unwrap_or_default().chars().count())),
-        _ if crate::generators::is_generator(value) => {
-            Err(Error::new(ErrorKind::InvalidOperation, "object of type 'generator' has no len()"))
-        }
+        _ if crate::generators::is_generator(value) => Err(Error::new(
+            ErrorKind::InvalidOperation,
+            "object of type 'generator' has no len()",
+        )),
         _ => match value.len() {
             Some(n) => Ok(Value::from(n)),
-            None => Err(Error::new(ErrorKind::InvalidOperation, format!("object of type {} has no len()", value.kind()))),
+            None => Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!("object of type {} has no len()", value.kind()),
+            )),
         },
     }
 }
@@ -233,7 +272,9 @@ fn string_filter(name: &str, value: &Value, args: &[Value]) -> Result<Value, Err
             let chars = args.first().and_then(Value::as_str);
             match chars {
                 Some(set) => text.trim_matches(|c| set.contains(c)).to_string(),
-                None => text.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)).to_string(),
+                None => text
+                    .trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+                    .to_string(),
             }
         }
         "lower" => text.to_lowercase(),
@@ -276,7 +317,11 @@ mod tests {
 
     #[test]
     fn format_filter_is_python_percent() {
-        let out = format_filter("%s=%d %r %%", Rest(vec![Value::from(true), Value::from(2.7), Value::from("x")])).unwrap();
+        let out = format_filter(
+            "%s=%d %r %%",
+            Rest(vec![Value::from(true), Value::from(2.7), Value::from("x")]),
+        )
+        .unwrap();
         assert_eq!(out.as_str(), Some("True=2 'x' %"));
     }
 }

@@ -56,18 +56,24 @@ pub fn register(env: &mut Environment<'static>) {
         }
         filters::map(state, value, args).map(generator)
     });
-    env.add_filter("select", |state: &State, value: Value, test: Option<Cow<'_, str>>, args: Rest<Value>| {
-        if falsy(&value) {
-            return Ok(generator(Vec::new()));
-        }
-        filters::select(state, value, test, args).map(generator)
-    });
-    env.add_filter("reject", |state: &State, value: Value, test: Option<Cow<'_, str>>, args: Rest<Value>| {
-        if falsy(&value) {
-            return Ok(generator(Vec::new()));
-        }
-        filters::reject(state, value, test, args).map(generator)
-    });
+    env.add_filter(
+        "select",
+        |state: &State, value: Value, test: Option<Cow<'_, str>>, args: Rest<Value>| {
+            if falsy(&value) {
+                return Ok(generator(Vec::new()));
+            }
+            filters::select(state, value, test, args).map(generator)
+        },
+    );
+    env.add_filter(
+        "reject",
+        |state: &State, value: Value, test: Option<Cow<'_, str>>, args: Rest<Value>| {
+            if falsy(&value) {
+                return Ok(generator(Vec::new()));
+            }
+            filters::reject(state, value, test, args).map(generator)
+        },
+    );
     env.add_filter(
         "selectattr",
         |state: &State, value: Value, attr: Cow<'_, str>, test: Option<Cow<'_, str>>, args: Rest<Value>| {
@@ -86,16 +92,22 @@ pub fn register(env: &mut Environment<'static>) {
             filters::rejectattr(state, value, attr, test, args).map(generator)
         },
     );
-    env.add_filter("unique", |state: &State, value: Value, kwargs: Kwargs| -> Result<Value, Error> {
-        let unique = filters::unique(state, value, kwargs)?;
-        Ok(generator(unique.try_iter()?.collect()))
-    });
+    env.add_filter(
+        "unique",
+        |state: &State, value: Value, kwargs: Kwargs| -> Result<Value, Error> {
+            let unique = filters::unique(state, value, kwargs)?;
+            Ok(generator(unique.try_iter()?.collect()))
+        },
+    );
     env.add_filter("items", |value: &Value| -> Result<Value, Error> {
         if value.is_undefined() {
             return Ok(generator(Vec::new()));
         }
         if value.kind() != ValueKind::Map {
-            return Err(Error::new(minijinja::ErrorKind::InvalidOperation, "items filter needs a mapping"));
+            return Err(Error::new(
+                minijinja::ErrorKind::InvalidOperation,
+                "items filter needs a mapping",
+            ));
         }
         let mut pairs = Vec::new();
         for key in value.try_iter()? {

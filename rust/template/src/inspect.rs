@@ -37,17 +37,50 @@ impl TemplateInfo {
     pub fn inspect(source: &str) -> Self {
         let compact: String = source.split_whitespace().collect::<Vec<_>>().join(" ");
         let s = compact.as_str();
-        let iterates_content_parts = followed_by(s, "content", &["is string", "is not string", "is iterable", "is sequence", "is mapping"], 16)
-            || ["in message.content", "in message['content']", "in message[\"content\"]", "in content ", "in content-", "in content%"]
-                .iter()
-                .any(|p| s.contains(p))
+        let iterates_content_parts = followed_by(
+            s,
+            "content",
+            &["is string", "is not string", "is iterable", "is sequence", "is mapping"],
+            16,
+        ) || [
+            "in message.content",
+            "in message['content']",
+            "in message[\"content\"]",
+            "in content ",
+            "in content-",
+            "in content%",
+        ]
+        .iter()
+        .any(|p| s.contains(p))
             || followed_by(s, "content", &["[0]", "['type']", "[\"type\"]", ".type"], 12);
-        let guards_content = ["content is defined", "content is not defined", "'content' in message", "\"content\" in message", "content is none", "content is not none", ".get('content'", ".get(\"content\""]
-            .iter()
-            .any(|p| s.contains(p));
+        let guards_content = [
+            "content is defined",
+            "content is not defined",
+            "'content' in message",
+            "\"content\" in message",
+            "content is none",
+            "content is not none",
+            ".get('content'",
+            ".get(\"content\"",
+        ]
+        .iter()
+        .any(|p| s.contains(p));
         let reads_content = s.contains(".content") || s.contains("['content']") || s.contains("[\"content\"]");
-        let arguments_as_object =
-            followed_by(s, "arguments", &["tojson", ".items()", "| items", "|items", "is mapping", "is string", "is not string", ".get("], 24);
+        let arguments_as_object = followed_by(
+            s,
+            "arguments",
+            &[
+                "tojson",
+                ".items()",
+                "| items",
+                "|items",
+                "is mapping",
+                "is string",
+                "is not string",
+                ".get(",
+            ],
+            24,
+        );
         Self {
             iterates_content_parts,
             needs_content_on_tool_calls: reads_content && !guards_content,
@@ -63,7 +96,8 @@ mod tests {
 
     #[test]
     fn reads_common_spellings() {
-        let qwen = "{%- if message.content is string %}{{ message.content }}{% endif %}{{ tool_call.arguments | tojson }}";
+        let qwen =
+            "{%- if message.content is string %}{{ message.content }}{% endif %}{{ tool_call.arguments | tojson }}";
         let info = TemplateInfo::inspect(qwen);
         assert!(info.iterates_content_parts);
         assert!(info.arguments_as_object);

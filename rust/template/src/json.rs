@@ -22,7 +22,13 @@ pub struct DumpOptions {
 
 impl Default for DumpOptions {
     fn default() -> Self {
-        Self { ensure_ascii: false, indent: None, item_sep: ", ".into(), key_sep: ": ".into(), sort_keys: false }
+        Self {
+            ensure_ascii: false,
+            indent: None,
+            item_sep: ", ".into(),
+            key_sep: ": ".into(),
+            sort_keys: false,
+        }
     }
 }
 
@@ -58,7 +64,10 @@ pub fn tojson_filter(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Re
                     opts.key_sep = b.as_str().unwrap_or_default().to_string();
                 }
                 _ => {
-                    return Err(Error::new(ErrorKind::InvalidOperation, "separators must be a (item, key) pair"));
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        "separators must be a (item, key) pair",
+                    ));
                 }
             }
         }
@@ -76,7 +85,10 @@ pub fn dump(out: &mut String, value: &Value, opts: &DumpOptions, depth: usize) -
         return Ok(());
     }
     if crate::generators::is_generator(value) {
-        return Err(Error::new(ErrorKind::InvalidOperation, "Object of type generator is not JSON serializable"));
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            "Object of type generator is not JSON serializable",
+        ));
     }
     match value.kind() {
         ValueKind::None => out.push_str("null"),
@@ -136,10 +148,16 @@ pub fn dump(out: &mut String, value: &Value, opts: &DumpOptions, depth: usize) -
             out.push('}');
         }
         ValueKind::Undefined => {
-            return Err(Error::new(ErrorKind::InvalidOperation, "Object of type Undefined is not JSON serializable"));
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "Object of type Undefined is not JSON serializable",
+            ));
         }
         other => {
-            return Err(Error::new(ErrorKind::InvalidOperation, format!("Object of type {other} is not JSON serializable")));
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!("Object of type {other} is not JSON serializable"),
+            ));
         }
     }
     Ok(())
@@ -157,7 +175,10 @@ fn write_key(out: &mut String, key: &Value, opts: &DumpOptions) -> Result<(), Er
             out.push('"');
         }
         other => {
-            return Err(Error::new(ErrorKind::InvalidOperation, format!("keys must be str, int, float, bool or None, not {other}")));
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!("keys must be str, int, float, bool or None, not {other}"),
+            ));
         }
     }
     Ok(())

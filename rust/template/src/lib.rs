@@ -42,7 +42,9 @@ pub enum TemplateError {
     #[error("chat template rendering failed: {reason}")]
     Render { reason: String },
     /// No template could be found in a model directory.
-    #[error("no chat template found in {dir}: looked for chat_template.jinja, chat_template.json and tokenizer_config.json")]
+    #[error(
+        "no chat template found in {dir}: looked for chat_template.jinja, chat_template.json and tokenizer_config.json"
+    )]
     NotFound { dir: String },
     /// A file could not be read or parsed.
     #[error("cannot read {path}: {reason}")]

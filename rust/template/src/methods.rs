@@ -22,7 +22,10 @@ pub fn call_method(state: &State, value: &Value, method: &str, args: &[Value]) -
         Some(v) => Ok(v),
         None => minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args).map_err(|err| {
             if err.kind() == ErrorKind::UnknownMethod {
-                Error::new(ErrorKind::UnknownMethod, format!("{} has no method named {method}", value.kind()))
+                Error::new(
+                    ErrorKind::UnknownMethod,
+                    format!("{} has no method named {method}", value.kind()),
+                )
             } else {
                 err
             }
@@ -118,12 +121,20 @@ fn affix_matches(s: &str, arg: &Value, prefix: bool) -> Result<bool, Error> {
             match item.as_str() {
                 Some(a) if test(a) => return Ok(true),
                 Some(_) => {}
-                None => return Err(Error::new(ErrorKind::InvalidOperation, "tuple must contain only strings")),
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        "tuple must contain only strings",
+                    ))
+                }
             }
         }
         return Ok(false);
     }
-    Err(Error::new(ErrorKind::InvalidOperation, "argument must be str or a tuple of str"))
+    Err(Error::new(
+        ErrorKind::InvalidOperation,
+        "argument must be str or a tuple of str",
+    ))
 }
 
 /// Char index of a byte offset, as Python counts positions in code points.
@@ -151,7 +162,14 @@ fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>,
                 let (line, next) = match rest.find(['\n', '\r']) {
                     Some(i) => {
                         let end = if rest[i..].starts_with("\r\n") { i + 2 } else { i + 1 };
-                        (if keepends.unwrap_or(false) { &rest[..end] } else { &rest[..i] }, &rest[end..])
+                        (
+                            if keepends.unwrap_or(false) {
+                                &rest[..end]
+                            } else {
+                                &rest[..i]
+                            },
+                            &rest[end..],
+                        )
                     }
                     None => (rest, ""),
                 };
@@ -175,7 +193,11 @@ fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>,
         "upper" => Value::from(s.to_uppercase()),
         "find" | "index" | "rfind" | "rindex" => {
             let (sub,): (&str,) = from_args(args)?;
-            let found = if method.starts_with('r') { s.rfind(sub) } else { s.find(sub) };
+            let found = if method.starts_with('r') {
+                s.rfind(sub)
+            } else {
+                s.find(sub)
+            };
             match found {
                 Some(i) => Value::from(char_pos(s, i)),
                 None if method.ends_with("index") => {
@@ -186,7 +208,11 @@ fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>,
         }
         "count" => {
             let (sub,): (&str,) = from_args(args)?;
-            Value::from(if sub.is_empty() { s.chars().count() + 1 } else { s.matches(sub).count() })
+            Value::from(if sub.is_empty() {
+                s.chars().count() + 1
+            } else {
+                s.matches(sub).count()
+            })
         }
         "join" => {
             let (items,): (Value,) = from_args(args)?;
@@ -197,14 +223,23 @@ fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>,
                 }
                 match item.as_str() {
                     Some(t) => out.push_str(t),
-                    None => return Err(Error::new(ErrorKind::InvalidOperation, "sequence item: expected str instance")),
+                    None => {
+                        return Err(Error::new(
+                            ErrorKind::InvalidOperation,
+                            "sequence item: expected str instance",
+                        ))
+                    }
                 }
             }
             Value::from(out)
         }
         "partition" | "rpartition" => {
             let (sep,): (&str,) = from_args(args)?;
-            let found = if method == "partition" { s.find(sep) } else { s.rfind(sep) };
+            let found = if method == "partition" {
+                s.find(sep)
+            } else {
+                s.rfind(sep)
+            };
             let parts = match found {
                 Some(i) => vec![&s[..i], sep, &s[i + sep.len()..]],
                 None if method == "partition" => vec![s, "", ""],
@@ -277,7 +312,12 @@ fn seq_method(value: &Value, method: &str, args: &[Value]) -> Result<Option<Valu
             let (needle,): (Value,) = from_args(args)?;
             match value.try_iter()?.position(|x| x == needle) {
                 Some(i) => Value::from(i),
-                None => return Err(Error::new(ErrorKind::InvalidOperation, format!("{} is not in list", py_str(&needle)))),
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        format!("{} is not in list", py_str(&needle)),
+                    ))
+                }
             }
         }
         "copy" => value.clone(),

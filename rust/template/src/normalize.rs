@@ -35,7 +35,9 @@ fn normalize_message(message: &Value, info: &TemplateInfo) -> Value {
     if let Some(content) = map.get_mut("content") {
         normalize_content(content, info);
     }
-    let has_tool_calls = map.get("tool_calls").is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+    let has_tool_calls = map
+        .get("tool_calls")
+        .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
     if let Some(Value::Array(calls)) = map.get_mut("tool_calls") {
         if info.arguments_as_object {
             for call in calls.iter_mut() {
@@ -44,7 +46,11 @@ fn normalize_message(message: &Value, info: &TemplateInfo) -> Value {
         }
     }
     let is_assistant = map.get("role").and_then(Value::as_str) == Some("assistant");
-    if is_assistant && has_tool_calls && info.needs_content_on_tool_calls && map.get("content").is_none_or(Value::is_null) {
+    if is_assistant
+        && has_tool_calls
+        && info.needs_content_on_tool_calls
+        && map.get("content").is_none_or(Value::is_null)
+    {
         map.insert("content".into(), Value::String(String::new()));
     }
     Value::Object(map)
@@ -71,7 +77,9 @@ fn normalize_content(content: &mut Value, info: &TemplateInfo) {
             Value::String(s) => Some(s.as_str()),
             Value::Object(o) => {
                 let kind = o.get("type").and_then(Value::as_str).unwrap_or("text");
-                matches!(kind, "text" | "input_text" | "output_text").then(|| o.get("text").and_then(Value::as_str)).flatten()
+                matches!(kind, "text" | "input_text" | "output_text")
+                    .then(|| o.get("text").and_then(Value::as_str))
+                    .flatten()
             }
             _ => None,
         })
@@ -128,12 +136,19 @@ mod tests {
     use serde_json::json;
 
     fn info(parts: bool, content: bool, args: bool) -> TemplateInfo {
-        TemplateInfo { iterates_content_parts: parts, needs_content_on_tool_calls: content, arguments_as_object: args, mentions_tools: true }
+        TemplateInfo {
+            iterates_content_parts: parts,
+            needs_content_on_tool_calls: content,
+            arguments_as_object: args,
+            mentions_tools: true,
+        }
     }
 
     #[test]
     fn string_arguments_become_objects() {
-        let m = [json!({"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]})];
+        let m = [
+            json!({"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}),
+        ];
         let out = normalize_messages(&m, &info(false, false, true));
         assert_eq!(out[0]["tool_calls"][0]["function"]["arguments"], json!({"a": 1}));
         let out = normalize_messages(&m, &info(false, false, false));
@@ -144,8 +159,13 @@ mod tests {
 
     #[test]
     fn content_parts_flatten_or_stay() {
-        let m = [json!({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {}}, {"type": "input_text", "text": "b"}]})];
-        assert_eq!(normalize_messages(&m, &info(false, false, false))[0]["content"], json!("a\nb"));
+        let m = [
+            json!({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {}}, {"type": "input_text", "text": "b"}]}),
+        ];
+        assert_eq!(
+            normalize_messages(&m, &info(false, false, false))[0]["content"],
+            json!("a\nb")
+        );
         let kept = normalize_messages(&m, &info(true, false, false));
         assert_eq!(kept[0]["content"][2]["type"], json!("text"));
         assert_eq!(kept[0]["content"].as_array().map(Vec::len), Some(3));
@@ -153,18 +173,32 @@ mod tests {
 
     #[test]
     fn tool_call_turns_get_content() {
-        let m = [json!({"role": "assistant", "content": null, "tool_calls": [{"function": {"name": "f", "arguments": {}}}]})];
-        assert_eq!(normalize_messages(&m, &info(false, true, false))[0]["content"], json!(""));
-        assert_eq!(normalize_messages(&m, &info(false, false, false))[0]["content"], json!(null));
+        let m = [
+            json!({"role": "assistant", "content": null, "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}),
+        ];
+        assert_eq!(
+            normalize_messages(&m, &info(false, true, false))[0]["content"],
+            json!("")
+        );
+        assert_eq!(
+            normalize_messages(&m, &info(false, false, false))[0]["content"],
+            json!(null)
+        );
         let user = [json!({"role": "user"})];
         assert_eq!(normalize_messages(&user, &info(false, true, false))[0], user[0]);
     }
 
     #[test]
     fn flat_tools_are_nested() {
-        let t = [json!({"type": "function", "name": "f", "description": "d", "parameters": {"type": "object"}}), json!({"type": "function", "function": {"name": "g"}})];
+        let t = [
+            json!({"type": "function", "name": "f", "description": "d", "parameters": {"type": "object"}}),
+            json!({"type": "function", "function": {"name": "g"}}),
+        ];
         let out = normalize_tools(&t);
-        assert_eq!(out[0], json!({"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}));
+        assert_eq!(
+            out[0],
+            json!({"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}})
+        );
         assert_eq!(out[1], t[1]);
     }
 }

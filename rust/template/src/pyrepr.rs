@@ -128,7 +128,11 @@ pub fn write_float(out: &mut String, f: f64) {
 
 /// Python's `repr(str)`: single quotes unless the text holds `'` and no `"`.
 pub fn write_str_repr(out: &mut String, s: &str) {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
     out.push(quote);
     for c in s.chars() {
         match c {

@@ -131,16 +131,27 @@ fn top_level_word(text: &str, word: &str, from: usize) -> Option<usize> {
 fn wrap_for_iterable(body: &str) -> Option<String> {
     let in_at = top_level_word(body, "in", 3)?;
     let expr_start = in_at + 2;
-    let expr_end = [top_level_word(body, "if", expr_start), top_level_word(body, "recursive", expr_start)]
-        .into_iter()
-        .flatten()
-        .min()
-        .unwrap_or(body.len());
+    let expr_end = [
+        top_level_word(body, "if", expr_start),
+        top_level_word(body, "recursive", expr_start),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .unwrap_or(body.len());
     let expr = body[expr_start..expr_end].trim();
     if expr.is_empty() {
         return None;
     }
-    Some(format!("{} in ({expr})|{ITER_FILTER} {}", &body[..in_at].trim_end(), &body[expr_end..]).trim_end().to_string())
+    Some(
+        format!(
+            "{} in ({expr})|{ITER_FILTER} {}",
+            &body[..in_at].trim_end(),
+            &body[expr_end..]
+        )
+        .trim_end()
+        .to_string(),
+    )
 }
 
 #[cfg(test)]
@@ -149,18 +160,33 @@ mod tests {
 
     #[test]
     fn generation_tags_become_plain_blocks() {
-        assert_eq!(prepare_source("a{%- generation %}b{% endgeneration -%}c"), "a{%- if true %}b{% endif -%}c");
-        assert_eq!(prepare_source("{{ add_generation_prompt }}\r\n"), "{{ add_generation_prompt }}\n");
+        assert_eq!(
+            prepare_source("a{%- generation %}b{% endgeneration -%}c"),
+            "a{%- if true %}b{% endif -%}c"
+        );
+        assert_eq!(
+            prepare_source("{{ add_generation_prompt }}\r\n"),
+            "{{ add_generation_prompt }}\n"
+        );
     }
 
     #[test]
     fn for_loops_wrap_their_iterable() {
-        assert_eq!(prepare_source("{%- for m in messages -%}"), "{%- for m in (messages)|smgpy_iter -%}");
+        assert_eq!(
+            prepare_source("{%- for m in messages -%}"),
+            "{%- for m in (messages)|smgpy_iter -%}"
+        );
         assert_eq!(
             prepare_source("{% for k, v in x.items() if k != 'in' recursive %}"),
             "{% for k, v in (x.items())|smgpy_iter if k != 'in' recursive %}"
         );
-        assert_eq!(prepare_source("{% for x in a if b else c %}"), "{% for x in (a)|smgpy_iter if b else c %}");
-        assert_eq!(prepare_source("{# {% for x in y %} #}{% raw %}{% for a in b %}{% endraw %}"), "{# {% for x in y %} #}{% raw %}{% for a in b %}{% endraw %}");
+        assert_eq!(
+            prepare_source("{% for x in a if b else c %}"),
+            "{% for x in (a)|smgpy_iter if b else c %}"
+        );
+        assert_eq!(
+            prepare_source("{# {% for x in y %} #}{% raw %}{% for a in b %}{% endraw %}"),
+            "{# {% for x in y %} #}{% raw %}{% for a in b %}{% endraw %}"
+        );
     }
 }

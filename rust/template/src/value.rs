@@ -20,7 +20,10 @@ pub fn to_jinja(v: &Json) -> Value {
                 Value::from(f)
             } else {
                 // Only reachable with serde_json's `arbitrary_precision`: keep the digits exactly.
-                n.to_string().parse::<i128>().map(Value::from).unwrap_or_else(|_| Value::from(n.to_string()))
+                n.to_string()
+                    .parse::<i128>()
+                    .map(Value::from)
+                    .unwrap_or_else(|_| Value::from(n.to_string()))
             }
         }
         Json::String(s) => Value::from(s.as_str()),

@@ -5,12 +5,18 @@ use serde_json::{json, Map, Value};
 use smgpy_template::{ChatTemplate, DateTime, RenderArgs, TemplateError};
 
 fn tokens() -> Map<String, Value> {
-    json!({"bos_token": "<s>", "eos_token": "</s>"}).as_object().unwrap().clone()
+    json!({"bos_token": "<s>", "eos_token": "</s>"})
+        .as_object()
+        .unwrap()
+        .clone()
 }
 
 fn render(src: &str, messages: Value) -> Result<String, TemplateError> {
     let t = ChatTemplate::new(src, tokens()).unwrap();
-    t.render(&RenderArgs { messages: messages.as_array().unwrap().clone(), ..RenderArgs::default() })
+    t.render(&RenderArgs {
+        messages: messages.as_array().unwrap().clone(),
+        ..RenderArgs::default()
+    })
 }
 
 #[test]
@@ -26,7 +32,10 @@ fn renders_from_many_threads() {
         for i in 0..4 {
             let t = t.clone();
             s.spawn(move || {
-                let args = RenderArgs { messages: vec![json!({"role": "user", "content": format!("m{i}")})], ..RenderArgs::default() };
+                let args = RenderArgs {
+                    messages: vec![json!({"role": "user", "content": format!("m{i}")})],
+                    ..RenderArgs::default()
+                };
                 assert_eq!(t.render(&args).unwrap(), format!("m{i}"));
             });
         }
@@ -56,7 +65,11 @@ fn syntax_errors_carry_line_and_reason() {
 
 #[test]
 fn other_failures_are_render_errors() {
-    let err = render("{{ messages[0].content.nope.deeper }}", json!([{"role": "user", "content": "x"}])).unwrap_err();
+    let err = render(
+        "{{ messages[0].content.nope.deeper }}",
+        json!([{"role": "user", "content": "x"}]),
+    )
+    .unwrap_err();
     assert!(matches!(err, TemplateError::Render { .. }), "{err:?}");
 }
 
@@ -82,7 +95,10 @@ fn python_values_print_like_python() {
         json!([{"content": [{"type": "text", "text": "a"}], "x": 1e-7, "n": {"big": 12345678901234_i64, "neg": -0.0}, "b": true}]),
     )
     .unwrap();
-    assert_eq!(out, "[{'type': 'text', 'text': 'a'}] 1e-07 {\"big\": 12345678901234, \"neg\": -0.0} True");
+    assert_eq!(
+        out,
+        "[{'type': 'text', 'text': 'a'}] 1e-07 {\"big\": 12345678901234, \"neg\": -0.0} True"
+    );
 }
 
 #[test]
@@ -98,26 +114,48 @@ fn python_string_methods() {
 #[test]
 fn namespace_refuses_underscore_names_and_dict_works() {
     assert!(render("{% set ns = namespace(_x=1) %}", json!([])).is_err());
-    assert_eq!(render("{{ dict(a=1, b='x')|tojson }}", json!([])).unwrap(), "{\"a\": 1, \"b\": \"x\"}");
+    assert_eq!(
+        render("{{ dict(a=1, b='x')|tojson }}", json!([])).unwrap(),
+        "{\"a\": 1, \"b\": \"x\"}"
+    );
 }
 
 #[test]
 fn generation_blocks_render_their_body() {
-    assert_eq!(render("a{% generation %}b{% endgeneration %}c", json!([])).unwrap(), "abc");
+    assert_eq!(
+        render("a{% generation %}b{% endgeneration %}c", json!([])).unwrap(),
+        "abc"
+    );
 }
 
 #[test]
 fn strftime_now_can_be_frozen() {
     let t = ChatTemplate::new("{{ strftime_now('%d %b %Y') }}", Map::new()).unwrap();
-    let t = t.with_now(DateTime { year: 2025, month: 1, day: 15, hour: 10, minute: 30, second: 0 }).unwrap();
+    let t = t
+        .with_now(DateTime {
+            year: 2025,
+            month: 1,
+            day: 15,
+            hour: 10,
+            minute: 30,
+            second: 0,
+        })
+        .unwrap();
     assert_eq!(t.render(&RenderArgs::default()).unwrap(), "15 Jan 2025");
 }
 
 #[test]
 fn continue_final_message_cuts_after_the_message() {
-    let t = ChatTemplate::new("{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}", Map::new()).unwrap();
+    let t = ChatTemplate::new(
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}",
+        Map::new(),
+    )
+    .unwrap();
     let args = RenderArgs {
-        messages: vec![json!({"role": "user", "content": "hi"}), json!({"role": "assistant", "content": "Sure, "})],
+        messages: vec![
+            json!({"role": "user", "content": "hi"}),
+            json!({"role": "assistant", "content": "Sure, "}),
+        ],
         continue_final_message: true,
         ..RenderArgs::default()
     };
@@ -136,16 +174,42 @@ fn model_dir_discovery_order_and_special_tokens() {
     std::fs::write(dir.join("tokenizer_config.json"), config.to_string()).unwrap();
     let t = ChatTemplate::from_model_dir(&dir).unwrap();
     assert_eq!(t.render(&RenderArgs::default()).unwrap(), "D<|begin|>");
-    assert_eq!(t.render(&RenderArgs { tools: Some(vec![]), ..RenderArgs::default() }).unwrap(), "T<|end|>");
+    assert_eq!(
+        t.render(&RenderArgs {
+            tools: Some(vec![]),
+            ..RenderArgs::default()
+        })
+        .unwrap(),
+        "T<|end|>"
+    );
 
-    std::fs::write(dir.join("chat_template.json"), json!({"chat_template": "J"}).to_string()).unwrap();
-    assert_eq!(ChatTemplate::from_model_dir(&dir).unwrap().render(&RenderArgs::default()).unwrap(), "J");
+    std::fs::write(
+        dir.join("chat_template.json"),
+        json!({"chat_template": "J"}).to_string(),
+    )
+    .unwrap();
+    assert_eq!(
+        ChatTemplate::from_model_dir(&dir)
+            .unwrap()
+            .render(&RenderArgs::default())
+            .unwrap(),
+        "J"
+    );
     std::fs::write(dir.join("chat_template.jinja"), "F{{ eos_token }}\n").unwrap();
-    assert_eq!(ChatTemplate::from_model_dir(&dir).unwrap().render(&RenderArgs::default()).unwrap(), "F<|end|>");
+    assert_eq!(
+        ChatTemplate::from_model_dir(&dir)
+            .unwrap()
+            .render(&RenderArgs::default())
+            .unwrap(),
+        "F<|end|>"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 
     let missing = std::env::temp_dir().join("smgpy-template-test-missing-dir");
-    assert!(matches!(ChatTemplate::from_model_dir(&missing), Err(TemplateError::NotFound { .. })));
+    assert!(matches!(
+        ChatTemplate::from_model_dir(&missing),
+        Err(TemplateError::NotFound { .. })
+    ));
 }
 
 #[test]
@@ -155,7 +219,10 @@ fn generation_prompt_is_found() {
         Map::new(),
     )
     .unwrap();
-    assert_eq!(t.generation_prompt().as_deref(), Some("<|im_start|>assistant\n<think>\n"));
+    assert_eq!(
+        t.generation_prompt().as_deref(),
+        Some("<|im_start|>assistant\n<think>\n")
+    );
     assert!(!t.supports_tools());
 }
 
@@ -164,7 +231,9 @@ fn arb_json() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
         "[a-z{}%<|>\\\\ ｜▁]{0,12}".prop_map(Value::from),
     ];
     leaf.prop_recursive(3, 24, 4, |inner| {

@@ -2,8 +2,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use axum::extract::State;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream::{self, BoxStream, StreamExt};
@@ -31,7 +31,9 @@ pub async fn chat_completions(
     let tool_choice = req.validate()?;
     let mut kwargs: Map<String, Value> = req.chat_template_kwargs.clone().unwrap_or_default();
     if let Some(effort) = &req.reasoning_effort {
-        kwargs.entry("reasoning_effort").or_insert_with(|| Value::String(effort.clone()));
+        kwargs
+            .entry("reasoning_effort")
+            .or_insert_with(|| Value::String(effort.clone()));
     }
     let text = prompt::render(
         &state,
@@ -47,7 +49,11 @@ pub async fn chat_completions(
     let spec = PipelineSpec {
         stops: sampling.stop.clone(),
         include_stop: req.include_stop_str_in_output,
-        reasoning: if req.separate_reasoning { prompt::reasoning_options(&state, &text) } else { None },
+        reasoning: if req.separate_reasoning {
+            prompt::reasoning_options(&state, &text)
+        } else {
+            None
+        },
         tools: state
             .config()
             .tool_format
@@ -66,7 +72,12 @@ pub async fn chat_completions(
     };
     let drivers = start_choices(&state, base, &spec)?;
     let model = req.model.clone().unwrap_or_else(|| state.config().model_name.clone());
-    let ctx = Arc::new(Ctx { id, model, created: unix_now(), fingerprint: state.0.fingerprint.clone() });
+    let ctx = Arc::new(Ctx {
+        id,
+        model,
+        created: unix_now(),
+        fingerprint: state.0.fingerprint.clone(),
+    });
     if req.stream {
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
         Ok(stream_response(&state, ctx, drivers, include_usage, req.logprobs))
@@ -86,6 +97,42 @@ struct Ctx {
 }
 
 impl Ctx {
+    /// `data: ` + a content-only chunk, byte-identical to serialising the full
+    /// [`ChatCompletionChunk`], but with the fixed fields escaped once per stream instead of once
+    /// per token (the hot path of every streamed token).
+    fn content_event(&self, prefix: &[u8], content: &str) -> Bytes {
+        let mut buf = Vec::with_capacity(prefix.len() + content.len() + 64);
+        buf.extend_from_slice(prefix);
+        if serde_json::to_writer(&mut buf, content).is_err() {
+            return sse::error(&ApiError::Internal("cannot encode a chunk".into()));
+        }
+        buf.extend_from_slice(br#"},"logprobs":null,"finish_reason":null}]}"#);
+        buf.extend_from_slice(b"\n\n");
+        Bytes::from(buf)
+    }
+
+    /// The bytes before the content string of a content-only chunk for choice `index`.
+    fn content_prefix(&self, index: u32) -> Vec<u8> {
+        let full = self.chunk(
+            vec![ChunkChoice {
+                index,
+                delta: Delta {
+                    content: Some("\u{0}"),
+                    ..Delta::default()
+                },
+                logprobs: None,
+                finish_reason: None,
+                matched_stop: None,
+            }],
+            None,
+        );
+        let json = serde_json::to_string(&full).unwrap_or_default();
+        let cut = json.find(r#""\u0000""#).unwrap_or(json.len());
+        let mut out = b"data: ".to_vec();
+        out.extend_from_slice(&json.as_bytes()[..cut]);
+        out
+    }
+
     fn chunk<'a>(&'a self, choices: Vec<ChunkChoice<'a>>, usage: Option<Usage>) -> ChatCompletionChunk<'a> {
         ChatCompletionChunk {
             id: &self.id,
@@ -105,7 +152,11 @@ fn usage_of(counts: &[Counts]) -> Usage {
     Usage::new(prompt, counts.iter().map(|c| c.completion).sum(), cached)
 }
 
-async fn collect(ctx: Arc<Ctx>, drivers: Vec<ChoiceDriver>, logprobs: bool) -> Result<ChatCompletionResponse, ApiError> {
+async fn collect(
+    ctx: Arc<Ctx>,
+    drivers: Vec<ChoiceDriver>,
+    logprobs: bool,
+) -> Result<ChatCompletionResponse, ApiError> {
     let results = futures::future::join_all(drivers.into_iter().map(|d| collect_one(d, logprobs))).await;
     let mut choices = Vec::with_capacity(results.len());
     let mut counts = Vec::with_capacity(results.len());
@@ -143,7 +194,10 @@ async fn collect_one(mut d: ChoiceDriver, logprobs: bool) -> Result<(Choice, Cou
                 (None, Some(id)) => calls.push(ToolCallOut {
                     id,
                     kind: "function",
-                    function: FunctionOut { name: c.name.clone().unwrap_or_default(), arguments: c.arguments.clone() },
+                    function: FunctionOut {
+                        name: c.name.clone().unwrap_or_default(),
+                        arguments: c.arguments.clone(),
+                    },
                 }),
                 (None, None) => {}
             }
@@ -161,12 +215,29 @@ async fn collect_one(mut d: ChoiceDriver, logprobs: bool) -> Result<(Choice, Cou
     };
     let message = ResponseMessage {
         role: "assistant",
-        content: if content.is_empty() && !calls.is_empty() { None } else { Some(content) },
+        content: if content.is_empty() && !calls.is_empty() {
+            None
+        } else {
+            Some(content)
+        },
         reasoning_content: if reasoning.is_empty() { None } else { Some(reasoning) },
         tool_calls: calls,
     };
-    let logprobs = if logprobs { Some(ChoiceLogprobs { content: lps }) } else { None };
-    Ok((Choice { index: d.index, message, logprobs, finish_reason, matched_stop }, d.counts))
+    let logprobs = if logprobs {
+        Some(ChoiceLogprobs { content: lps })
+    } else {
+        None
+    };
+    Ok((
+        Choice {
+            index: d.index,
+            message,
+            logprobs,
+            finish_reason,
+            matched_stop,
+        },
+        d.counts,
+    ))
 }
 
 /// Events of one choice: the role chunk, one chunk per visible step, the finish chunk.
@@ -178,12 +249,26 @@ fn choice_events(
 ) -> BoxStream<'static, Bytes> {
     let index = driver.index;
     let first = {
-        let delta = Delta { role: Some("assistant"), content: Some(""), ..Delta::default() };
-        let c = ctx.chunk(vec![ChunkChoice { index, delta, logprobs: None, finish_reason: None, matched_stop: None }], None);
+        let delta = Delta {
+            role: Some("assistant"),
+            content: Some(""),
+            ..Delta::default()
+        };
+        let c = ctx.chunk(
+            vec![ChunkChoice {
+                index,
+                delta,
+                logprobs: None,
+                finish_reason: None,
+                matched_stop: None,
+            }],
+            None,
+        );
         sse::data(&c)
     };
-    let rest = stream::unfold(Some((driver, ctx, usage)), move |st| async move {
-        let (mut d, ctx, usage) = st?;
+    let prefix = ctx.content_prefix(index);
+    let rest = stream::unfold(Some((driver, ctx, usage, prefix)), move |st| async move {
+        let (mut d, ctx, usage, prefix) = st?;
         loop {
             let Some(step) = d.next().await else {
                 if let Ok(mut u) = usage.lock() {
@@ -197,18 +282,29 @@ fn choice_events(
             if step.piece.is_empty() && step.finish.is_none() && step.logprobs.is_empty() {
                 continue;
             }
-            let events = step_events(&ctx, d.index, step, logprobs);
-            return Some((events, Some((d, ctx, usage))));
+            let events = step_events(&ctx, &prefix, d.index, step, logprobs);
+            return Some((events, Some((d, ctx, usage, prefix))));
         }
     });
-    stream::once(async move { first }).chain(rest.flat_map(stream::iter)).boxed()
+    stream::once(async move { first })
+        .chain(rest.flat_map(stream::iter))
+        .boxed()
 }
 
 /// Up to two events per step: the content delta and, at the end, the finish chunk.
-fn step_events(ctx: &Ctx, index: u32, step: Step, logprobs: bool) -> Vec<Bytes> {
+fn step_events(ctx: &Ctx, prefix: &[u8], index: u32, step: Step, logprobs: bool) -> Vec<Bytes> {
     let mut out = Vec::with_capacity(2);
-    let Step { piece, call_ids, logprobs: lps, finish, .. } = step;
-    if !piece.is_empty() || (logprobs && !lps.is_empty()) {
+    let Step {
+        piece,
+        call_ids,
+        logprobs: lps,
+        finish,
+        ..
+    } = step;
+    let content_only = piece.reasoning.is_empty() && piece.calls.is_empty() && !logprobs;
+    if content_only && !piece.content.is_empty() {
+        out.push(ctx.content_event(prefix, &piece.content));
+    } else if !piece.is_empty() || (logprobs && !lps.is_empty()) {
         let tool_calls = piece
             .calls
             .iter()
@@ -217,17 +313,43 @@ fn step_events(ctx: &Ctx, index: u32, step: Step, logprobs: bool) -> Vec<Bytes> 
                 index: c.index,
                 id: id.as_deref(),
                 kind: id.as_ref().map(|_| "function"),
-                function: FunctionChunk { name: if id.is_some() { c.name.as_deref() } else { None }, arguments: &c.arguments },
+                function: FunctionChunk {
+                    name: if id.is_some() { c.name.as_deref() } else { None },
+                    arguments: &c.arguments,
+                },
             })
             .collect();
         let delta = Delta {
             role: None,
-            content: if piece.content.is_empty() { None } else { Some(&piece.content) },
-            reasoning_content: if piece.reasoning.is_empty() { None } else { Some(&piece.reasoning) },
+            content: if piece.content.is_empty() {
+                None
+            } else {
+                Some(&piece.content)
+            },
+            reasoning_content: if piece.reasoning.is_empty() {
+                None
+            } else {
+                Some(&piece.reasoning)
+            },
             tool_calls,
         };
-        let lp = if logprobs { Some(ChoiceLogprobs { content: chat_logprobs(&lps) }) } else { None };
-        let c = ctx.chunk(vec![ChunkChoice { index, delta, logprobs: lp, finish_reason: None, matched_stop: None }], None);
+        let lp = if logprobs {
+            Some(ChoiceLogprobs {
+                content: chat_logprobs(&lps),
+            })
+        } else {
+            None
+        };
+        let c = ctx.chunk(
+            vec![ChunkChoice {
+                index,
+                delta,
+                logprobs: lp,
+                finish_reason: None,
+                matched_stop: None,
+            }],
+            None,
+        );
         out.push(sse::data(&c));
     }
     if let Some(f) = finish {
@@ -254,9 +376,16 @@ fn stream_response(
     logprobs: bool,
 ) -> Response {
     let usage = Arc::new(Mutex::new(Vec::new()));
-    let streams: Vec<_> =
-        drivers.into_iter().map(|d| choice_events(ctx.clone(), d, usage.clone(), logprobs)).collect();
-    let body = stream::select_all(streams);
+    let streams: Vec<_> = drivers
+        .into_iter()
+        .map(|d| choice_events(ctx.clone(), d, usage.clone(), logprobs))
+        .collect();
+    // One choice (the common case) skips the merge, which re-queues its stream on every item.
+    let body = if streams.len() == 1 {
+        streams.into_iter().next().unwrap_or_else(|| stream::empty().boxed())
+    } else {
+        stream::select_all(streams).boxed()
+    };
     let tail = stream::once(async move {
         let mut events = Vec::new();
         if include_usage {
@@ -268,4 +397,38 @@ fn stream_response(
     })
     .flat_map(stream::iter);
     sse::response(body.chain(tail), state.config().keep_alive)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_fast_path_matches_serde() {
+        let ctx = Ctx {
+            id: "chatcmpl-\"x\"".into(),
+            model: "m/ü".into(),
+            created: 7,
+            fingerprint: "fp".into(),
+        };
+        for index in [0, 3] {
+            for text in ["hi", "a \"quoted\"\nline ü 🎉 \u{1}", ""] {
+                let prefix = ctx.content_prefix(index);
+                let fast = ctx.content_event(&prefix, text);
+                let delta = Delta {
+                    content: Some(text),
+                    ..Delta::default()
+                };
+                let choice = ChunkChoice {
+                    index,
+                    delta,
+                    logprobs: None,
+                    finish_reason: None,
+                    matched_stop: None,
+                };
+                let slow = sse::data(&ctx.chunk(vec![choice], None));
+                assert_eq!(fast, slow, "{}", String::from_utf8_lossy(&fast));
+            }
+        }
+    }
 }

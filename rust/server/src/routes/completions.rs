@@ -4,8 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use axum::extract::State;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream::{self, BoxStream, StreamExt};
@@ -35,7 +35,11 @@ pub async fn completions(
         reasoning: None,
         tools: None,
     };
-    let echoes = if req.echo { echo_texts(&state, &prompts).await? } else { vec![String::new(); prompts.len()] };
+    let echoes = if req.echo {
+        echo_texts(&state, &prompts).await?
+    } else {
+        vec![String::new(); prompts.len()]
+    };
     let id = state.new_id("cmpl");
     let mut drivers = Vec::with_capacity(prompts.len() * n as usize);
     for (p, prompt) in prompts.into_iter().enumerate() {
@@ -100,7 +104,10 @@ struct Ctx {
 
 impl Ctx {
     fn echo(&self, index: u32) -> &str {
-        self.echoes.get((index / self.n) as usize).map(String::as_str).unwrap_or_default()
+        self.echoes
+            .get((index / self.n) as usize)
+            .map(String::as_str)
+            .unwrap_or_default()
     }
 
     fn response(&self, choices: Vec<CompletionChoice>, usage: Option<Usage>) -> CompletionResponse {
@@ -179,11 +186,24 @@ async fn collect_one(ctx: &Ctx, mut d: ChoiceDriver) -> Result<(CompletionChoice
     }
     let (finish_reason, matched_stop) = finish.map_or((None, None), |f| (Some(f.reason), f.matched));
     let logprobs = ctx.logprobs.then_some(lps);
-    Ok((CompletionChoice { index: d.index, text, logprobs, finish_reason, matched_stop }, d.counts))
+    Ok((
+        CompletionChoice {
+            index: d.index,
+            text,
+            logprobs,
+            finish_reason,
+            matched_stop,
+        },
+        d.counts,
+    ))
 }
 
 /// Chunks of one choice: the echo (if any), one chunk per visible step, the finish chunk.
-fn choice_events(ctx: Arc<Ctx>, driver: ChoiceDriver, usage: Arc<Mutex<Vec<(u32, Counts)>>>) -> BoxStream<'static, Bytes> {
+fn choice_events(
+    ctx: Arc<Ctx>,
+    driver: ChoiceDriver,
+    usage: Arc<Mutex<Vec<(u32, Counts)>>>,
+) -> BoxStream<'static, Bytes> {
     let echo = ctx.echo(driver.index).to_string();
     let first: Vec<Bytes> = if echo.is_empty() {
         Vec::new()
@@ -219,8 +239,13 @@ fn choice_events(ctx: Arc<Ctx>, driver: ChoiceDriver, usage: Arc<Mutex<Vec<(u32,
             });
             let next_offset = offset + step.piece.content.len();
             let (finish_reason, matched_stop) = step.finish.map_or((None, None), |f| (Some(f.reason), f.matched));
-            let choice =
-                CompletionChoice { index: d.index, text: step.piece.content, logprobs, finish_reason, matched_stop };
+            let choice = CompletionChoice {
+                index: d.index,
+                text: step.piece.content,
+                logprobs,
+                finish_reason,
+                matched_stop,
+            };
             let ev = sse::data(&ctx.response(vec![choice], None));
             return Some((vec![ev], Some((d, ctx, usage, next_offset))));
         }
@@ -230,7 +255,10 @@ fn choice_events(ctx: Arc<Ctx>, driver: ChoiceDriver, usage: Arc<Mutex<Vec<(u32,
 
 fn stream_response(state: &AppState, ctx: Arc<Ctx>, drivers: Vec<ChoiceDriver>, include_usage: bool) -> Response {
     let usage = Arc::new(Mutex::new(Vec::new()));
-    let streams: Vec<_> = drivers.into_iter().map(|d| choice_events(ctx.clone(), d, usage.clone())).collect();
+    let streams: Vec<_> = drivers
+        .into_iter()
+        .map(|d| choice_events(ctx.clone(), d, usage.clone()))
+        .collect();
     let tail = stream::once(async move {
         let mut events = Vec::new();
         if include_usage {

@@ -21,10 +21,16 @@ use crate::routes::{start_choices, with_timeout};
 use crate::sse;
 use crate::state::AppState;
 
-pub async fn generate(State(state): State<AppState>, ApiJson(body): ApiJson<GenerateBody>) -> Result<Response, ApiError> {
+pub async fn generate(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<GenerateBody>,
+) -> Result<Response, ApiError> {
     let prompt = body.validate()?;
     let sampling = body.sampling();
-    let spec = PipelineSpec { stops: sampling.stop.clone(), ..PipelineSpec::default() };
+    let spec = PipelineSpec {
+        stops: sampling.stop.clone(),
+        ..PipelineSpec::default()
+    };
     let (text, input_ids) = match prompt {
         GeneratePrompt::Text(t) => (Some(t), None),
         GeneratePrompt::Ids(ids) => (None, Some(ids)),
@@ -45,7 +51,11 @@ pub async fn generate(State(state): State<AppState>, ApiJson(body): ApiJson<Gene
     if body.stream {
         Ok(stream_response(&state, rid, driver))
     } else {
-        let out = with_timeout(state.config().request_timeout, collect(rid, driver, body.return_logprob)).await??;
+        let out = with_timeout(
+            state.config().request_timeout,
+            collect(rid, driver, body.return_logprob),
+        )
+        .await??;
         Ok(Json(out).into_response())
     }
 }

@@ -28,6 +28,13 @@ pub async fn models(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let waiting = state.0.engine.load().and_then(|l| l.get("num_waiting_reqs").and_then(|v| v.as_u64()));
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.0.metrics.render(waiting))
+    let waiting = state
+        .0
+        .engine
+        .load()
+        .and_then(|l| l.get("num_waiting_reqs").and_then(|v| v.as_u64()));
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        state.0.metrics.render(waiting),
+    )
 }

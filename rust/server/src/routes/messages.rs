@@ -54,7 +54,9 @@ pub async fn messages(
         top_logprobs_num: 0,
     };
     let mut drivers = start_choices(&state, base, &spec)?;
-    let driver = drivers.pop().ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
+    let driver = drivers
+        .pop()
+        .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
     let model = req.model.clone().unwrap_or_else(|| state.config().model_name.clone());
     let ctx = Arc::new(Ctx { id, model, stops });
     if req.stream {
@@ -151,7 +153,10 @@ impl Block {
             Block::Text(t) => json!({"type": "text", "text": t}),
             Block::ToolUse { id, name, args } => {
                 // Arguments the model left as invalid JSON still yield an object, as the API promises.
-                let input = serde_json::from_str::<Value>(args).ok().filter(Value::is_object).unwrap_or_else(|| json!({}));
+                let input = serde_json::from_str::<Value>(args)
+                    .ok()
+                    .filter(Value::is_object)
+                    .unwrap_or_else(|| json!({}));
                 json!({"type": "tool_use", "id": id, "name": name, "input": input})
             }
         }
@@ -199,13 +204,22 @@ impl Blocks {
         for (c, id) in piece.calls.iter().zip(&step.call_ids) {
             if let Some(id) = id {
                 let name = c.name.clone().unwrap_or_default();
-                self.start(Block::ToolUse { id: id.clone(), name, args: String::new() }, out);
+                self.start(
+                    Block::ToolUse {
+                        id: id.clone(),
+                        name,
+                        args: String::new(),
+                    },
+                    out,
+                );
                 self.call_blocks.push(self.blocks.len() - 1);
             }
             if c.arguments.is_empty() {
                 continue;
             }
-            let Some(&b) = self.call_blocks.get(c.index) else { continue };
+            let Some(&b) = self.call_blocks.get(c.index) else {
+                continue;
+            };
             if let Some(Block::ToolUse { args, .. }) = self.blocks.get_mut(b) {
                 args.push_str(&c.arguments);
             }
@@ -229,14 +243,20 @@ impl Blocks {
 
     fn delta(&self, delta: Value, out: &mut Vec<Bytes>) {
         let index = self.blocks.len().saturating_sub(1);
-        out.push(sse::named("content_block_delta", &json!({"type": "content_block_delta", "index": index, "delta": delta})));
+        out.push(sse::named(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index, "delta": delta}),
+        ));
     }
 
     fn close(&mut self, out: &mut Vec<Bytes>) {
         if self.open {
             self.open = false;
             let index = self.blocks.len().saturating_sub(1);
-            out.push(sse::named("content_block_stop", &json!({"type": "content_block_stop", "index": index})));
+            out.push(sse::named(
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": index}),
+            ));
         }
     }
 
@@ -280,11 +300,16 @@ struct StreamState {
 /// `message_start`, `ping`, block events, `message_delta` (stop reason, usage), `message_stop`.
 /// `message_start` waits for the first engine output so it can carry the prompt's token count.
 fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Response {
-    let st = StreamState { ctx, driver, blocks: Blocks::default(), started: false };
+    let st = StreamState {
+        ctx,
+        driver,
+        blocks: Blocks::default(),
+        started: false,
+    };
     let events = stream::unfold(Some(st), |st| async move {
         let mut st = st?;
         loop {
-            let Some(step) = st.driver.next().await else { return None };
+            let step = st.driver.next().await?;
             let mut out = Vec::new();
             if let Some(e) = step.error {
                 return Some((vec![error_event(e.into())], None));
@@ -292,7 +317,10 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
             if !st.started {
                 st.started = true;
                 let msg = st.ctx.message(Vec::new(), None, st.driver.counts);
-                out.push(sse::named("message_start", &json!({"type": "message_start", "message": msg})));
+                out.push(sse::named(
+                    "message_start",
+                    &json!({"type": "message_start", "message": msg}),
+                ));
                 out.push(sse::named("ping", &json!({"type": "ping"})));
             }
             st.blocks.push(&step, &mut out);

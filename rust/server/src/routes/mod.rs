@@ -37,7 +37,11 @@ pub fn error_event(e: &ApiError) -> Event {
 /// Start `n` engine requests (one per choice; they share the prompt, so a prefix-caching
 /// engine prefills once). With a seed, choice `i` uses `seed + i` so the choices differ yet
 /// stay reproducible.
-pub fn start_choices(state: &AppState, base: GenerateRequest, spec: &PipelineSpec) -> Result<Vec<ChoiceDriver>, ApiError> {
+pub fn start_choices(
+    state: &AppState,
+    base: GenerateRequest,
+    spec: &PipelineSpec,
+) -> Result<Vec<ChoiceDriver>, ApiError> {
     let n = base.sampling.n.unwrap_or(1).max(1);
     let stops = Arc::new(spec.stops.clone());
     let mut drivers = Vec::with_capacity(n as usize);
@@ -60,6 +64,8 @@ pub fn start_choices(state: &AppState, base: GenerateRequest, spec: &PipelineSpe
 pub async fn with_timeout<T>(timeout: Option<Duration>, fut: impl Future<Output = T>) -> Result<T, ApiError> {
     match timeout {
         None => Ok(fut.await),
-        Some(t) => tokio::time::timeout(t, fut).await.map_err(|_| ApiError::Timeout(t.as_secs())),
+        Some(t) => tokio::time::timeout(t, fut)
+            .await
+            .map_err(|_| ApiError::Timeout(t.as_secs())),
     }
 }

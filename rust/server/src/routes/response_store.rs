@@ -34,7 +34,10 @@ pub struct ResponseStore {
 
 impl ResponseStore {
     pub fn new(capacity: usize) -> Self {
-        Self { capacity: capacity.max(1), inner: Mutex::new(Lru::default()) }
+        Self {
+            capacity: capacity.max(1),
+            inner: Mutex::new(Lru::default()),
+        }
     }
 
     /// The entry, marked as most recently used.
@@ -61,7 +64,9 @@ impl ResponseStore {
         }
         lru.order.insert(tick, id);
         while lru.entries.len() > self.capacity {
-            let Some((_, oldest)) = lru.order.pop_first() else { break };
+            let Some((_, oldest)) = lru.order.pop_first() else {
+                break;
+            };
             lru.entries.remove(&oldest);
         }
     }
@@ -89,7 +94,10 @@ mod tests {
     use super::*;
 
     fn entry(n: i64) -> Stored {
-        Stored { response: Value::from(n), conversation: Vec::new() }
+        Stored {
+            response: Value::from(n),
+            conversation: Vec::new(),
+        }
     }
 
     #[test]

@@ -100,7 +100,10 @@ pub async fn create(
     }
 }
 
-pub async fn get(Extension(store): Extension<Arc<ResponseStore>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn get(
+    Extension(store): Extension<Arc<ResponseStore>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let stored = store.get(&id).ok_or_else(|| not_found(&id))?;
     Ok(Json(stored.response.clone()))
 }
@@ -117,7 +120,9 @@ pub async fn delete(
 }
 
 fn not_found(id: &str) -> ApiError {
-    ApiError::NotFound(format!("response `{id}` was not found (only responses created with `store: true` are kept)"))
+    ApiError::NotFound(format!(
+        "response `{id}` was not found (only responses created with `store: true` are kept)"
+    ))
 }
 
 /// Request fields the response object repeats back.
@@ -126,14 +131,28 @@ fn echo_fields(req: &ResponsesRequest) -> Map<String, Value> {
     m.insert("instructions".into(), json!(req.instructions));
     m.insert("max_output_tokens".into(), json!(req.max_output_tokens));
     m.insert("metadata".into(), req.metadata.clone().unwrap_or_else(|| json!({})));
-    m.insert("parallel_tool_calls".into(), json!(req.parallel_tool_calls.unwrap_or(true)));
+    m.insert(
+        "parallel_tool_calls".into(),
+        json!(req.parallel_tool_calls.unwrap_or(true)),
+    );
     m.insert("previous_response_id".into(), json!(req.previous_response_id));
-    let effort = req.reasoning.as_ref().and_then(|r| r.get("effort")).cloned().unwrap_or(Value::Null);
+    let effort = req
+        .reasoning
+        .as_ref()
+        .and_then(|r| r.get("effort"))
+        .cloned()
+        .unwrap_or(Value::Null);
     m.insert("reasoning".into(), json!({"effort": effort, "summary": null}));
     m.insert("store".into(), json!(req.store));
     m.insert("temperature".into(), json!(req.temperature));
-    m.insert("text".into(), req.text.clone().unwrap_or_else(|| json!({"format": {"type": "text"}})));
-    m.insert("tool_choice".into(), req.tool_choice.clone().unwrap_or_else(|| json!("auto")));
+    m.insert(
+        "text".into(),
+        req.text.clone().unwrap_or_else(|| json!({"format": {"type": "text"}})),
+    );
+    m.insert(
+        "tool_choice".into(),
+        req.tool_choice.clone().unwrap_or_else(|| json!("auto")),
+    );
     m.insert("tools".into(), json!(req.tools.clone().unwrap_or_default()));
     m.insert("top_p".into(), json!(req.top_p));
     m.insert("truncation".into(), json!("disabled"));
@@ -178,7 +197,13 @@ impl Ctx {
         let Some(store) = &self.store else { return };
         let mut conversation = self.history.clone();
         conversation.push(items.as_chat_message());
-        store.put(self.id.clone(), Stored { response: response.clone(), conversation });
+        store.put(
+            self.id.clone(),
+            Stored {
+                response: response.clone(),
+                conversation,
+            },
+        );
     }
 }
 
@@ -193,9 +218,20 @@ fn usage(c: Counts) -> Value {
 }
 
 enum Item {
-    Reasoning { id: String, text: String },
-    Message { id: String, text: String },
-    Call { id: String, call_id: String, name: String, args: String },
+    Reasoning {
+        id: String,
+        text: String,
+    },
+    Message {
+        id: String,
+        text: String,
+    },
+    Call {
+        id: String,
+        call_id: String,
+        name: String,
+        args: String,
+    },
 }
 
 impl Item {
@@ -203,14 +239,23 @@ impl Item {
         let status = if done { "completed" } else { "in_progress" };
         match self {
             Item::Reasoning { id, text } => {
-                let content = if done { json!([{"type": "reasoning_text", "text": text}]) } else { json!([]) };
+                let content = if done {
+                    json!([{"type": "reasoning_text", "text": text}])
+                } else {
+                    json!([])
+                };
                 json!({"type": "reasoning", "id": id, "summary": [], "content": content})
             }
             Item::Message { id, text } => {
                 let content = if done { json!([text_part(text)]) } else { json!([]) };
                 json!({"type": "message", "id": id, "status": status, "role": "assistant", "content": content})
             }
-            Item::Call { id, call_id, name, args } => json!({
+            Item::Call {
+                id,
+                call_id,
+                name,
+                args,
+            } => json!({
                 "type": "function_call", "id": id, "call_id": call_id, "name": name,
                 "arguments": if done { args.as_str() } else { "" }, "status": status,
             }),
@@ -246,7 +291,13 @@ impl Items {
         let piece = &step.piece;
         if !piece.reasoning.is_empty() {
             if !(self.open && matches!(self.items.last(), Some(Item::Reasoning { .. }))) {
-                self.start(Item::Reasoning { id: format!("rs_{}", random_alnum(24)), text: String::new() }, out);
+                self.start(
+                    Item::Reasoning {
+                        id: format!("rs_{}", random_alnum(24)),
+                        text: String::new(),
+                    },
+                    out,
+                );
             }
             let (id, index) = self.append(&piece.reasoning);
             self.event(
@@ -257,7 +308,13 @@ impl Items {
         }
         if !piece.content.is_empty() {
             if !(self.open && matches!(self.items.last(), Some(Item::Message { .. }))) {
-                self.start(Item::Message { id: format!("msg_{}", random_alnum(24)), text: String::new() }, out);
+                self.start(
+                    Item::Message {
+                        id: format!("msg_{}", random_alnum(24)),
+                        text: String::new(),
+                    },
+                    out,
+                );
             }
             let (id, index) = self.append(&piece.content);
             self.event(
@@ -277,7 +334,9 @@ impl Items {
                 self.start(item, out);
                 self.call_items.push(self.items.len() - 1);
             }
-            let Some(&index) = self.call_items.get(c.index) else { continue };
+            let Some(&index) = self.call_items.get(c.index) else {
+                continue;
+            };
             if c.arguments.is_empty() {
                 continue;
             }
@@ -318,7 +377,11 @@ impl Items {
         });
         self.items.push(item);
         self.open = true;
-        self.event("response.output_item.added", json!({"output_index": index, "item": added}), out);
+        self.event(
+            "response.output_item.added",
+            json!({"output_index": index, "item": added}),
+            out,
+        );
         if let Some(id) = first_part {
             self.event(
                 "response.content_part.added",
@@ -357,7 +420,10 @@ impl Items {
                 json!({"item_id": id, "output_index": index, "name": name, "arguments": args}),
             )),
         }
-        events.push(("response.output_item.done", json!({"output_index": index, "item": done})));
+        events.push((
+            "response.output_item.done",
+            json!({"output_index": index, "item": done}),
+        ));
         for (kind, body) in events {
             self.event(kind, body, out);
         }
@@ -376,9 +442,10 @@ impl Items {
             match item {
                 Item::Reasoning { text, .. } => reasoning.push_str(text),
                 Item::Message { text, .. } => content.push_str(text),
-                Item::Call { call_id, name, args, .. } => calls.push(
-                    json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}),
-                ),
+                Item::Call {
+                    call_id, name, args, ..
+                } => calls
+                    .push(json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": args}})),
             }
         }
         let mut m = Map::new();
@@ -423,7 +490,12 @@ struct StreamState {
 /// `response.created`, `response.in_progress`, item events, then `response.completed` (or
 /// `response.incomplete` when the token limit cut the output).
 fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Response {
-    let st = StreamState { ctx, driver, items: Items::default(), started: false };
+    let st = StreamState {
+        ctx,
+        driver,
+        items: Items::default(),
+        started: false,
+    };
     let events = stream::unfold(Some(st), |st| async move {
         let mut st = st?;
         loop {
@@ -435,7 +507,7 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
                 st.items.event("response.in_progress", json!({"response": r}), &mut out);
                 return Some((out, Some(st)));
             }
-            let Some(step) = st.driver.next().await else { return None };
+            let step = st.driver.next().await?;
             if let Some(e) = step.error {
                 let e: ApiError = e.into();
                 if let ApiError::Internal(m) = &e {
@@ -450,7 +522,11 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
                 st.items.close(&mut out);
                 let r = st.ctx.response(st.items.output(), Some(f), Some(st.driver.counts));
                 st.ctx.save(&r, &st.items);
-                let kind = if f.reason == "length" { "response.incomplete" } else { "response.completed" };
+                let kind = if f.reason == "length" {
+                    "response.incomplete"
+                } else {
+                    "response.completed"
+                };
                 st.items.event(kind, json!({"response": r}), &mut out);
             }
             if out.is_empty() {

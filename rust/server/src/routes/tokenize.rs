@@ -47,7 +47,9 @@ fn tokenizer(state: &AppState, what: &str) -> Result<Arc<dyn Tokenizer>, ApiErro
     state.0.engine.tokenizer().ok_or_else(|| {
         ApiError::bad_request(
             None,
-            format!("{what} needs the engine's tokenizer, and this engine exposes none (give it a `tokenizer` attribute)"),
+            format!(
+                "{what} needs the engine's tokenizer, and this engine exposes none (give it a `tokenizer` attribute)"
+            ),
         )
     })
 }
@@ -86,7 +88,12 @@ pub async fn tokenize(
                 kwargs: req.chat_template_kwargs.unwrap_or_default(),
             },
         )?,
-        _ => return Err(ApiError::bad_request(Some("prompt"), "send exactly one of `prompt` (a string) or `messages`")),
+        _ => {
+            return Err(ApiError::bad_request(
+                Some("prompt"),
+                "send exactly one of `prompt` (a string) or `messages`",
+            ))
+        }
     };
     let ids = encode(&state, text, "/v1/tokenize").await?;
     Ok(Json(json!({
@@ -101,7 +108,10 @@ pub async fn detokenize(
     ApiJson(req): ApiJson<DetokenizeRequest>,
 ) -> Result<Json<Value>, ApiError> {
     if let Some(i) = req.tokens.iter().position(|t| *t < 0) {
-        return Err(ApiError::bad_request(Some(&format!("tokens[{i}]")), "token ids must be non-negative"));
+        return Err(ApiError::bad_request(
+            Some(&format!("tokens[{i}]")),
+            "token ids must be non-negative",
+        ));
     }
     let text = decode(&state, req.tokens, "/v1/detokenize").await?;
     Ok(Json(json!({ "prompt": text, "text": text })))

@@ -11,9 +11,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llm_tokenizer::traits::{
-    Decoder, Encoder, Encoding, IncrementalDecoder, SpecialTokens, TokenIdType, Tokenizer,
-};
+use llm_tokenizer::traits::{Decoder, Encoder, Encoding, IncrementalDecoder, SpecialTokens, TokenIdType, Tokenizer};
 use llm_tokenizer::{SequenceDecoderOutput, StopSequenceConfig, StopSequenceDecoder};
 use smgpy_stop::{StopMatcher, StopSet};
 
@@ -40,7 +38,14 @@ impl PieceTokenizer {
                 })
             })
             .collect();
-        (Self { pieces: Arc::new(pieces), ids, special: SpecialTokens::default() }, seq)
+        (
+            Self {
+                pieces: Arc::new(pieces),
+                ids,
+                special: SpecialTokens::default(),
+            },
+            seq,
+        )
     }
 }
 
