@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anthropic
 import httpx
 import openai
@@ -10,7 +12,7 @@ from conftest import serve_in_thread
 from engines import ScriptedEngine
 
 KEY = "sk-test-123"
-MSG = [{"role": "user", "content": "hi"}]
+MSG: Any = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,19 @@ import pytest
 from conftest import serve_in_thread
 from engines import ScriptedEngine, TokenizingEngine
 
-MSG = [{"role": "user", "content": "Say hello"}]
-WEATHER = {
+MSG: Any = [{"role": "user", "content": "Say hello"}]
+WEATHER: Any = {
     "name": "get_weather",
     "description": "Weather of a city",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
-QWEN_CALL = ["Let me check.", "<tool_call>", '\n{"name": "get_weather", ', '"arguments": {"city": "Paris"}}', "\n</tool_call>"]
+QWEN_CALL = [
+    "Let me check.",
+    "<tool_call>",
+    '\n{"name": "get_weather", ',
+    '"arguments": {"city": "Paris"}}',
+    "\n</tool_call>",
+]
 
 
 def client(url: str) -> anthropic.Anthropic:
@@ -38,9 +44,7 @@ def events(body: str) -> list[tuple[str, dict[str, Any]]]:
 def test_text_message() -> None:
     engine = ScriptedEngine()
     with serve_in_thread(engine) as url:
-        m = client(url).messages.create(
-            model="scripted", max_tokens=100, system="Be kind.", messages=MSG, temperature=0.5
-        )
+        m = client(url).messages.create(model="scripted", max_tokens=100, system="Be kind.", messages=MSG)
     assert m.type == "message" and m.role == "assistant" and m.id.startswith("msg")
     assert [b.type for b in m.content] == ["text"]
     assert m.content[0].text == "Hello, world!"  # type: ignore[union-attr]
@@ -54,7 +58,9 @@ def test_system_blocks_and_max_tokens_reason() -> None:
     engine = ScriptedEngine()
     with serve_in_thread(engine) as url:
         m = client(url).messages.create(
-            model="scripted", max_tokens=2, system=[{"type": "text", "text": "A"}, {"type": "text", "text": "B"}],
+            model="scripted",
+            max_tokens=2,
+            system=[{"type": "text", "text": "A"}, {"type": "text", "text": "B"}],
             messages=MSG,
         )
     assert m.stop_reason == "max_tokens"
@@ -99,12 +105,12 @@ def test_tool_use_round_trip() -> None:
     engine = ScriptedEngine(QWEN_CALL)
     with serve_in_thread(engine, tool_parser="qwen") as url:
         c = client(url)
-        m = c.messages.create(model="scripted", max_tokens=100, messages=MSG, tools=[WEATHER])  # type: ignore[list-item]
+        m = c.messages.create(model="scripted", max_tokens=100, messages=MSG, tools=[WEATHER])
         assert m.stop_reason == "tool_use"
         assert [b.type for b in m.content] == ["text", "tool_use"]
         use = m.content[1]
         assert use.type == "tool_use" and use.name == "get_weather" and use.input == {"city": "Paris"}
-        with c.messages.stream(model="scripted", max_tokens=100, messages=MSG, tools=[WEATHER]) as s:  # type: ignore[list-item]
+        with c.messages.stream(model="scripted", max_tokens=100, messages=MSG, tools=[WEATHER]) as s:
             streamed = s.get_final_message()
         assert streamed.stop_reason == "tool_use"
         s_use = streamed.content[-1]
@@ -113,10 +119,10 @@ def test_tool_use_round_trip() -> None:
         follow = c.messages.create(
             model="scripted",
             max_tokens=100,
-            tools=[WEATHER],  # type: ignore[list-item]
+            tools=[WEATHER],
             messages=[
                 *MSG,
-                {"role": "assistant", "content": m.content},  # type: ignore[typeddict-item]
+                {"role": "assistant", "content": m.content},
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}]},
             ],
         )
@@ -128,7 +134,11 @@ def test_tool_use_round_trip() -> None:
 def test_tool_choice_none_disables_parsing() -> None:
     with serve_in_thread(ScriptedEngine(QWEN_CALL), tool_parser="qwen") as url:
         m = client(url).messages.create(
-            model="scripted", max_tokens=100, messages=MSG, tools=[WEATHER], tool_choice={"type": "none"}  # type: ignore[list-item]
+            model="scripted",
+            max_tokens=100,
+            messages=MSG,
+            tools=[WEATHER],
+            tool_choice={"type": "none"},
         )
     assert m.stop_reason == "end_turn" and [b.type for b in m.content] == ["text"]
 
@@ -140,6 +150,10 @@ def test_thinking_blocks() -> None:
             model="scripted", max_tokens=100, messages=MSG, thinking={"type": "enabled", "budget_tokens": 1024}
         )
         r = httpx.post(url + "/v1/messages", json={"max_tokens": 20, "messages": MSG, "stream": True})
+        with client(url).messages.stream(model="scripted", max_tokens=20, messages=MSG) as s:
+            streamed = s.get_final_message()
+    assert [b.type for b in streamed.content] == ["thinking", "text"]
+    assert streamed.content[0].thinking == "pondering"  # type: ignore[union-attr]
     assert [b.type for b in m.content] == ["thinking", "text"]
     assert m.content[0].thinking == "pondering"  # type: ignore[union-attr]
     assert m.content[1].text == "Answer."  # type: ignore[union-attr]
@@ -198,7 +212,9 @@ def test_invalid_requests_anthropic_shape(body: Any, status: int) -> None:
 
 def test_body_limit_is_anthropic_shaped() -> None:
     with serve_in_thread(ScriptedEngine(), max_body_bytes=1000) as url:
-        r = httpx.post(url + "/v1/messages", json={"max_tokens": 5, "messages": [{"role": "user", "content": "x" * 5000}]})
+        r = httpx.post(
+            url + "/v1/messages", json={"max_tokens": 5, "messages": [{"role": "user", "content": "x" * 5000}]}
+        )
     assert r.status_code == 413 and r.json()["error"]["type"] == "request_too_large"
 
 

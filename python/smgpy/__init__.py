@@ -1,7 +1,16 @@
 """smgpy: a fast, in-process serving layer for Python LLM engines."""
 
 from smgpy import _native
-from smgpy._native import ToolCallStream, list_tool_parsers, parse_tool_call_complete, tool_parser_for_model
+from smgpy._native import (
+    ReasoningStream,
+    ToolCallStream,
+    list_reasoning_parsers,
+    list_tool_parsers,
+    parse_reasoning_complete,
+    parse_tool_call_complete,
+    reasoning_parser_for_model,
+    tool_parser_for_model,
+)
 from smgpy.engine import Engine, EngineOverloaded, EngineRequestError, GenerateReqInput
 from smgpy.server import serve_oai, serve_oai_async
 
@@ -12,10 +21,14 @@ __all__ = [
     "EngineOverloaded",
     "EngineRequestError",
     "GenerateReqInput",
+    "ReasoningStream",
     "ToolCallStream",
     "__version__",
+    "list_reasoning_parsers",
     "list_tool_parsers",
+    "parse_reasoning_complete",
     "parse_tool_call_complete",
+    "reasoning_parser_for_model",
     "serve_oai",
     "serve_oai_async",
     "tool_parser_for_model",

@@ -137,7 +137,10 @@ def _serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``smgpy`` script and of ``python -m smgpy``."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level="WARNING" if args.log_level == "warn" else args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level="WARNING" if args.log_level == "warn" else args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if args.command == "serve":
         return _serve(args)
     return 2  # pragma: no cover - argparse rejects unknown commands

@@ -14,6 +14,7 @@ import copy
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,9 @@ from smgpy.mlx.sampling import SamplingParams, make_logits_processors, make_samp
 __all__ = ["Scheduler", "Sequence"]
 
 log = logging.getLogger("smgpy.mlx")
+
+# How long an idle MLX thread waits for more arrivals before it starts a prefill (seconds).
+_COALESCE_S = 0.01
 
 
 @dataclass(eq=False)
@@ -142,13 +146,24 @@ class Scheduler:
         )
 
     def _drain(self, block: bool) -> bool:
-        """Apply inbox commands; return False on shutdown."""
+        """Apply inbox commands; return False on shutdown.
+
+        When the thread was idle, it lingers ``_COALESCE_S`` after the first request so that a
+        burst of clients is prefilled as one batch instead of one prompt per decode step.
+        """
+        linger: float | None = None
         while True:
             try:
-                cmd, arg = self._inbox.get() if block else self._inbox.get_nowait()
+                if block:
+                    cmd, arg = self._inbox.get()
+                    block = False
+                    linger = time.monotonic() + _COALESCE_S
+                elif linger is not None:
+                    cmd, arg = self._inbox.get(timeout=max(0.0, linger - time.monotonic()))
+                else:
+                    cmd, arg = self._inbox.get_nowait()
             except queue.Empty:
                 return True
-            block = False
             if cmd == "add":
                 self._waiting.append(arg)
             elif cmd == "abort":

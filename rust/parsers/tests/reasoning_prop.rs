@@ -95,12 +95,26 @@ proptest! {
         assert_stream_eq(f, &o, &text, &every)?;
     }
 
+    /// Long outputs (over the engine's bulk-search threshold), complete vs big and tiny chunks.
+    #[test]
+    fn long_text_stream_equals_complete(
+        f in format_strategy(),
+        o in opts_strategy(),
+        pieces in proptest::collection::vec(piece(all_markers()), 40..160),
+        cuts in proptest::collection::vec(any::<usize>(), 0..6),
+    ) {
+        let text: String = pieces.concat();
+        assert_stream_eq(f, &o, &text, &cuts)?;
+        let every: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+        assert_stream_eq(f, &o, &text, &every)?;
+    }
+
     /// Nothing lost, nothing doubled: output minus markers has exactly the input's plain text.
     #[test]
     fn all_text_accounted_for(
         f in format_strategy(),
         o in opts_strategy(),
-        picks in proptest::collection::vec((any::<bool>(), any::<prop::sample::Index>(), "[xyz 0-9思▁é]{0,5}"), 0..20),
+        picks in proptest::collection::vec((any::<bool>(), any::<prop::sample::Index>(), "[xyz 0-9思▁é]{0,40}"), 0..30),
     ) {
         let markers = f.markers();
         let mut text = String::new();

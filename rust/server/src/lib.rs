@@ -46,6 +46,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/generate", post(routes::generate::generate))
         .route("/v1/loads", get(routes::loads::loads))
+        .route("/openapi.json", get(routes::openapi::openapi))
         .route("/v1/tokenize", post(routes::tokenize::tokenize))
         .route("/v1/detokenize", post(routes::tokenize::detokenize))
         .layer(axum::Extension(extract::BodyLimit(limit)))

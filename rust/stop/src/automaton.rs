@@ -91,6 +91,8 @@ enum StartBytes {
 pub(crate) struct Automaton {
     table: Table,
     start_bytes: StartBytes,
+    /// Per byte: whether some stop string starts with it (for skipping over short slices).
+    is_start: [bool; 256],
     /// Per state index: bytes of the stop-string prefix it stands for (the text to hold back).
     depth: Vec<u32>,
     /// Per state index: the longest stop string that is a suffix of this state's prefix.
@@ -212,6 +214,10 @@ impl Automaton {
     /// has too many distinct first bytes to skip cheaply).
     #[inline]
     fn skip(&self, bytes: &[u8]) -> Option<usize> {
+        if bytes.len() < 16 {
+            // Token-sized deltas: a table lookup per byte beats memchr's setup.
+            return bytes.iter().position(|&b| self.is_start[usize::from(b)]);
+        }
         match self.start_bytes {
             StartBytes::None => None,
             StartBytes::One(a) => memchr::memchr(a, bytes),
@@ -304,6 +310,10 @@ impl Trie {
             }
         }
         let start_bytes = self.start_bytes();
+        let mut is_start = [false; 256];
+        for &(b, _) in &self.children[0] {
+            is_start[usize::from(b)] = true;
+        }
         let dense = if allow_dense {
             self.dense(&order, &fail, &output)
         } else {
@@ -316,6 +326,7 @@ impl Trie {
         Automaton {
             table,
             start_bytes,
+            is_start,
             depth: self.depth,
             output,
         }

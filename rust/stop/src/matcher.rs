@@ -180,7 +180,13 @@ impl StopMatcher {
 
     /// Append the text in `[emitted, cut)` to `out`, where the held text covers
     /// `[emitted, pos0)` and `text` starts at `pos0`.
+    #[inline]
     fn append(&self, text: &str, pos0: usize, cut: usize, out: &mut String) {
+        if self.emitted == pos0 {
+            // Nothing held (the common case): the output is a prefix of `text`.
+            out.push_str(&text[..cut - pos0]);
+            return;
+        }
         let live = &self.held[self.held_off..];
         if cut <= pos0 {
             out.push_str(&live[..cut - self.emitted]);
@@ -196,7 +202,9 @@ impl StopMatcher {
         if safe >= pos0 {
             self.held.clear();
             self.held_off = 0;
-            self.held.push_str(&text[safe - pos0..]);
+            if safe < pos0 + text.len() {
+                self.held.push_str(&text[safe - pos0..]);
+            }
         } else {
             self.held_off += safe - self.emitted;
             if self.held_off > self.held.len() / 2 {

@@ -207,11 +207,19 @@ impl ChatTemplate {
             .find(|(n, _)| n == name)
             .map_or("", |(_, s)| s.as_str());
 
-        let mut messages = prepare_messages(&args.messages)?;
-        let continued = if args.continue_final_message {
-            Some(tag_final_message(&mut messages, source)?)
+        // The common path converts each message once, straight into template values; only
+        // `continue_final_message` needs an edited copy first.
+        let (messages, continued) = if args.continue_final_message {
+            let mut messages = prepare_messages(&args.messages)?;
+            let continued = tag_final_message(&mut messages, source)?;
+            (messages.iter().map(to_jinja).collect::<Vec<_>>(), Some(continued))
         } else {
-            None
+            let messages = args
+                .messages
+                .iter()
+                .map(message_to_jinja)
+                .collect::<Result<Vec<_>, _>>()?;
+            (messages, None)
         };
 
         let mut ctx: Vec<(minijinja::Value, minijinja::Value)> = inner.special_jinja.clone();
@@ -224,10 +232,7 @@ impl ChatTemplate {
             Some(items) => minijinja::Value::from(items.iter().map(to_jinja).collect::<Vec<_>>()),
             None => crate::none::py_none(),
         };
-        ctx.push((
-            "messages".into(),
-            minijinja::Value::from(messages.iter().map(to_jinja).collect::<Vec<_>>()),
-        ));
+        ctx.push(("messages".into(), minijinja::Value::from(messages)));
         ctx.push(("tools".into(), list(&args.tools)));
         ctx.push(("documents".into(), list(&args.documents)));
         ctx.push((
@@ -272,6 +277,40 @@ fn prepare_messages(messages: &[Value]) -> Result<Vec<Value>, TemplateError> {
             Ok(Value::Object(map))
         })
         .collect()
+}
+
+/// [`prepare_messages`] and [`to_jinja`] in one pass, without an intermediate JSON copy.
+fn message_to_jinja(message: &Value) -> Result<minijinja::Value, TemplateError> {
+    let Value::Object(map) = message else {
+        return Err(TemplateError::Render {
+            reason: format!("chat messages must be objects, got {message}"),
+        });
+    };
+    let reasoning = REASONING_FIELDS
+        .iter()
+        .find_map(|k| map.get(*k).filter(|v| !v.is_null()));
+    let mut pairs: Vec<(minijinja::Value, minijinja::Value)> = Vec::with_capacity(map.len() + 2);
+    if let Some(r) = reasoning {
+        pairs.push(("thinking".into(), to_jinja(r)));
+    }
+    let mut has_reasoning_content = false;
+    for (k, v) in map {
+        if v.is_null() {
+            continue;
+        }
+        match (k.as_str(), reasoning) {
+            ("thinking", Some(_)) => pairs[0].1 = to_jinja(v),
+            ("reasoning_content", Some(r)) => {
+                has_reasoning_content = true;
+                pairs.push((k.as_str().into(), to_jinja(r)));
+            }
+            _ => pairs.push((k.as_str().into(), to_jinja(v))),
+        }
+    }
+    if let (Some(r), false) = (reasoning, has_reasoning_content) {
+        pairs.push(("reasoning_content".into(), to_jinja(r)));
+    }
+    Ok(pairs.into_iter().collect())
 }
 
 /// Append transformers' continue tag to the final message's content; returns the text being continued.

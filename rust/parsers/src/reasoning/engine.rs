@@ -6,7 +6,7 @@
 use super::format::ReasoningFormat;
 use super::spec::Spec;
 use super::{ReasoningDelta, ReasoningOptions};
-use crate::scan::{find_first, partial_suffix_len};
+use crate::scan::partial_suffix_len;
 use std::sync::LazyLock;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +27,7 @@ enum Act {
     Keep(Mode),
 }
 
-/// Markers recognised in one mode and what each does, in parallel arrays for `find_first`.
+/// Markers recognised in one mode and what each does, in parallel arrays.
 #[derive(Debug, Default)]
 struct Table {
     markers: Vec<&'static str>,
@@ -53,6 +53,23 @@ impl Table {
                 self.max_len = self.max_len.max(m.len());
             }
         }
+    }
+
+    /// The marker that starts at offset 0 of `window` (the longest on a tie, like `find_first`).
+    fn marker_at(&self, window: &str) -> Option<usize> {
+        // A prefix test per marker: cheaper than a substring search in this tiny window.
+        let mut best: Option<usize> = None;
+        for (i, m) in self.markers.iter().enumerate() {
+            if window.starts_with(m) && best.is_none_or(|b| m.len() > self.markers[b].len()) {
+                best = Some(i);
+            }
+        }
+        best
+    }
+
+    /// Offset of the earliest complete marker in `s`.
+    fn earliest(&self, s: &str) -> Option<usize> {
+        self.markers.iter().filter_map(|m| memchr::memmem::find(s.as_bytes(), m.as_bytes())).min()
     }
 
     /// Offset of the next byte that could start a marker.
@@ -112,6 +129,9 @@ fn build(spec: &Spec) -> Tables {
 
 /// Immutable, shared per-format tables, built once.
 static TABLES: LazyLock<Vec<Tables>> = LazyLock::new(|| ReasoningFormat::ALL.iter().map(|f| build(f.spec())).collect());
+
+/// Above this many pending bytes the engine searches for whole markers first (see `run`).
+const BULK_MIN: usize = 256;
 
 /// Per-request state.
 #[derive(Debug, Clone)]
@@ -195,6 +215,23 @@ impl Engine {
         loop {
             let table = self.table();
             let rest = &buf[pos..];
+            // Long text (complete parsing, big deltas): jump to the earliest marker with a SIMD
+            // substring search instead of stopping at every `<`. Text further than the longest
+            // marker from the end cannot be part of an unfinished marker.
+            if rest.len() > BULK_MIN {
+                let mut safe = rest.len() - table.max_len;
+                if let Some(p) = table.earliest(rest) {
+                    safe = safe.min(p);
+                }
+                while !rest.is_char_boundary(safe) {
+                    safe -= 1;
+                }
+                if safe > 0 {
+                    self.emit(out, &rest[..safe]);
+                    pos += safe;
+                    continue;
+                }
+            }
             let Some(k) = table.next_candidate(rest) else {
                 self.emit(out, rest);
                 break;
@@ -212,8 +249,8 @@ impl Engine {
                 self.held.push_str(&rest[k..]);
                 break;
             }
-            match find_first(&rest[k..end], &table.markers) {
-                Some((0, i)) => {
+            match table.marker_at(&rest[k..end]) {
+                Some(i) => {
                     self.emit(out, &rest[..k]);
                     let marker = table.markers[i];
                     match table.acts[i] {

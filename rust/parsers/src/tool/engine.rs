@@ -11,7 +11,7 @@
 use super::body::{parse_body, Call, Outcome, Target};
 use super::spec::{End, Spec};
 use super::{ToolCallDelta, ToolDef, ToolDelta};
-use crate::scan::{find_first, partial_suffix_len};
+use crate::scan::partial_suffix_len;
 
 /// Declared tools, used to reject unknown names and to type XML-style parameters.
 #[derive(Debug, Clone, Default)]
@@ -61,6 +61,11 @@ impl Balance {
                     self.escaped = true;
                 } else if c == self.quote {
                     self.quote = 0;
+                } else {
+                    // Jump to the next quote or backslash: string contents dominate the text.
+                    let skip = memchr::memchr2(self.quote, b'\\', &bytes[*pos..]).unwrap_or(bytes.len() - *pos);
+                    *pos += skip;
+                    continue;
                 }
                 *pos += 1;
                 continue;
@@ -113,6 +118,9 @@ pub(crate) struct Engine {
     spec: &'static Spec,
     /// Region start markers, then strip markers.
     markers: Vec<&'static str>,
+    /// Distinct first bytes of `markers`: a slice without any of them holds no marker and no
+    /// marker prefix, which settles most pushes with one `memchr` pass.
+    firsts: Vec<u8>,
     ctx: Ctx,
     buf: String,
     /// Bytes of `buf` consumed during this push. They are dropped once per push rather than
@@ -126,15 +134,17 @@ pub(crate) struct Engine {
 
 impl Engine {
     pub(crate) fn new(spec: &'static Spec, ctx: Ctx) -> Self {
-        let markers = spec
+        let markers: Vec<&'static str> = spec
             .regions
             .iter()
             .map(|r| r.start)
             .chain(spec.strip.iter().copied())
             .collect();
+        let firsts = first_bytes(&markers);
         Self {
             spec,
             markers,
+            firsts,
             ctx,
             buf: String::new(),
             pos: 0,
@@ -213,7 +223,11 @@ impl Engine {
             }
         }
         let rest = self.rest();
-        let Some((pos, i)) = find_first(rest, &self.markers) else {
+        if !finishing && !contains_any(rest, &self.firsts) {
+            self.emit_text(rest.len(), out);
+            return false;
+        }
+        let Some((pos, i)) = next_marker(rest, &self.markers, &self.firsts) else {
             let hold = if finishing {
                 0
             } else {
@@ -258,7 +272,15 @@ impl Engine {
         };
         let region = &self.buf[self.pos..];
         let found = match *end {
-            End::Marker(ends) => match find_first(&region[*scan..], ends) {
+            End::Marker(ends)
+                if !ends
+                    .iter()
+                    .any(|e| contains_any(&region[*scan..], e.as_bytes().get(..1).unwrap_or_default())) =>
+            {
+                *scan = region.len();
+                None
+            }
+            End::Marker(ends) => match next_marker(&region[*scan..], ends, &first_bytes(ends)) {
                 Some((p, i)) => Some((*scan + p, *scan + p + ends[i].len())),
                 None => {
                     *scan = region.len() - partial_suffix_len(&region[*scan..], ends);
@@ -302,5 +324,50 @@ impl Engine {
         self.pos += region_end;
         self.mode = Mode::Text;
         true
+    }
+}
+
+/// Whether `hay` contains any of the bytes `set`.
+fn contains_any(hay: &str, set: &[u8]) -> bool {
+    position_of_any(hay.as_bytes(), set).is_some()
+}
+
+/// Earliest marker in `hay` as `(offset, index)`, the longest on a tie (the same answer as
+/// `scan::find_first`), found in one pass: `memchr` jumps between bytes that can start a marker.
+fn next_marker(hay: &str, markers: &[&str], firsts: &[u8]) -> Option<(usize, usize)> {
+    let bytes = hay.as_bytes();
+    let mut from = 0;
+    while let Some(off) = position_of_any(&bytes[from..], firsts) {
+        let p = from + off;
+        let mut best: Option<usize> = None;
+        for (i, m) in markers.iter().enumerate() {
+            if !m.is_empty() && bytes[p..].starts_with(m.as_bytes()) && best.is_none_or(|b| m.len() > markers[b].len())
+            {
+                best = Some(i);
+            }
+        }
+        if let Some(i) = best {
+            return Some((p, i));
+        }
+        from = p + 1;
+    }
+    None
+}
+
+/// Distinct first bytes of `markers`.
+fn first_bytes(markers: &[&str]) -> Vec<u8> {
+    let mut firsts: Vec<u8> = markers.iter().filter_map(|m| m.as_bytes().first().copied()).collect();
+    firsts.sort_unstable();
+    firsts.dedup();
+    firsts
+}
+
+fn position_of_any(h: &[u8], set: &[u8]) -> Option<usize> {
+    match *set {
+        [] => None,
+        [a] => memchr::memchr(a, h),
+        [a, b] => memchr::memchr2(a, b, h),
+        [a, b, c] => memchr::memchr3(a, b, c, h),
+        _ => h.iter().position(|b| set.contains(b)),
     }
 }

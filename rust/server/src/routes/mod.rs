@@ -6,6 +6,7 @@ pub mod generate;
 pub mod info;
 pub mod loads;
 pub mod messages;
+pub mod openapi;
 pub mod response_store;
 pub mod responses;
 pub mod tokenize;
