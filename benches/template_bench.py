@@ -26,9 +26,9 @@ CANDIDATES = [
     ("GLM-4.6", "GLM-4.6.jinja"),
     ("Kimi K2", "moonshotai-Kimi-K2.jinja"),
 ]
-SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
+SPECIAL_TOKENS: dict[str, Any] = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
 
-TOOLS = [
+TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {
@@ -96,10 +96,14 @@ def measure(label: str, source: str, seconds: float) -> None:
         return template.render(messages, tools=TOOLS, add_generation_prompt=True)
 
     def theirs() -> str:
-        rendered, _ = render_jinja_template(
-            conversations=[messages], tools=TOOLS, chat_template=source, add_generation_prompt=True, **SPECIAL_TOKENS
+        result: Any = render_jinja_template(
+            conversations=[messages],
+            tools=list(TOOLS),
+            chat_template=source,
+            add_generation_prompt=True,
+            **SPECIAL_TOKENS,
         )
-        return str(rendered[0])
+        return str(result[0][0])
 
     try:
         expected = theirs()

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
 from typing import Any
 
 import anthropic
 import httpx
 import openai
 import pytest
-from conftest import serve_in_thread
+from conftest import REPO, serve_in_thread
 from engines import ScriptedEngine
 
 KEY = "sk-test-123"
@@ -104,3 +110,40 @@ def test_request_timeout_is_504() -> None:
     with serve_in_thread(ScriptedEngine(delay=0.5), request_timeout=0.2) as url:
         r = httpx.post(url + "/v1/completions", json={"prompt": "x"})
     assert r.status_code == 504 and r.json()["error"]["type"] == "timeout_error"
+
+
+def test_access_log_line() -> None:
+    """`serve_oai(log_level="info")` writes one structured line per request, with token counts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = textwrap.dedent(
+        f"""
+        import sys; sys.path.insert(0, {str(REPO / "tests")!r})
+        import smgpy
+        from engines import ScriptedEngine
+        smgpy.serve_oai(ScriptedEngine(), port={port}, log_level="info")
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert httpx.post(url + "/v1/completions", json={"prompt": "x"}).status_code == 200
+        assert httpx.post(url + "/v1/completions", json={"prompt": 3}).status_code == 400
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = [line for line in err.splitlines() if "path=/v1/completions" in line]
+    assert len(lines) == 2, err
+    assert "method=POST" in lines[0] and "status=200" in lines[0] and "latency_ms=" in lines[0]
+    assert "prompt_tokens=7" in lines[0] and "completion_tokens=4" in lines[0]
+    assert "status=400" in lines[1]

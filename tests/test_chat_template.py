@@ -56,8 +56,8 @@ def test_syntax_error_has_file_line_reason(tmp_path: Path) -> None:
     p.write_text("ok\n{% if x %}\n{% endfor %}\n")
     with pytest.raises(_native.TemplateSyntaxError) as info:
         _native.ChatTemplate(str(p))
-    err: Any = info.value
-    assert isinstance(err, ValueError)
+    err = info.value
+    assert isinstance(info.value, ValueError)
     assert err.file == str(p)
     assert err.line == 3
     assert err.reason

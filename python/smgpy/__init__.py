@@ -2,10 +2,16 @@
 
 from smgpy import _native
 from smgpy._native import (
+    ChatTemplate,
     ReasoningStream,
+    StopMatcher,
+    TemplateError,
+    TemplateSyntaxError,
     ToolCallStream,
     list_reasoning_parsers,
     list_tool_parsers,
+    normalize_messages,
+    normalize_tools,
     parse_reasoning_complete,
     parse_tool_call_complete,
     reasoning_parser_for_model,
@@ -17,15 +23,21 @@ from smgpy.server import serve_oai, serve_oai_async
 __version__: str = _native.__version__
 
 __all__ = [
+    "ChatTemplate",
     "Engine",
     "EngineOverloaded",
     "EngineRequestError",
     "GenerateReqInput",
     "ReasoningStream",
+    "StopMatcher",
+    "TemplateError",
+    "TemplateSyntaxError",
     "ToolCallStream",
     "__version__",
     "list_reasoning_parsers",
     "list_tool_parsers",
+    "normalize_messages",
+    "normalize_tools",
     "parse_reasoning_complete",
     "parse_tool_call_complete",
     "reasoning_parser_for_model",

@@ -82,8 +82,25 @@ pub fn cors(origins: &[String]) -> Option<CorsLayer> {
     )
 }
 
-/// One structured line per request: method, path, status and latency. For streams the latency
-/// is time to the response head; per-token timings are in `/metrics`.
+/// `tracing` target of the access log (filter it with `smgpy_server::access=info`).
+const ACCESS_TARGET: &str = "smgpy_server::access";
+
+/// Token counts a handler attaches to its response (as an extension) for the access log.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokenCounts {
+    pub prompt: u32,
+    pub completion: u32,
+}
+
+/// `resp` with `counts` attached for the access log.
+pub fn with_tokens(mut resp: Response, prompt: u32, completion: u32) -> Response {
+    resp.extensions_mut().insert(TokenCounts { prompt, completion });
+    resp
+}
+
+/// One structured line per request: method, path, status, latency and, for non-streaming
+/// generations, token counts. For streams the latency is time to the response head; per-token
+/// timings are in `/metrics`.
 pub async fn access_log(req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
@@ -91,10 +108,18 @@ pub async fn access_log(req: Request, next: Next) -> Response {
     let resp = next.run(req).await;
     let status = resp.status().as_u16();
     let latency_ms = started.elapsed().as_secs_f64() * 1e3;
-    if status >= 500 {
-        tracing::warn!(target: "smgpy_server::access", %method, %path, status, latency_ms, "request");
-    } else {
-        tracing::info!(target: "smgpy_server::access", %method, %path, status, latency_ms, "request");
+    let tokens = resp.extensions().get::<TokenCounts>().copied();
+    match (status >= 500, tokens) {
+        (true, Some(t)) => {
+            tracing::warn!(target: ACCESS_TARGET, %method, %path, status, latency_ms,
+                prompt_tokens = t.prompt, completion_tokens = t.completion, "request")
+        }
+        (true, None) => tracing::warn!(target: ACCESS_TARGET, %method, %path, status, latency_ms, "request"),
+        (false, Some(t)) => {
+            tracing::info!(target: ACCESS_TARGET, %method, %path, status, latency_ms,
+                prompt_tokens = t.prompt, completion_tokens = t.completion, "request")
+        }
+        (false, None) => tracing::info!(target: ACCESS_TARGET, %method, %path, status, latency_ms, "request"),
     }
     resp
 }

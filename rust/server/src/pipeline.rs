@@ -84,9 +84,15 @@ impl Pipeline {
             return Piece::default();
         }
         self.done = true;
-        let held = self.stop.as_mut().map(StopMatcher::finish).unwrap_or_default();
+        // A stop can become certain only now (e.g. stops `abcd` and `bc`, output ending `abc`).
+        let (held, stopped) = match self.stop.as_mut().map(StopMatcher::finish_output) {
+            None => (String::new(), None),
+            Some(StopOutput::Emit(s)) => (s, None),
+            Some(StopOutput::Stopped { text, matched }) => (text, Some(matched)),
+        };
         let mut piece = self.after_stop(&held);
         merge(&mut piece, self.flush_parsers());
+        piece.stopped = stopped;
         piece
     }
 
@@ -164,5 +170,17 @@ mod tests {
         out.push_str(&p.finish().content);
         assert_eq!(out, "hello ");
         assert_eq!(stopped, Some(0));
+    }
+
+    #[test]
+    fn stop_certain_only_at_finish_is_reported() {
+        let spec = PipelineSpec { stops: vec!["abcd".into(), "bc".into()], ..Default::default() };
+        let mut p = Pipeline::new(&spec).unwrap();
+        let mut out = p.push("xab").content;
+        out.push_str(&p.push("c").content);
+        let last = p.finish();
+        out.push_str(&last.content);
+        assert_eq!(out, "xa");
+        assert_eq!(last.stopped, Some(1));
     }
 }

@@ -37,6 +37,9 @@ struct Table {
     first_bytes: Vec<u8>,
     /// Longest marker, in bytes: the scan window at a candidate position.
     max_len: usize,
+    /// All markers in one automaton, for the bulk search over long text (one pass, SIMD
+    /// prefilter) instead of one substring search per marker.
+    finder: Option<aho_corasick::AhoCorasick>,
 }
 
 impl Table {
@@ -69,7 +72,13 @@ impl Table {
 
     /// Offset of the earliest complete marker in `s`.
     fn earliest(&self, s: &str) -> Option<usize> {
-        self.markers.iter().filter_map(|m| memchr::memmem::find(s.as_bytes(), m.as_bytes())).min()
+        if let Some(ac) = &self.finder {
+            return ac.find(s).map(|m| m.start());
+        }
+        self.markers
+            .iter()
+            .filter_map(|m| memchr::memmem::find(s.as_bytes(), m.as_bytes()))
+            .min()
     }
 
     /// Offset of the next byte that could start a marker.
@@ -123,6 +132,15 @@ fn build(spec: &Spec) -> Tables {
         }
         a.add(spec.drops, Act::Drop);
         stray(a);
+    }
+    for table in &mut t {
+        if !table.markers.is_empty() {
+            // Building only fails for pathological pattern sets; the memmem path covers that.
+            table.finder = aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+                .build(&table.markers)
+                .ok();
+        }
     }
     Tables { by_mode: t }
 }

@@ -17,6 +17,7 @@ use crate::driver::{ChoiceDriver, Counts};
 use crate::engine::{GenerateRequest, TokenLogprobs};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
+use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
 use crate::routes::{start_choices, with_timeout};
 use crate::sse;
@@ -75,7 +76,11 @@ pub async fn completions(
         Ok(stream_response(&state, ctx, drivers, include_usage))
     } else {
         let resp = with_timeout(state.config().request_timeout, collect(ctx, drivers)).await??;
-        Ok(Json(resp).into_response())
+        let (p, c) = resp
+            .usage
+            .as_ref()
+            .map_or((0, 0), |u| (u.prompt_tokens, u.completion_tokens));
+        Ok(with_tokens(Json(resp).into_response(), p, c))
     }
 }
 

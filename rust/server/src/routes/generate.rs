@@ -16,6 +16,7 @@ use crate::driver::{ChoiceDriver, Finish};
 use crate::engine::GenerateRequest;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
+use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
 use crate::routes::{start_choices, with_timeout};
 use crate::sse;
@@ -56,7 +57,9 @@ pub async fn generate(
             collect(rid, driver, body.return_logprob),
         )
         .await??;
-        Ok(Json(out).into_response())
+        let count = |k: &str| out["meta_info"][k].as_u64().unwrap_or(0) as u32;
+        let (p, c) = (count("prompt_tokens"), count("completion_tokens"));
+        Ok(with_tokens(Json(out).into_response(), p, c))
     }
 }
 

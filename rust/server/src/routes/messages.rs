@@ -19,6 +19,7 @@ use crate::driver::{ChoiceDriver, Counts, Finish, Step};
 use crate::engine::GenerateRequest;
 use crate::error::{AnthropicError, ApiError};
 use crate::extract::ApiJson;
+use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
 use crate::prompt::{self, ChatPrompt};
 use crate::routes::{start_choices, tokenize, with_timeout};
@@ -63,7 +64,12 @@ pub async fn messages(
         Ok(stream_response(&state, ctx, driver))
     } else {
         let resp = with_timeout(state.config().request_timeout, collect(ctx, driver)).await??;
-        Ok(Json(resp).into_response())
+        let u = resp.usage;
+        Ok(with_tokens(
+            Json(resp).into_response(),
+            u.input_tokens + u.cache_read_input_tokens,
+            u.output_tokens,
+        ))
     }
 }
 

@@ -19,6 +19,7 @@ use crate::driver::{ChoiceDriver, Counts, Finish, Step};
 use crate::engine::GenerateRequest;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
+use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
 use crate::prompt::{self, ChatPrompt};
 use crate::routes::response_store::{ResponseStore, Stored};
@@ -96,7 +97,9 @@ pub async fn create(
         Ok(stream_response(&state, ctx, driver))
     } else {
         let resp = with_timeout(state.config().request_timeout, collect(ctx, driver)).await??;
-        Ok(Json(resp).into_response())
+        let count = |k: &str| resp["usage"][k].as_u64().unwrap_or(0) as u32;
+        let (p, c) = (count("input_tokens"), count("output_tokens"));
+        Ok(with_tokens(Json(resp).into_response(), p, c))
     }
 }
 
