@@ -35,17 +35,28 @@ async def chat(request: Request) -> StreamingResponse | JSONResponse:
     sp = {"max_new_tokens": body["max_tokens"]} if body.get("max_tokens") else {}
     obj = Req(rid=rid, text=prompt + "<|im_start|>assistant\n", sampling_params=sp, stream=True)
     created = int(time.time())
-    base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": "fast",
-            "system_fingerprint": "fp_py"}
+    base = {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": "fast",
+        "system_fingerprint": "fp_py",
+    }
 
     async def gen() -> AsyncIterator[bytes]:
-        first = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                       "logprobs": None, "finish_reason": None}]}
+        first = {
+            **base,
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            ],
+        }
         yield b"data: " + orjson.dumps(first) + b"\n\n"
         finish = None
         async for out in engine.generate_request(obj):
-            chunk = {**base, "choices": [{"index": 0, "delta": {"content": out["delta"]}, "logprobs": None,
-                                          "finish_reason": None}]}
+            chunk = {
+                **base,
+                "choices": [{"index": 0, "delta": {"content": out["delta"]}, "logprobs": None, "finish_reason": None}],
+            }
             yield b"data: " + orjson.dumps(chunk) + b"\n\n"
             fr = out["meta_info"]["finish_reason"]
             if fr:

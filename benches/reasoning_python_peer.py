@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from smgpy import _native as native
 
@@ -89,7 +90,7 @@ def main() -> None:
         def ours_complete(text: str = text, ours: str = ours) -> object:
             return native.parse_reasoning_complete(text, ours)
 
-        def peer_complete(text: str = text, peer_cls: type = peer_cls) -> object:
+        def peer_complete(text: str = text, peer_cls: Any = peer_cls) -> object:
             return peer_cls().extract_reasoning(text)
 
         def ours_stream(chunks: list[str] = chunks, ours: str = ours) -> None:
@@ -98,7 +99,7 @@ def main() -> None:
                 s.feed(c)
             s.finish()
 
-        def peer_stream(chunks: list[str] = chunks, peer_cls: type = peer_cls) -> None:
+        def peer_stream(chunks: list[str] = chunks, peer_cls: Any = peer_cls) -> None:
             p = peer_cls()
             if hasattr(p, "reset_state"):
                 p.reset_state()

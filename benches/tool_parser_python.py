@@ -29,8 +29,8 @@ NOTE = (
     "the afternoon; the user is planning a cycling trip along the river and wants to know whether to pack a "
     "rain jacket. Please also mention sunrise and sunset times and any weather warnings."
 )
-A1 = '{"city": "Paris", "days": 3, "note": "%s"}' % NOTE
-A2 = '{"query": "%s", "limit": 5, "filters": {"lang": "en", "safe": true}}' % NOTE
+A1 = '{"city": "Paris", "days": 3, "note": "' + NOTE + '"}'
+A2 = '{"query": "' + NOTE + '", "limit": 5, "filters": {"lang": "en", "safe": true}}'
 PRE = "Let me look that up for you.\n"
 
 # smgpy parser, peer module, peer class, response
@@ -140,7 +140,9 @@ def main() -> None:
     ap.add_argument("--peer-src", type=Path, help="checkout of waybarrios/vllm-mlx (contains vllm_mlx/)")
     args = ap.parse_args()
     make = load_peer(args.peer_src) if args.peer_src else None
-    print("| format | smgpy complete MB/s | peer complete MB/s | ratio | smgpy stream MB/s | peer stream MB/s | ratio |")
+    print(
+        "| format | smgpy complete MB/s | peer complete MB/s | ratio | smgpy stream MB/s | peer stream MB/s | ratio |"
+    )
     print("|---|---|---|---|---|---|---|")
     for parser, module, cls, text in CORPUS:
         nbytes = len(text.encode())

@@ -78,14 +78,19 @@ class ScriptedEngine:
                 if obj.return_logprob:
                     meta["output_token_logprobs"] = [(-0.5, 100 + i, tok)]
                     k = obj.top_logprobs_num
-                    meta["output_top_logprobs"] = [[(-0.5, 100 + i, tok)] + [(-2.0 - j, j, f"t{j}") for j in range(k - 1)]]
+                    meta["output_top_logprobs"] = [
+                        [(-0.5, 100 + i, tok)] + [(-2.0 - j, j, f"t{j}") for j in range(k - 1)]
+                    ]
                 if self.mode == "delta":
                     yield {"delta": tok, "output_ids": [100 + i], "meta_info": meta}
                 else:
                     yield {"text": text, "output_ids": list(range(100, 101 + i)), "meta_info": meta}
             if n == 0:
-                yield {"delta": "", "output_ids": [], "meta_info": {"prompt_tokens": 7, "completion_tokens": 0,
-                                                                   "finish_reason": self.finish}}
+                yield {
+                    "delta": "",
+                    "output_ids": [],
+                    "meta_info": {"prompt_tokens": 7, "completion_tokens": 0, "finish_reason": self.finish},
+                }
         finally:
             self.closed.append(rid)
 

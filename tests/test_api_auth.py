@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
@@ -138,12 +139,14 @@ def test_access_log_line() -> None:
         assert httpx.post(url + "/v1/completions", json={"prompt": "x"}).status_code == 200
         assert httpx.post(url + "/v1/completions", json={"prompt": 3}).status_code == 400
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    lines = [line for line in err.splitlines() if "path=/v1/completions" in line]
-    assert len(lines) == 2, err
+    # tracing-subscriber's fmt layer writes to stdout unless told otherwise: accept either stream.
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", out + err)  # the fmt layer may colour its output
+    lines = [line for line in plain.splitlines() if "path=/v1/completions" in line]
+    assert len(lines) == 2, plain
     assert "method=POST" in lines[0] and "status=200" in lines[0] and "latency_ms=" in lines[0]
     assert "prompt_tokens=7" in lines[0] and "completion_tokens=4" in lines[0]
     assert "status=400" in lines[1]

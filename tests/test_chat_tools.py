@@ -98,7 +98,10 @@ def test_named_tool_choice_drops_other_calls() -> None:
     out = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>' + HERMES_TWO_CALLS
     with serve_in_thread(ScriptedEngine(tokens(out)), tool_parser="hermes") as url:
         r = client(url).chat.completions.create(
-            model="x", messages=MSG, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}}  # type: ignore[arg-type]
+            model="x",
+            messages=MSG,
+            tools=TOOLS,
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},  # type: ignore[arg-type]
         )
     names = [tc.function.name for tc in r.choices[0].message.tool_calls or []]
     assert names == ["get_weather", "get_weather"]

@@ -225,7 +225,13 @@ def test_request_class_and_sampling_params() -> None:
     engine = ScriptedEngine()
     with serve_in_thread(engine, request_class=MyReq) as url:
         client(url).chat.completions.create(
-            model="x", messages=MSG, max_tokens=5, temperature=0.5, top_p=0.9, seed=3, stop=["zz"],
+            model="x",
+            messages=MSG,
+            max_tokens=5,
+            temperature=0.5,
+            top_p=0.9,
+            seed=3,
+            stop=["zz"],
             extra_body={"top_k": 4, "min_p": 0.1, "repetition_penalty": 1.1, "stop_token_ids": [9], "ignore_eos": True},
         )
     obj = engine.requests[0]

@@ -32,6 +32,8 @@ fn init_logging(level: &str) -> PyResult<()> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
         .try_init();
     Ok(())
 }

@@ -91,7 +91,11 @@ impl ChoiceDriver {
                 // The engine closed the stream without a finish reason: end it as a plain stop.
                 self.done = true;
                 let piece = self.pipeline.finish();
-                let matched = piece.stopped.and_then(|i| self.stops.get(i)).cloned().map(MatchedBy::Text);
+                let matched = piece
+                    .stopped
+                    .and_then(|i| self.stops.get(i))
+                    .cloned()
+                    .map(MatchedBy::Text);
                 self.step(piece, Vec::new(), Some(EngineFinish::Stop { matched }))
             }
             Some(EngineEvent::Error(e)) => {
@@ -136,7 +140,9 @@ impl ChoiceDriver {
                         piece.content.push_str(&rest.content);
                         piece.calls.extend(rest.calls);
                         let f = match rest.stopped.and_then(|i| self.stops.get(i)) {
-                            Some(s) => EngineFinish::Stop { matched: Some(MatchedBy::Text(s.clone())) },
+                            Some(s) => EngineFinish::Stop {
+                                matched: Some(MatchedBy::Text(s.clone())),
+                            },
                             None => f,
                         };
                         self.step(piece, o.logprobs, Some(f))

@@ -174,7 +174,10 @@ mod tests {
 
     #[test]
     fn stop_certain_only_at_finish_is_reported() {
-        let spec = PipelineSpec { stops: vec!["abcd".into(), "bc".into()], ..Default::default() };
+        let spec = PipelineSpec {
+            stops: vec!["abcd".into(), "bc".into()],
+            ..Default::default()
+        };
         let mut p = Pipeline::new(&spec).unwrap();
         let mut out = p.push("xab").content;
         out.push_str(&p.push("c").content);
