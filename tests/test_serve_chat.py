@@ -150,12 +150,15 @@ def test_engine_exception_is_500_and_server_survives() -> None:
 def test_engine_request_error_is_400() -> None:
     from smgpy import EngineOverloaded, EngineRequestError
 
-    with serve_in_thread(ScriptedEngine(error=EngineRequestError("prompt has 9000 tokens, context is 8192"))) as url:
-        r = httpx.post(url + "/v1/chat/completions", json={"messages": MSG})
-        assert r.status_code == 400 and "8192" in r.json()["error"]["message"]
-    with serve_in_thread(ScriptedEngine(error=EngineOverloaded("queue full"))) as url:
-        r = httpx.post(url + "/v1/chat/completions", json={"messages": MSG})
-        assert r.status_code == 503 and r.headers.get("retry-after")
+    for stream in (False, True):  # a refusal is an HTTP status even for a streaming request
+        engine = ScriptedEngine(error=EngineRequestError("prompt has 9000 tokens, context is 8192"))
+        with serve_in_thread(engine) as url:
+            r = httpx.post(url + "/v1/chat/completions", json={"messages": MSG, "stream": stream})
+            assert r.status_code == 400 and "8192" in r.json()["error"]["message"]
+        with serve_in_thread(ScriptedEngine(error=EngineOverloaded("queue full"))) as url:
+            r = httpx.post(url + "/v1/chat/completions", json={"messages": MSG, "stream": stream})
+            assert r.status_code == 503 and r.headers.get("retry-after")
+            assert r.json()["error"]["type"] == "overloaded_error"
 
 
 BAD_REQUESTS: list[tuple[Any, str | None]] = [

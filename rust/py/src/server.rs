@@ -27,6 +27,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyfunction]
 #[pyo3(signature = (level = "info"))]
 fn init_logging(level: &str) -> PyResult<()> {
+    // Python's logging spells it `warning`; tracing's filter wants `warn`.
+    let level = match level.to_ascii_lowercase().as_str() {
+        "warning" => "warn".to_string(),
+        "critical" => "error".to_string(),
+        other => other.to_string(),
+    };
     let filter = tracing_subscriber::EnvFilter::try_new(format!("warn,smgpy_server={level},smgpy_py={level}"))
         .map_err(|e| PyValueError::new_err(format!("invalid log level `{level}`: {e}")))?;
     let _ = tracing_subscriber::fmt()

@@ -51,6 +51,8 @@ pub struct ChoiceDriver {
     state: AppState,
     started: Instant,
     last_token: Option<Instant>,
+    /// A step read ahead by [`ChoiceDriver::admit`], returned by the next `next()`.
+    pending: Option<Step>,
 }
 
 impl ChoiceDriver {
@@ -68,7 +70,27 @@ impl ChoiceDriver {
             state,
             started: Instant::now(),
             last_token: None,
+            pending: None,
         }
+    }
+
+    /// Wait up to `wait` for the engine's first event. An engine that refuses the request
+    /// (overloaded, prompt too long) does so at once, so its error surfaces here and becomes an
+    /// HTTP status instead of an error event inside a stream that already answered 200. A first
+    /// token that arrives is kept for `next()`, so nothing is delayed by the wait.
+    pub async fn admit(&mut self, wait: std::time::Duration) -> Result<(), EngineError> {
+        if self.pending.is_some() || self.done {
+            return Ok(());
+        }
+        // `recv` is cancel-safe: a timeout loses nothing.
+        if let Ok(ev) = tokio::time::timeout(wait, self.stream.recv()).await {
+            let step = self.handle(ev);
+            if let Some(e) = step.error {
+                return Err(e);
+            }
+            self.pending = Some(step);
+        }
+        Ok(())
     }
 
     /// Whether any tool call was emitted.
@@ -78,6 +100,9 @@ impl ChoiceDriver {
 
     /// The next step, or `None` once the choice has finished.
     pub async fn next(&mut self) -> Option<Step> {
+        if let Some(step) = self.pending.take() {
+            return Some(step);
+        }
         if self.done {
             return None;
         }

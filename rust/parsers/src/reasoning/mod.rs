@@ -4,7 +4,7 @@
 //! `format.rs` names the families and maps model ids and chat templates to them; `prompt.rs`
 //! reads the rendered prompt's tail to tell whether the output starts inside reasoning.
 //!
-//! Policies (see `docs` in the crate README / formats.md §3):
+//! Policies (formats.md §3 lists the delimiter families and prompt tails):
 //! - Whitespace around markers is kept exactly (SMG's policy), so `reasoning + content` is the
 //!   input minus the recognised markers.
 //! - Once inside reasoning, output that never closes it stays reasoning (vLLM/SMG R1 behaviour for

@@ -70,7 +70,7 @@ pub async fn chat_completions(
         return_logprob: req.logprobs,
         top_logprobs_num: req.top_logprobs.unwrap_or(0),
     };
-    let drivers = start_choices(&state, base, &spec)?;
+    let drivers = start_choices(&state, base, &spec).await?;
     let model = req.model.clone().unwrap_or_else(|| state.config().model_name.clone());
     let ctx = Arc::new(Ctx {
         id,

@@ -57,7 +57,7 @@ pub async fn completions(
             return_logprob: req.logprobs.is_some(),
             top_logprobs_num: req.logprobs.unwrap_or(0),
         };
-        for mut d in start_choices(&state, base, &spec)? {
+        for mut d in start_choices(&state, base, &spec).await? {
             d.index += p as u32 * n;
             drivers.push(d);
         }

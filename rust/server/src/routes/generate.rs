@@ -46,7 +46,8 @@ pub async fn generate(
         return_logprob: body.return_logprob,
         top_logprobs_num: body.top_logprobs_num.unwrap_or(0),
     };
-    let driver = start_choices(&state, req, &spec)?
+    let driver = start_choices(&state, req, &spec)
+        .await?
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
     if body.stream {

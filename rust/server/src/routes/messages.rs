@@ -54,7 +54,7 @@ pub async fn messages(
         return_logprob: false,
         top_logprobs_num: 0,
     };
-    let mut drivers = start_choices(&state, base, &spec)?;
+    let mut drivers = start_choices(&state, base, &spec).await?;
     let driver = drivers
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;

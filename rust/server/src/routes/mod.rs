@@ -35,10 +35,14 @@ pub fn error_event(e: &ApiError) -> Event {
     Event::default().data(e.openai_body().to_string())
 }
 
+/// How long a request waits for the engine's first event before its response is committed
+/// (see [`ChoiceDriver::admit`]). Refusals arrive within microseconds; prefill usually takes longer.
+const ADMISSION_WAIT: Duration = Duration::from_millis(500);
+
 /// Start `n` engine requests (one per choice; they share the prompt, so a prefix-caching
 /// engine prefills once). With a seed, choice `i` uses `seed + i` so the choices differ yet
 /// stay reproducible.
-pub fn start_choices(
+pub async fn start_choices(
     state: &AppState,
     base: GenerateRequest,
     spec: &PipelineSpec,
@@ -57,6 +61,9 @@ pub fn start_choices(
         // Dropping the drivers started so far aborts their engine requests.
         let stream = state.0.engine.generate(req)?;
         drivers.push(ChoiceDriver::new(i, stream, pipeline, stops.clone(), state.clone()));
+    }
+    for d in &mut drivers {
+        d.admit(ADMISSION_WAIT).await?;
     }
     Ok(drivers)
 }

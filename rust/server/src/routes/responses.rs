@@ -82,7 +82,8 @@ pub async fn create(
         return_logprob: false,
         top_logprobs_num: 0,
     };
-    let driver = start_choices(&state, base, &spec)?
+    let driver = start_choices(&state, base, &spec)
+        .await?
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
     let ctx = Arc::new(Ctx {
