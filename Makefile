@@ -19,7 +19,7 @@ py-test:        ## the README's test command
 test: rust-test py-test
 
 stubtest:       ## the hand-written _native.pyi matches the extension
-	python -m mypy.stubtest smgpy._native --allowlist .mypy-stubtest-allowlist
+	python -m mypy.stubtest smgpy._native
 
 bench:          ## serving overhead vs a pure-Python server (see benches/README.md)
 	python benches/bridge.py

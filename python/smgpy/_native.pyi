@@ -6,7 +6,28 @@ Each area keeps its own section; keep the sections in this order.
 import datetime
 import os
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, final
+
+__all__ = [
+    "ChatTemplate",
+    "OutputSink",
+    "ReasoningStream",
+    "Server",
+    "StopMatcher",
+    "TemplateError",
+    "TemplateSyntaxError",
+    "ToolCallStream",
+    "__version__",
+    "init_logging",
+    "list_reasoning_parsers",
+    "list_tool_parsers",
+    "normalize_messages",
+    "normalize_tools",
+    "parse_reasoning_complete",
+    "parse_tool_call_complete",
+    "reasoning_parser_for_model",
+    "tool_parser_for_model",
+]
 
 __version__: str
 
@@ -31,6 +52,7 @@ def tool_parser_for_model(model: str) -> str | None:
     """The tool-call parser for a model id or path (case-insensitive, most specific pattern wins),
     or `None` when the model is unknown."""
 
+@final
 class ToolCallStream:
     """Streaming tool-call parser for one response.
 
@@ -70,6 +92,7 @@ def reasoning_parser_for_model(model: str) -> str | None:
     """The reasoning parser for a model id or path (case-insensitive, most specific pattern wins),
     or `None` when the model is unknown or does not reason."""
 
+@final
 class ReasoningStream:
     """Streaming reasoning parser for one response.
 
@@ -108,6 +131,7 @@ class TemplateSyntaxError(ValueError):
     line: int
     reason: str
 
+@final
 class ChatTemplate:
     """A HuggingFace chat template, compiled once and rendered exactly like transformers'
     ``apply_chat_template(..., tokenize=False)``.
@@ -116,9 +140,9 @@ class ChatTemplate:
     ``eos_token``, ... to strings; ``now`` (a ``datetime``) freezes ``strftime_now``.
     """
 
-    def __init__(
-        self, source: str, special_tokens: dict[str, str] | None = None, *, now: datetime.datetime | None = None
-    ) -> None: ...
+    def __new__(
+        cls, source: str, special_tokens: dict[str, str] | None = None, *, now: datetime.datetime | None = None
+    ) -> ChatTemplate: ...
     @staticmethod
     def from_model_dir(path: str | os.PathLike[str], *, now: datetime.datetime | None = None) -> ChatTemplate:
         """Load the template and special tokens of a model directory, in transformers' order:
@@ -159,6 +183,7 @@ def normalize_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # ---- stop ----
 
+@final
 class StopMatcher:
     """Streaming stop-sequence matcher on decoded text.
 
@@ -197,6 +222,7 @@ class StopMatcher:
 def init_logging(level: str = "info") -> None:
     """Route Rust `tracing` logs (access log, errors) to stderr at `level`. Only the first call takes effect."""
 
+@final
 class OutputSink:
     """Receives one request's outputs from its Python pump task (created by the server, not by users)."""
 
@@ -210,11 +236,12 @@ class OutputSink:
     def closed(self) -> bool:
         """Whether the HTTP side of this request is gone."""
 
+@final
 class Server:
     """An HTTP server bound to one engine; `smgpy.serve_oai_async` drives it."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         host: str,
         port: int,
@@ -232,7 +259,7 @@ class Server:
         shutdown_timeout: float = 10.0,
         tokenizer: Any | None = None,
         get_load: Any | None = None,
-    ) -> None: ...
+    ) -> Server: ...
     @property
     def parsers(self) -> tuple[str | None, str | None]:
         """Names of the tool and reasoning parsers in effect (after `"auto"` resolution)."""

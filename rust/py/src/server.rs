@@ -82,7 +82,7 @@ impl Server {
     #[new]
     #[pyo3(signature = (*, host, port, model_name, chat_template = None, special_tokens = None,
         tool_parser = None, reasoning_parser = None, api_key = None, allowed_origins = None,
-        max_body_bytes = 32 * 1024 * 1024, request_timeout = None, context_length = None,
+        max_body_bytes = 33_554_432, request_timeout = None, context_length = None,
         keep_alive = 15.0, shutdown_timeout = 10.0, tokenizer = None, get_load = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
