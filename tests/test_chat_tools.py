@@ -86,6 +86,29 @@ def test_stream_deltas_shape() -> None:
     assert "<tool_call>" not in text
 
 
+def test_arguments_stream_incrementally() -> None:
+    """A long argument reaches the client in many deltas while the model writes it, and the
+    SDK's accumulation equals the non-streamed call."""
+    city = "Llanfairpwllgwyngyll " * 6
+    out = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "%s"}}\n</tool_call>' % city
+    engine = ScriptedEngine(tokens(out, 4), delay=0.003)
+    with serve_in_thread(engine, tool_parser="hermes") as url:
+        c = client(url)
+        fragments = []
+        with c.chat.completions.stream(model="x", messages=MSG, tools=TOOLS) as s:  # type: ignore[arg-type]
+            for event in s:
+                if event.type == "tool_calls.function.arguments.delta":
+                    fragments.append(event.arguments_delta)
+            final = s.get_final_completion()
+        r = c.chat.completions.create(model="x", messages=MSG, tools=TOOLS)  # type: ignore[arg-type]
+    assert len(fragments) >= 10, fragments
+    streamed = final.choices[0].message.tool_calls
+    complete = r.choices[0].message.tool_calls
+    assert streamed is not None and complete is not None
+    assert "".join(fragments) == streamed[0].function.arguments == complete[0].function.arguments
+    assert json.loads(complete[0].function.arguments) == {"city": city}
+
+
 def test_tool_choice_none_disables_parsing() -> None:
     with serve_in_thread(ScriptedEngine(tokens(HERMES_TWO_CALLS)), tool_parser="hermes") as url:
         r = client(url).chat.completions.create(model="x", messages=MSG, tools=TOOLS, tool_choice="none")  # type: ignore[arg-type]

@@ -228,3 +228,21 @@ def test_any_chunking_equals_complete(case: tuple[str, str, list[int]]) -> None:
     points = [0, *cuts, len(text)]
     chunks = [text[a:b] for a, b in zip(points, points[1:], strict=False)]
     assert _stream(chunks, parser) == native.parse_tool_call_complete(text, parser)
+
+
+def test_arguments_stream_as_fragments() -> None:
+    s = native.ToolCallStream("hermes")
+    assert s.feed('<tool_call>{"name": "f", "arg') == {"normal_text": "", "calls": []}
+    d = s.feed('uments": {"code": "print(')
+    assert d["calls"] == [{"index": 0, "id": None, "name": "f", "arguments": '{"code":"print('}]
+    assert s.feed("1)\\n")["calls"] == [{"index": 0, "id": None, "name": None, "arguments": "1)\\n"}]
+    assert s.feed('"}}</tool_call>')["calls"] == [{"index": 0, "id": None, "name": None, "arguments": '"}'}]
+    assert s.finish() == {"normal_text": "", "calls": []}
+
+
+def test_truncated_live_call_closes_its_arguments() -> None:
+    # Output cut off by max_tokens inside the arguments: the call stands, its JSON closed.
+    s = native.ToolCallStream("hermes")
+    d = s.feed('<tool_call>{"name": "f", "arguments": {"a": "unfini')
+    assert d["calls"][0]["arguments"] == '{"a":"unfini'
+    assert s.finish()["calls"] == [{"index": 0, "id": None, "name": None, "arguments": '"}'}]

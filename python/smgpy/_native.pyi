@@ -61,6 +61,13 @@ class ToolCallStream:
     carries its `name` (and `id` when the format gives one); later entries with the same index
     carry argument fragments, whose concatenation is the call's JSON arguments. Text that could
     begin a marker is held back, never emitted and retracted; `finish()` flushes the rest.
+
+    Where the format names the call before a JSON-object argument list (Hermes/Qwen, Llama JSON,
+    Mistral `[ARGS]`, DeepSeek, Kimi K2, Harmony, ...), the call starts as soon as its name and
+    the `{` of its arguments are seen and the arguments stream as compact JSON while the model
+    writes them. Such a call cannot be taken back: if the output ends inside its arguments
+    (e.g. at `max_tokens`), they are closed into valid JSON (a key without a value gets `null`).
+    XML-parameter and Python-literal formats report each call whole when its block closes.
     """
 
     def __new__(cls, parser: str, tools: list[dict[str, Any]] | None = None) -> ToolCallStream: ...

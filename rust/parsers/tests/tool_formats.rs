@@ -35,9 +35,21 @@ fn run(case: &Case) {
 
 #[test]
 fn every_case_complete_and_streaming() {
-    for case in CASES {
-        run(case);
-    }
+    // Run every case and report all failures at once.
+    let failures: Vec<String> = CASES
+        .iter()
+        .filter_map(|case| {
+            std::panic::catch_unwind(|| run(case))
+                .err()
+                .map(|e| e.downcast_ref::<String>().cloned().unwrap_or_default())
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} failing cases:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -48,5 +60,51 @@ fn every_format_has_cases() {
             .filter(|c| c.format.parse::<ToolFormat>().ok() == Some(*f))
             .count();
         assert!(n >= 2, "format {} has only {n} cases", f.name());
+    }
+}
+
+/// Arguments stream while the model writes them: before the call's closing text arrives, the
+/// name has been reported and a prefix of the final arguments sent.
+#[test]
+fn arguments_stream_before_the_call_ends() {
+    let long = "x".repeat(200);
+    let cases = [
+        ("hermes", format!(r#"<tool_call>{{"name": "w", "arguments": {{"text": "{long}"}}}}</tool_call>"#)),
+        ("llama3_json", format!(r#"{{"name": "w", "parameters": {{"text": "{long}"}}}}<|eot_id|>"#)),
+        ("mistral", format!(r#"[TOOL_CALLS]w[ARGS]{{"text": "{long}"}}"#)),
+        ("mistral", format!(r#"[TOOL_CALLS]w[CALL_ID]a1B2c3D4e[ARGS]{{"text": "{long}"}}"#)),
+        ("deepseek_v31", format!(r#"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>w<｜tool▁sep｜>{{"text": "{long}"}}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"#)),
+        ("deepseek_v3", format!("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>w\n```json\n{{\"text\": \"{long}\"}}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>")),
+        ("kimi_k2", format!(r#"<|tool_calls_section_begin|><|tool_call_begin|>functions.w:0<|tool_call_argument_begin|>{{"text": "{long}"}}<|tool_call_end|><|tool_calls_section_end|>"#)),
+        ("openai", format!(r#"<|channel|>commentary to=functions.w <|constrain|>json<|message|>{{"text": "{long}"}}<|call|>"#)),
+        ("functionary_v3_1", format!(r#"<function=w>{{"text": "{long}"}}</function>"#)),
+        ("solar_open", format!(r#"<|tool_call:begin|>c1<|tool_call:name|>w<|tool_call:args|>{{"text": "{long}"}}<|tool_call:end|>"#)),
+        ("granite", format!(r#"<|tool_call|>[{{"name": "w", "arguments": {{"text": "{long}"}}}}]"#)),
+        ("json", format!(r#"[{{"name": "w", "arguments": {{"text": "{long}"}}}}, {{"name": "v", "arguments": {{}}}}]"#)),
+    ];
+    for (format, text) in cases {
+        let f: ToolFormat = format.parse().unwrap();
+        let complete = parse_complete(&text, f, None);
+        assert_eq!(complete.calls[0].name, "w", "{format}");
+        let want = &complete.calls[0].arguments;
+        let cut = text.find(&long).unwrap() + long.len() / 2;
+        let mut p = smgpy_parsers::tool::ToolCallParser::new(f, None);
+        let mut streamed = String::new();
+        let mut named = false;
+        let mut fragments = 0;
+        for ch in text[..cut].chars() {
+            for c in p.push(&ch.to_string()).calls {
+                assert_eq!(c.index, 0, "{format}");
+                named |= c.name.as_deref() == Some("w");
+                fragments += usize::from(!c.arguments.is_empty());
+                streamed.push_str(&c.arguments);
+            }
+        }
+        assert!(named, "{format}: name not reported before the arguments end");
+        assert!(fragments > 50, "{format}: only {fragments} argument fragments");
+        assert!(
+            want.starts_with(&streamed) && streamed.len() > 50,
+            "{format}: {streamed:?} vs {want:?}"
+        );
     }
 }

@@ -64,6 +64,33 @@ pub(crate) fn parse_body(target: &Target, text: &str, ctx: &Ctx) -> Outcome {
     }
 }
 
+/// What follows the live calls of a region (see `live.rs`), up to the region's end: more calls
+/// in the same grammar, else text. The region cannot turn back into text, so calls to
+/// undeclared tools or unreadable text here become normal text on their own.
+pub(crate) fn continuation(target: &Target, text: &str, ctx: &Ctx) -> (Vec<Call>, String) {
+    if text.trim().is_empty() {
+        return (Vec::new(), String::new());
+    }
+    let parsed = match target {
+        Target::Body(Body::Json | Body::Mistral) => {
+            let t = text.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '['));
+            let (values, rest) = json_values(t);
+            let rest = rest.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, ';' | ']'));
+            if values.is_empty() {
+                Some((Vec::new(), rest.to_string()))
+            } else {
+                calls_from_values(&values).map(|c| (c, rest.to_string()))
+            }
+        }
+        Target::Body(body @ Body::Items { .. }) => calls(body, text, ctx),
+        _ => None,
+    };
+    match parsed {
+        Some((calls, trailing)) if calls.iter().all(|c| ctx.declared(&c.name)) => (calls, trailing),
+        _ => (Vec::new(), text.to_string()),
+    }
+}
+
 /// Calls of a call-producing body, plus trailing text.
 fn calls(body: &Body, text: &str, ctx: &Ctx) -> Option<(Vec<Call>, String)> {
     let only = |c: Option<Vec<Call>>| c.map(|c| (c, String::new()));

@@ -8,7 +8,8 @@
 //!
 //! Decisions depend only on the text seen, never on where chunks split it, which is why a
 //! streamed parse equals a complete one.
-use super::body::{parse_body, Call, Outcome, Target};
+use super::body::{continuation, parse_body, Call, Outcome, Target};
+use super::live::Live;
 use super::spec::{End, Spec};
 use super::{ToolCallDelta, ToolDef, ToolDelta};
 use crate::scan::partial_suffix_len;
@@ -24,7 +25,7 @@ impl Ctx {
         Self { tools }
     }
 
-    fn declared(&self, name: &str) -> bool {
+    pub(crate) fn declared(&self, name: &str) -> bool {
         self.tools.as_ref().is_none_or(|ts| ts.iter().any(|t| t.name == name))
     }
 
@@ -109,6 +110,7 @@ enum Mode {
         body_start: usize,
         scan: usize,
         balance: Balance,
+        live: Live,
     },
 }
 
@@ -217,6 +219,7 @@ impl Engine {
                         body_start: 0,
                         scan: 0,
                         balance: Balance::default(),
+                        live: Live::new(0),
                     };
                     return true;
                 }
@@ -252,6 +255,7 @@ impl Engine {
                     body_start: marker.len(),
                     scan: marker.len(),
                     balance: Balance::default(),
+                    live: Live::new(marker.len()),
                 };
             }
             None => self.pos += marker.len(),
@@ -266,6 +270,7 @@ impl Engine {
             body_start,
             scan,
             balance,
+            live,
         } = &mut self.mode
         else {
             return false;
@@ -289,11 +294,36 @@ impl Engine {
             },
             End::Balanced => balance.advance(region, scan, self.spec.skip, finishing).map(|q| (q, q)),
         };
-        let (body_end, region_end) = match found {
-            Some(f) => f,
-            None if finishing => (region.len(), region.len()),
-            None => return false,
+        let ended = found.or(finishing.then_some((region.len(), region.len())));
+        // Calls go live on text that is certainly inside the region.
+        let limit = ended.map_or(*scan, |(body_end, _)| body_end);
+        live.advance(
+            target,
+            &region[..limit],
+            ended.is_some(),
+            &self.ctx,
+            &mut self.next_index,
+            out,
+        );
+        let Some((body_end, region_end)) = ended else {
+            return false;
         };
+        if live.emitted {
+            let (calls, text) = continuation(target, &region[live.cursor..body_end], &self.ctx);
+            for Call { id, name, arguments } in calls {
+                out.calls.push(ToolCallDelta {
+                    index: self.next_index,
+                    id,
+                    name: Some(name),
+                    arguments,
+                });
+                self.next_index += 1;
+            }
+            out.normal_text.push_str(&text);
+            self.pos += region_end;
+            self.mode = Mode::Text;
+            return true;
+        }
         let outcome = parse_body(target, &region[*body_start..body_end], &self.ctx);
         match outcome {
             Outcome::Calls(calls, trailing) if calls.iter().all(|c| self.ctx.declared(&c.name)) => {
@@ -317,6 +347,7 @@ impl Engine {
                     body_start: region_end,
                     scan: region_end,
                     balance: Balance::default(),
+                    live: Live::new(region_end),
                 };
                 return true;
             }

@@ -6,12 +6,16 @@
 //! by construction.
 //!
 //! When `tools` are given, a region whose calls name an undeclared tool is kept as normal text,
-//! verbatim. Arguments are compact JSON in the model's key order. Each call is reported in one
-//! `ToolCallDelta` (name, id and the whole arguments) once its region is complete.
+//! verbatim. Arguments are compact JSON in the model's key order. Where a format gives a call's
+//! name before a JSON-object argument list, the call goes live as soon as both are seen and its
+//! arguments stream as fragments (`live`, `json_stream`); other shapes (XML parameters, Python
+//! literals) are reported in one `ToolCallDelta` once their region is complete.
 mod body;
 mod engine;
 mod format;
+mod json_stream;
 mod literal;
+mod live;
 mod spec;
 mod xml;
 

@@ -43,7 +43,9 @@ pub static CASES: &[Case] = &[
         &[(None, "say", r#"{"t":"héllo \"w\" é ｜▁ \n"}"#)],
     ),
     c("hermes", r#"<tool_call>{"name": "f", "arguments": "{\"a\": 1}"}</tool_call>"#, "", &[(None, "f", r#"{"a":1}"#)]),
-    bad("hermes", r#"<tool_call>{"name": "f", "arguments": {"a": 1"#),
+    // A call goes live once its name and the start of its arguments are seen, so output cut
+    // off inside the arguments (max_tokens) is still that call, its arguments closed.
+    c("hermes", r#"<tool_call>{"name": "f", "arguments": {"a": 1"#, "", &[(None, "f", r#"{"a":1}"#)]),
     bad("hermes", "Use <tool_call> tags like <tool_call>this</tool_call>."),
     Case {
         format: "hermes",
@@ -61,7 +63,7 @@ pub static CASES: &[Case] = &[
         &[(None, "f", "{}"), (None, "g", r#"{"k":"v"}"#)],
     ),
     c("json", r#"Sure: {"name": "f"}"#, r#"Sure: {"name": "f"}"#, &[]),
-    bad("json", r#"{"name": "f", "arguments": {"a": "#),
+    c("json", r#"{"name": "f", "arguments": {"a": "#, "", &[(None, "f", r#"{"a":null}"#)]),
     bad("json", r#"  {"a": 1} and more"#),
     // ---- llama3_json ----
     c(
@@ -131,7 +133,7 @@ pub static CASES: &[Case] = &[
         &[(Some("a1B2c3D4e"), "get", r#"{"q":"x"}"#)],
     ),
     c("mistral", r#"Sure.[TOOL_CALLS]get{"n": 1}</s>"#, "Sure.", &[(None, "get", r#"{"n":1}"#)]),
-    bad("mistral", r#"[TOOL_CALLS]get[ARGS]{"n": "#),
+    c("mistral", r#"[TOOL_CALLS]get[ARGS]{"n": "#, "", &[(None, "get", r#"{"n":null}"#)]),
     // ---- deepseek_v3 ----
     c(
         "deepseek_v3",
@@ -139,9 +141,11 @@ pub static CASES: &[Case] = &[
         "Let me check.",
         &[(None, "get_weather", r#"{"city":"Paris"}"#), (None, "get_time", "{}")],
     ),
-    bad(
+    c(
         "deepseek",
         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": \n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "",
+        &[(None, "f", r#"{"a":null}"#)],
     ),
     // ---- deepseek_v31 ----
     c(
@@ -156,7 +160,7 @@ pub static CASES: &[Case] = &[
         "",
         &[(None, "get", r#"{"a":1}"#)],
     ),
-    bad("deepseek_v31", r#"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get<｜tool▁sep｜>{"a": "#),
+    c("deepseek_v31", r#"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get<｜tool▁sep｜>{"a": "#, "", &[(None, "get", r#"{"a":null}"#)]),
     // ---- deepseek_v32 ----
     c(
         "deepseek_v32",
@@ -297,7 +301,12 @@ pub static CASES: &[Case] = &[
         "",
         &[(None, "f", "{}")],
     ),
-    bad("openai", "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": <|call|>"),
+    c(
+        "openai",
+        "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": <|call|>",
+        "",
+        &[(None, "f", r#"{"a":null}"#)],
+    ),
     // ---- cohere ----
     c(
         "cohere_command3",

@@ -1,0 +1,520 @@
+//! Incremental compact JSON for streamed tool-call arguments.
+//!
+//! A client wants argument fragments as the model writes them, and their concatenation must
+//! be exactly the final arguments: nothing emitted may ever be taken back. `JsonStream` reads
+//! the arguments object a piece at a time and writes its compact form as soon as each byte of
+//! it is certain: whitespace outside strings goes, string contents pass through re-escaped the
+//! way `serde_json` writes them, numbers and literals are written once they end (so `1.50`
+//! comes out as serde writes it), and a `,` or an object key waits for what follows it so a
+//! dangling one is never emitted. For well-formed input the output is byte-identical to
+//! `serde_json::to_string` of the parsed object (key order kept), except that a repeated key
+//! is kept twice instead of the last one winning.
+//!
+//! When the input stops early (truncated output) or turns out malformed, `close` completes what
+//! was emitted into valid JSON: it closes an open string, gives a key without a value `null`,
+//! and closes every open container.
+
+/// Where the reader is in the JSON grammar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Before the opening `{` of the arguments object.
+    Start,
+    /// A value must come (after `:`, or after `,` inside an array).
+    Value,
+    /// After `[`: a value or `]`.
+    ArrayFirst,
+    /// After `{`: a key or `}`.
+    ObjectFirst,
+    /// After `,` inside an object: a key.
+    Key,
+    /// Inside an object key string (held in `pending`).
+    KeyText,
+    /// After a key: `:`.
+    Colon,
+    /// Inside a value string (written through).
+    Text,
+    /// Inside a number or literal (held in `token`).
+    Scalar,
+    /// After a value: `,` or a closing bracket.
+    After,
+    /// The arguments object closed.
+    Done,
+    /// Malformed input; `close` was called.
+    Failed,
+}
+
+/// Streams one JSON object as compact JSON; see the module docs.
+#[derive(Debug, Clone)]
+pub(crate) struct JsonStream {
+    state: State,
+    /// Open containers, `b'{'` or `b'['`.
+    stack: Vec<u8>,
+    /// Output held until the next byte decides it: a `,` and/or an object key.
+    pending: String,
+    /// The number or literal being read.
+    token: String,
+    /// An escape sequence being read inside a string, from its backslash.
+    escape: String,
+    /// A decoded high surrogate waiting for its low half.
+    high: Option<u16>,
+    /// Whether the state before a string was a key (so the escape goes to `pending`).
+    in_key: bool,
+    /// `"key":` was written and its value has not started.
+    awaiting_value: bool,
+}
+
+/// Result of one `feed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fed {
+    /// Everything given was consumed; more is needed.
+    More,
+    /// The object closed; this many bytes of the input were consumed.
+    Done(usize),
+    /// The byte at this offset is not valid JSON here; the stream was closed.
+    Failed(usize),
+}
+
+impl JsonStream {
+    pub(crate) fn new() -> Self {
+        Self {
+            state: State::Start,
+            stack: Vec::new(),
+            pending: String::new(),
+            token: String::new(),
+            escape: String::new(),
+            high: None,
+            in_key: false,
+            awaiting_value: false,
+        }
+    }
+
+    /// Whether the object has closed (normally or by `close`).
+    pub(crate) fn finished(&self) -> bool {
+        matches!(self.state, State::Done | State::Failed)
+    }
+
+    /// Read `text`, appending certain output to `out`.
+    pub(crate) fn feed(&mut self, text: &str, out: &mut String) -> Fed {
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            match self.state {
+                State::Done => return Fed::Done(i),
+                State::Failed => return Fed::Failed(i),
+                State::Text | State::KeyText => {
+                    i = self.string_run(text, i, out);
+                    continue;
+                }
+                _ => {}
+            }
+            let c = bytes[i];
+            if self.state == State::Scalar {
+                if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.') {
+                    self.token.push(c as char);
+                    i += 1;
+                    continue;
+                }
+                if !self.end_scalar(out) {
+                    self.close(out);
+                    return Fed::Failed(i);
+                }
+            }
+            if matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                i += 1;
+                continue;
+            }
+            if !self.structural(c, out) {
+                self.close(out);
+                return Fed::Failed(i);
+            }
+            i += 1;
+        }
+        match self.state {
+            State::Done => Fed::Done(i),
+            _ => Fed::More,
+        }
+    }
+
+    /// One byte outside strings and scalars; false when it is not valid here.
+    fn structural(&mut self, c: u8, out: &mut String) -> bool {
+        use State as S;
+        match (self.state, c) {
+            (S::Start, b'{') => {
+                out.push('{');
+                self.stack.push(b'{');
+                self.state = S::ObjectFirst;
+            }
+            (S::ObjectFirst, b'}') | (S::ArrayFirst, b']') => self.pop(out),
+            (S::Value | S::ArrayFirst, _) => return self.value_start(c, out),
+            (S::ObjectFirst | S::Key, b'"') => {
+                self.pending.push('"');
+                self.in_key = true;
+                self.state = S::KeyText;
+            }
+            (S::Colon, b':') => {
+                self.pending.push(':');
+                out.push_str(&self.pending);
+                self.pending.clear();
+                self.awaiting_value = true;
+                self.state = S::Value;
+            }
+            (S::After, b'}' | b']') if self.stack.last() == Some(&if c == b'}' { b'{' } else { b'[' }) => self.pop(out),
+            (S::After, b',') => {
+                self.pending.push(',');
+                self.state = if self.stack.last() == Some(&b'{') {
+                    S::Key
+                } else {
+                    S::Value
+                };
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Start of a value; false when `c` cannot start one.
+    fn value_start(&mut self, c: u8, out: &mut String) -> bool {
+        match c {
+            b'{' | b'[' => {
+                self.flush(out);
+                out.push(c as char);
+                self.stack.push(c);
+                self.state = if c == b'{' {
+                    State::ObjectFirst
+                } else {
+                    State::ArrayFirst
+                };
+            }
+            b'"' => {
+                self.flush(out);
+                out.push('"');
+                self.in_key = false;
+                self.state = State::Text;
+            }
+            b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => {
+                self.token.clear();
+                self.token.push(c as char);
+                self.state = State::Scalar;
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Write held output before a value starts.
+    fn flush(&mut self, out: &mut String) {
+        out.push_str(&self.pending);
+        self.pending.clear();
+        self.awaiting_value = false;
+    }
+
+    fn pop(&mut self, out: &mut String) {
+        if let Some(open) = self.stack.pop() {
+            out.push(if open == b'{' { '}' } else { ']' });
+        }
+        self.state = if self.stack.is_empty() {
+            State::Done
+        } else {
+            State::After
+        };
+    }
+
+    /// A number or literal ended: write it as serde would. False when it is not valid JSON.
+    fn end_scalar(&mut self, out: &mut String) -> bool {
+        let normalised = match self.token.as_str() {
+            "true" | "false" | "null" => Some(self.token.clone()),
+            t if t.starts_with(['-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9']) => {
+                serde_json::from_str::<serde_json::Number>(t)
+                    .ok()
+                    .map(|n| n.to_string())
+            }
+            _ => None,
+        };
+        let Some(text) = normalised else { return false };
+        self.flush(out);
+        out.push_str(&text);
+        self.token.clear();
+        self.state = State::After;
+        true
+    }
+
+    /// Inside a string from byte `i`: copy the run of plain characters, handle one escape or
+    /// the closing quote. Returns the next offset.
+    fn string_run(&mut self, text: &str, mut i: usize, out: &mut String) -> usize {
+        let bytes = text.as_bytes();
+        if !self.escape.is_empty() {
+            // An escape sequence, one ASCII byte at a time (it may be split across feeds).
+            if !bytes[i].is_ascii() {
+                self.fail(out);
+                return i;
+            }
+            self.escape.push(bytes[i] as char);
+            self.escape_step(out);
+            return if self.state == State::Failed { i } else { i + 1 };
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\\' && bytes[i] >= 0x20 {
+            i += 1;
+        }
+        if i > start {
+            if self.high.is_some() {
+                self.fail(out);
+                return start;
+            }
+            self.sink(out).push_str(&text[start..i]);
+        }
+        if i == bytes.len() {
+            return i;
+        }
+        match bytes[i] {
+            b'"' if self.high.is_none() => {
+                self.sink(out).push('"');
+                self.state = if self.in_key { State::Colon } else { State::After };
+                if !self.in_key {
+                    self.awaiting_value = false;
+                }
+            }
+            b'\\' => self.escape.push('\\'),
+            _ => {
+                self.fail(out);
+                return i;
+            }
+        }
+        i + 1
+    }
+
+    /// Where string output goes: keys are held, values written through.
+    fn sink<'a>(&'a mut self, out: &'a mut String) -> &'a mut String {
+        if self.in_key {
+            &mut self.pending
+        } else {
+            self.awaiting_value = false;
+            out
+        }
+    }
+
+    /// Decode the escape in `self.escape` once it is complete.
+    fn escape_step(&mut self, out: &mut String) {
+        let esc = self.escape.as_bytes();
+        let simple = match esc.get(1) {
+            Some(b'"') => Some('"'),
+            Some(b'\\') => Some('\\'),
+            Some(b'/') => Some('/'),
+            Some(b'b') => Some('\u{8}'),
+            Some(b'f') => Some('\u{c}'),
+            Some(b'n') => Some('\n'),
+            Some(b'r') => Some('\r'),
+            Some(b't') => Some('\t'),
+            Some(b'u') => None,
+            _ => return self.fail(out),
+        };
+        let ch = match simple {
+            Some(c) if self.high.is_none() => c,
+            Some(_) => return self.fail(out),
+            None => {
+                if esc.len() < 6 {
+                    return;
+                }
+                let Some(unit) = std::str::from_utf8(&esc[2..6])
+                    .ok()
+                    .and_then(|h| u16::from_str_radix(h, 16).ok())
+                else {
+                    return self.fail(out);
+                };
+                match (self.high.take(), unit) {
+                    (None, 0xD800..=0xDBFF) => {
+                        self.high = Some(unit);
+                        self.escape.clear();
+                        return;
+                    }
+                    (Some(h), 0xDC00..=0xDFFF) => {
+                        let code = 0x10000 + ((u32::from(h) - 0xD800) << 10) + (u32::from(unit) - 0xDC00);
+                        match char::from_u32(code) {
+                            Some(c) => c,
+                            None => return self.fail(out),
+                        }
+                    }
+                    (None, u) => match char::from_u32(u32::from(u)) {
+                        Some(c) => c,
+                        None => return self.fail(out),
+                    },
+                    (Some(_), _) => return self.fail(out),
+                }
+            }
+        };
+        self.escape.clear();
+        write_escaped(ch, self.sink(out));
+    }
+
+    fn fail(&mut self, out: &mut String) {
+        self.close(out);
+    }
+
+    /// Finish the output as valid JSON, whatever state the input left it in.
+    pub(crate) fn close(&mut self, out: &mut String) {
+        if self.finished() {
+            return;
+        }
+        if self.state == State::Start {
+            out.push_str("{}");
+            self.state = State::Failed;
+            return;
+        }
+        if self.state == State::Scalar && self.end_scalar(out) {
+            // A complete number or literal at the very end is kept.
+        }
+        if self.state == State::Text {
+            out.push('"');
+        }
+        if self.awaiting_value {
+            out.push_str("null");
+        }
+        self.pending.clear();
+        while let Some(open) = self.stack.pop() {
+            out.push(if open == b'{' { '}' } else { ']' });
+        }
+        self.state = State::Failed;
+    }
+}
+
+/// Write `c` inside a JSON string the way `serde_json` does.
+fn write_escaped(c: char, out: &mut String) {
+    match c {
+        '"' => out.push_str("\\\""),
+        '\\' => out.push_str("\\\\"),
+        '\u{8}' => out.push_str("\\b"),
+        '\u{c}' => out.push_str("\\f"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+        c => out.push(c),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn run(text: &str) -> (String, Fed) {
+        let mut s = JsonStream::new();
+        let mut out = String::new();
+        let fed = s.feed(text, &mut out);
+        if !s.finished() {
+            s.close(&mut out);
+        }
+        (out, fed)
+    }
+
+    fn serde_compact(text: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        serde_json::to_string(&v).unwrap()
+    }
+
+    #[test]
+    fn matches_serde_on_valid_objects() {
+        for t in [
+            r#"{}"#,
+            r#"{ "a" : 1 , "b": [1, 2.50, -0.0, 1e5, true, null, {"c": "x"}] }"#,
+            r#"{"s": "a\"b\\c\/d\n\t\u00e9\ud83d\ude00\u0001", "n": 12345678901234567890123}"#,
+            r#"{"k": {"nested": {"deep": []}}, "z": "end"}"#,
+        ] {
+            let (out, fed) = run(t);
+            assert_eq!(out, serde_compact(t), "{t}");
+            assert_eq!(fed, Fed::Done(t.len()));
+        }
+    }
+
+    #[test]
+    fn stops_at_the_closing_brace() {
+        let (out, fed) = run(r#"{"a": 1}} tail"#);
+        assert_eq!(out, r#"{"a":1}"#);
+        assert_eq!(fed, Fed::Done(8));
+    }
+
+    #[test]
+    fn truncated_input_closes_to_valid_json() {
+        for (t, want) in [
+            (r#"{"a": "hel"#, r#"{"a":"hel"}"#),
+            (r#"{"a": 12"#, r#"{"a":12}"#),
+            (r#"{"a": "#, r#"{"a":null}"#),
+            (r#"{"a": 1, "b"#, r#"{"a":1}"#),
+            (r#"{"a": [1, "#, r#"{"a":[1]}"#),
+            (r#"{"a": tr"#, r#"{"a":null}"#),
+            (r#"{"a": "x\u00"#, r#"{"a":"x"}"#),
+            ("{", "{}"),
+        ] {
+            let (out, _) = run(t);
+            assert_eq!(out, want, "{t}");
+            serde_json::from_str::<serde_json::Value>(&out).unwrap();
+        }
+    }
+
+    #[test]
+    fn malformed_input_fails_at_the_bad_byte() {
+        let (out, fed) = run(r#"{"a": 1 x}"#);
+        assert_eq!(out, r#"{"a":1}"#);
+        assert_eq!(fed, Fed::Failed(8));
+        let (out, fed) = run(r#"{'a': 1}"#);
+        assert_eq!((out.as_str(), fed), ("{}", Fed::Failed(1)));
+        let (out, _) = run(r#"{"a": [1,]}"#);
+        assert_eq!(out, r#"{"a":[1]}"#);
+    }
+
+    proptest! {
+        /// Any chunking gives the same output, and it always parses.
+        #[test]
+        fn chunking_does_not_matter(
+            v in any_json(),
+            cuts in proptest::collection::vec(any::<usize>(), 0..12),
+            pretty in any::<bool>(),
+        ) {
+            let text = if pretty { serde_json::to_string_pretty(&v).unwrap() } else { serde_json::to_string(&v).unwrap() };
+            let text = format!("{{\"v\": {text}}}");
+            let (whole, _) = run(&text);
+            let mut cut: Vec<usize> = cuts.iter().map(|c| c % (text.len() + 1)).filter(|c| text.is_char_boundary(*c)).collect();
+            cut.sort_unstable();
+            let mut s = JsonStream::new();
+            let mut out = String::new();
+            let mut from = 0;
+            for c in cut.into_iter().chain([text.len()]) {
+                s.feed(&text[from..c], &mut out);
+                from = c;
+            }
+            s.close(&mut out);
+            prop_assert_eq!(&out, &whole);
+            prop_assert_eq!(out, serde_compact(&text));
+        }
+
+        /// Any prefix closes to valid JSON.
+        #[test]
+        fn any_prefix_closes_valid(v in any_json(), cut in any::<usize>()) {
+            let text = format!("{{\"v\": {}}}", serde_json::to_string_pretty(&v).unwrap());
+            let mut c = cut % (text.len() + 1);
+            while !text.is_char_boundary(c) { c -= 1; }
+            let (out, _) = run(&text[..c]);
+            prop_assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok(), "{}", out);
+        }
+    }
+
+    fn any_json() -> impl Strategy<Value = serde_json::Value> {
+        use serde_json::Value;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "[a-z\"\\\\/\n\t\u{1}é😀 ]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec(("[a-z\"é]{1,5}", inner), 0..4)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+}

@@ -1,0 +1,428 @@
+//! Live calls: a tool call's arguments stream while the model is still writing them.
+//!
+//! Inside a region, as soon as the text at the cursor fixes a call's name (and id) and its
+//! arguments object has begun (`{` then `"` or `}`), the call goes live: its name is reported
+//! and the arguments pass through `JsonStream` as compact JSON fragments. After the object
+//! closes, the format's tail (the `}` of a wrapping object, an item's end marker) is skipped
+//! and the next call may go live. Every decision depends only on the text before the cursor,
+//! so a streamed parse still equals a complete one (`engine.rs` runs the same steps either
+//! way).
+//!
+//! Shapes whose name comes after the arguments, whose arguments are not a JSON object (XML
+//! parameters, Python literals, JSON-encoded strings), or that a header introduces, never go
+//! live: their region is read whole when it ends, as before. Once a region has a live call it
+//! cannot turn back into text; what follows the live calls is read by `body::continuation`.
+use super::body::{valid_name, Target};
+use super::engine::Ctx;
+use super::json_stream::{Fed, JsonStream};
+use super::spec::Body;
+use super::ToolCallDelta;
+use super::ToolDelta;
+
+/// Why a head could not be read.
+enum Stop {
+    /// The text so far is a prefix of a head: wait for more.
+    Pending,
+    /// No call goes live here.
+    No,
+}
+
+/// What ends a live call after its arguments object.
+#[derive(Debug, Clone, Copy)]
+enum Tail {
+    /// Nothing: the arguments are the whole call.
+    Nothing,
+    /// The `}` of the object that holds `name` and `arguments` (extra keys are skipped).
+    CloseObject,
+    /// An item's end marker; what lies before it (a code fence) is dropped.
+    Marker(&'static str),
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Looking for the next call's head at the cursor.
+    Head,
+    /// Streaming the arguments of call `index`.
+    Args {
+        index: usize,
+        json: Box<JsonStream>,
+        tail: Tail,
+    },
+    /// Skipping the tail of the last call.
+    Tail(Tail),
+    /// Nothing more goes live in this region.
+    Off,
+}
+
+/// Live-call state of one region.
+#[derive(Debug)]
+pub(crate) struct Live {
+    /// Region offset of the first byte not yet read by this machine.
+    pub cursor: usize,
+    /// Whether a call of this region went live (the region is then calls, not text).
+    pub emitted: bool,
+    phase: Phase,
+}
+
+impl Live {
+    pub(crate) fn new(cursor: usize) -> Self {
+        Self {
+            cursor,
+            emitted: false,
+            phase: Phase::Head,
+        }
+    }
+
+    /// Read `region` (cut where the region's end is certain not to lie) from the cursor.
+    /// `ended`: the region ends at `region.len()`.
+    pub(crate) fn advance(
+        &mut self,
+        target: &Target,
+        region: &str,
+        ended: bool,
+        ctx: &Ctx,
+        next_index: &mut usize,
+        out: &mut ToolDelta,
+    ) {
+        loop {
+            let rest = &region[self.cursor..];
+            match &mut self.phase {
+                Phase::Off => return,
+                Phase::Head => match head(target, rest, ctx) {
+                    Ok(h) => {
+                        out.calls.push(ToolCallDelta {
+                            index: *next_index,
+                            id: h.id,
+                            name: Some(h.name),
+                            arguments: String::new(),
+                        });
+                        self.phase = Phase::Args {
+                            index: *next_index,
+                            json: Box::new(JsonStream::new()),
+                            tail: h.tail,
+                        };
+                        *next_index += 1;
+                        self.cursor += h.args;
+                        self.emitted = true;
+                    }
+                    Err(Stop::Pending) if !ended => return,
+                    Err(_) => self.phase = Phase::Off,
+                },
+                Phase::Args { index, json, tail } => {
+                    let mut frag = String::new();
+                    let fed = json.feed(rest, &mut frag);
+                    let (index, tail) = (*index, *tail);
+                    match fed {
+                        Fed::More => {
+                            self.cursor = region.len();
+                            if ended {
+                                json.close(&mut frag);
+                                self.phase = Phase::Off;
+                            }
+                        }
+                        Fed::Done(n) => {
+                            self.cursor += n;
+                            self.phase = Phase::Tail(tail);
+                        }
+                        Fed::Failed(n) => {
+                            self.cursor += n;
+                            // Inside an item, the broken rest up to the item's end is dropped
+                            // and the next item may still go live; elsewhere it becomes text.
+                            self.phase = match tail {
+                                Tail::Marker(_) => Phase::Tail(tail),
+                                _ => Phase::Off,
+                            };
+                        }
+                    }
+                    push_args(out, index, frag);
+                    if matches!(fed, Fed::More) {
+                        return;
+                    }
+                }
+                Phase::Tail(tail) => match skip_tail(*tail, rest) {
+                    Ok(n) => {
+                        self.cursor += n;
+                        self.phase = Phase::Head;
+                    }
+                    Err(Stop::Pending) if !ended => return,
+                    Err(_) => {
+                        self.cursor = region.len();
+                        self.phase = Phase::Off;
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// Append an arguments fragment, merged into this push's last delta of the same call.
+fn push_args(out: &mut ToolDelta, index: usize, frag: String) {
+    if frag.is_empty() {
+        return;
+    }
+    match out.calls.last_mut() {
+        Some(last) if last.index == index => last.arguments.push_str(&frag),
+        _ => out.calls.push(ToolCallDelta {
+            index,
+            id: None,
+            name: None,
+            arguments: frag,
+        }),
+    }
+}
+
+/// A call head: name, id, where its arguments object starts and what ends the call.
+struct HeadFound {
+    id: Option<String>,
+    name: String,
+    args: usize,
+    tail: Tail,
+}
+
+fn head(target: &Target, text: &str, ctx: &Ctx) -> Result<HeadFound, Stop> {
+    let mut c = Cursor { s: text, i: 0 };
+    let (id, name, tail) = match target {
+        Target::Args { name, id } => (id.clone(), name.clone(), Tail::Nothing),
+        Target::Body(body) => body_head(body, &mut c)?,
+    };
+    let args = c.args_start()?;
+    let name = valid_name(&name).filter(|n| ctx.declared(n)).ok_or(Stop::No)?;
+    Ok(HeadFound { id, name, args, tail })
+}
+
+/// Read a head of `body`, leaving the cursor before the arguments.
+fn body_head(body: &Body, c: &mut Cursor) -> Result<(Option<String>, String, Tail), Stop> {
+    match *body {
+        Body::Json => json_head(c),
+        Body::Mistral => {
+            c.ws();
+            if matches!(c.peek()?, b'[' | b'{') {
+                // The v3 JSON form gives each call's `"id"` after its arguments, and Mistral
+                // templates reject any other id on the next turn: read these regions whole.
+                return Err(Stop::No);
+            }
+            mistral_head(c)
+        }
+        Body::Items { begin, end, item } => {
+            c.ws();
+            c.lit(begin)?;
+            let (id, name, _) = body_head(item, c)?;
+            Ok((id, name, Tail::Marker(end)))
+        }
+        Body::KimiItem => {
+            let header = c.until("<|tool_call_argument_begin|>")?.trim();
+            let bare = header.strip_prefix("functions.").unwrap_or(header);
+            let name = match bare.rsplit_once(':') {
+                Some((n, idx)) if !idx.is_empty() && idx.bytes().all(|b| b.is_ascii_digit()) => n,
+                _ => bare,
+            };
+            Ok((Some(header.to_string()), name.to_string(), Tail::Nothing))
+        }
+        Body::DeepSeekItem => {
+            let left = c.until("<｜tool▁sep｜>")?;
+            let name = if left.trim() == "function" {
+                let name = c.until("\n")?;
+                c.ws();
+                if c.rest().starts_with('`') {
+                    c.lit("```")?;
+                    c.until("\n")?;
+                }
+                name
+            } else {
+                left
+            };
+            Ok((None, name.to_string(), Tail::Nothing))
+        }
+        Body::FunctionaryV31 => Ok((None, c.until(">")?.to_string(), Tail::Nothing)),
+        Body::Solar => {
+            let id = c.until("<|tool_call:name|>")?.trim();
+            let name = c.until("<|tool_call:args|>")?;
+            let id = Some(id.to_string()).filter(|i| !i.is_empty());
+            Ok((id, name.to_string(), Tail::Nothing))
+        }
+        _ => Err(Stop::No),
+    }
+}
+
+/// `{"name": "N", "arguments": {` (also `tool_name`, `parameters`, `args`), after any `[`, `,`
+/// or `;` that separate calls.
+fn json_head(c: &mut Cursor) -> Result<(Option<String>, String, Tail), Stop> {
+    c.skip_while(|b| b.is_ascii_whitespace() || matches!(b, b'[' | b',' | b';'));
+    c.lit("{")?;
+    c.ws();
+    if !matches!(c.json_string()?, "name" | "tool_name") {
+        return Err(Stop::No);
+    }
+    c.ws();
+    c.lit(":")?;
+    c.ws();
+    let name = c.json_string()?;
+    c.ws();
+    c.lit(",")?;
+    c.ws();
+    if !matches!(c.json_string()?, "arguments" | "parameters" | "args") {
+        return Err(Stop::No);
+    }
+    c.ws();
+    c.lit(":")?;
+    Ok((None, name.to_string(), Tail::CloseObject))
+}
+
+/// Mistral's `NAME[ARGS]{`, `NAME[CALL_ID]ID[ARGS]{` or `NAME{`.
+fn mistral_head(c: &mut Cursor) -> Result<(Option<String>, String, Tail), Stop> {
+    let start = c.i;
+    let name_end = loop {
+        match c.peek()? {
+            b'{' => break c.i,
+            b'[' => {
+                let end = c.i;
+                if c.lit("[ARGS]").is_ok() {
+                    break end;
+                }
+                c.lit("[CALL_ID]")?;
+                let id_start = c.i;
+                let id_end = loop {
+                    match c.peek()? {
+                        b'{' => break c.i,
+                        b'[' => {
+                            let e = c.i;
+                            c.lit("[ARGS]")?;
+                            break e;
+                        }
+                        _ => c.i += 1,
+                    }
+                };
+                let id = c.s[id_start..id_end].trim().to_string();
+                return Ok((Some(id), c.s[start..end].to_string(), Tail::Nothing));
+            }
+            b if b.is_ascii_alphanumeric() || b >= 0x80 || matches!(b, b'_' | b'-' | b'.' | b':' | b'/' | b' ') => {
+                c.i += 1
+            }
+            _ => return Err(Stop::No),
+        }
+    };
+    Ok((None, c.s[start..name_end].to_string(), Tail::Nothing))
+}
+
+/// Bytes of the tail at the start of `text`.
+fn skip_tail(tail: Tail, text: &str) -> Result<usize, Stop> {
+    let mut c = Cursor { s: text, i: 0 };
+    match tail {
+        Tail::Nothing => Ok(0),
+        Tail::Marker(end) => {
+            c.until(end)?;
+            Ok(c.i)
+        }
+        Tail::CloseObject => {
+            c.ws();
+            match c.peek()? {
+                b'}' => Ok(c.i + 1),
+                b',' => c.close_object(),
+                _ => Ok(0),
+            }
+        }
+    }
+}
+
+/// A read position in a head.
+struct Cursor<'a> {
+    s: &'a str,
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn rest(&self) -> &'a str {
+        &self.s[self.i..]
+    }
+
+    fn peek(&self) -> Result<u8, Stop> {
+        self.s.as_bytes().get(self.i).copied().ok_or(Stop::Pending)
+    }
+
+    fn skip_while(&mut self, f: impl Fn(u8) -> bool) {
+        while self.s.as_bytes().get(self.i).is_some_and(|b| f(*b)) {
+            self.i += 1;
+        }
+    }
+
+    fn ws(&mut self) {
+        self.skip_while(|b| b.is_ascii_whitespace());
+    }
+
+    /// Consume `lit`.
+    fn lit(&mut self, lit: &str) -> Result<(), Stop> {
+        let rest = self.rest();
+        if rest.starts_with(lit) {
+            self.i += lit.len();
+            Ok(())
+        } else if lit.starts_with(rest) {
+            Err(Stop::Pending)
+        } else {
+            Err(Stop::No)
+        }
+    }
+
+    /// The text up to `marker`, consuming both.
+    fn until(&mut self, marker: &str) -> Result<&'a str, Stop> {
+        let rest = self.rest();
+        let p = rest.find(marker).ok_or(Stop::Pending)?;
+        self.i += p + marker.len();
+        Ok(&rest[..p])
+    }
+
+    /// A JSON string without escapes (keys and names never need them).
+    fn json_string(&mut self) -> Result<&'a str, Stop> {
+        self.lit("\"")?;
+        let rest = self.rest();
+        match rest.find(['"', '\\']) {
+            Some(p) if rest.as_bytes()[p] == b'"' => {
+                self.i += p + 1;
+                Ok(&rest[..p])
+            }
+            Some(_) => Err(Stop::No),
+            None => Err(Stop::Pending),
+        }
+    }
+
+    /// Where the arguments object starts: `{` then `"` or `}`. Returns its offset.
+    fn args_start(&mut self) -> Result<usize, Stop> {
+        self.ws();
+        let at = self.i;
+        self.lit("{")?;
+        self.ws();
+        match self.peek()? {
+            b'"' | b'}' => Ok(at),
+            _ => Err(Stop::No),
+        }
+    }
+
+    /// Skip the rest of an object whose `{` was already read; returns the offset after its `}`.
+    fn close_object(&mut self) -> Result<usize, Stop> {
+        let bytes = self.s.as_bytes();
+        let (mut depth, mut quoted, mut escaped) = (1u32, false, false);
+        while let Some(&b) = bytes.get(self.i) {
+            self.i += 1;
+            if quoted {
+                match b {
+                    _ if escaped => escaped = false,
+                    b'\\' => escaped = true,
+                    b'"' => quoted = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => quoted = true,
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Ok(self.i);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Err(Stop::Pending)
+    }
+}
