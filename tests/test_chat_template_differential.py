@@ -23,13 +23,8 @@ CONVERSATIONS = FIXTURES / "conversations.json"
 FROZEN = datetime.datetime(2025, 1, 15, 10, 30, 0)
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
 
-# Pairs where minijinja cannot match jinja2 today; each is a documented engine difference, not a bug in smgpy.
-KNOWN_GAPS: dict[str, str] = {
-    # `Markup + str` escapes the right-hand side in jinja2 ("..."|safe + t|tojson prints &#34;); minijinja's `+`
-    # has no Markup semantics and offers no operator hook.
-    "meetkai-functionary-medium-v3.1.jinja": "Markup + str autoescape",
-    "llamacpp_edited/meetkai-functionary-medium-v3.1.jinja": "Markup + str autoescape",
-}
+# Pairs where minijinja cannot match jinja2 today; each must be a documented engine difference.
+KNOWN_GAPS: dict[str, str] = {}
 
 RESULTS: Counter[str] = Counter()
 

@@ -64,6 +64,9 @@ pub fn build(now: Option<DateTime>) -> Environment<'static> {
         }
     });
     env.add_filter("e", escape_filter);
+    env.add_filter(crate::markup::ADD_FILTER, |l: &Value, r: &Value| {
+        crate::markup::markup_add(l, r)
+    });
     env.add_test("sequence", |v: &Value| {
         matches!(v.kind(), ValueKind::Seq | ValueKind::Map | ValueKind::String)
     });

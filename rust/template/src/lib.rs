@@ -15,6 +15,7 @@ mod environment;
 mod generators;
 mod inspect;
 mod json;
+mod markup;
 mod methods;
 mod none;
 mod normalize;

@@ -7,6 +7,7 @@
 //! * `{% for c in text %}` over a string has `loop.last`/`loop.length` in jinja2, but minijinja 2's string
 //!   iterator reports no exact length. Every loop's iterable `EXPR` becomes `(EXPR)|smgpy_iter`, a filter that
 //!   turns strings into lists of characters and passes everything else through unchanged.
+//! * `"..."|safe + x` escapes `x` in jinja2 (Markup arithmetic); see `markup.rs`.
 
 /// Name of the filter wrapped around every `for` loop's iterable.
 pub const ITER_FILTER: &str = "smgpy_iter";
@@ -20,7 +21,7 @@ pub fn prepare_source(source: &str) -> String {
     } else {
         source
     };
-    rewrite_tags(source)
+    crate::markup::rewrite_markup_concat(&rewrite_tags(source))
 }
 
 /// Walk `{% ... %}` tags (skipping comments and raw blocks) and rewrite the ones that need it.
