@@ -177,3 +177,14 @@ def test_render_never_crashes(messages: list[Any]) -> None:
         t.render(messages, normalize=True)
     except ValueError:
         pass
+
+
+def test_python_objects_render_as_python_would() -> None:
+    # Integers beyond 64 bits stay exact, tuples are lists, None-valued message keys are dropped.
+    t = _native.ChatTemplate(
+        "{{ messages[0].x | tojson }} {{ messages[0].x }} {{ messages[0].y | tojson }} {{ messages[0].z is defined }}"
+    )
+    assert (
+        t.render([{"role": "user", "x": 2**70, "y": (1, (2, 3)), "z": None}])
+        == "1180591620717411303424 1180591620717411303424 [1, [2, 3]] False"
+    )

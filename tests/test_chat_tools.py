@@ -90,7 +90,8 @@ def test_arguments_stream_incrementally() -> None:
     """A long argument reaches the client in many deltas while the model writes it, and the
     SDK's accumulation equals the non-streamed call."""
     city = "Llanfairpwllgwyngyll " * 6
-    out = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "%s"}}\n</tool_call>' % city
+    call = json.dumps({"name": "get_weather", "arguments": {"city": city}})
+    out = f"<tool_call>\n{call}\n</tool_call>"
     engine = ScriptedEngine(tokens(out, 4), delay=0.003)
     with serve_in_thread(engine, tool_parser="hermes") as url:
         c = client(url)

@@ -1,10 +1,12 @@
-//! Python object <-> `serde_json::Value`, walked directly (no JSON text crosses the boundary).
+//! Python object <-> `serde_json::Value`, walked directly (no JSON text crosses the boundary),
+//! and Python object -> chat-template value (`HostValue`) for rendering without JSON at all.
 //! Dict key order is kept (`serde_json` is built with `preserve_order`).
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
+use smgpy_template::HostValue;
 
 /// Convert a Python value made of dict/list/tuple/str/int/float/bool/None into a JSON value.
 pub fn py_to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
@@ -60,6 +62,71 @@ pub fn py_to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
         "cannot convert a Python {} to JSON: use dict, list, str, int, float, bool or None",
         obj.get_type().name()?
     )))
+}
+
+/// Convert a Python object straight into a template value (no JSON in between). Integers of any
+/// size up to 128 bits stay exact, as Python's `json.dumps` would print them.
+pub fn py_to_host(obj: &Bound<'_, PyAny>) -> PyResult<HostValue> {
+    if obj.is_none() {
+        return Ok(HostValue::none());
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(HostValue::string(s.to_str()?));
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        return Ok(HostValue::dict(dict_pairs(d)?));
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        return l
+            .iter()
+            .map(|v| py_to_host(&v))
+            .collect::<PyResult<_>>()
+            .map(HostValue::list);
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(HostValue::bool(b.is_true()));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        if let Ok(v) = obj.extract::<i64>() {
+            return Ok(HostValue::int(v));
+        }
+        if let Ok(v) = obj.extract::<i128>() {
+            return Ok(HostValue::big_int(v));
+        }
+        return Ok(HostValue::float(obj.extract()?));
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(HostValue::float(f.value()));
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        return t
+            .iter()
+            .map(|v| py_to_host(&v))
+            .collect::<PyResult<_>>()
+            .map(HostValue::list);
+    }
+    Err(PyTypeError::new_err(format!(
+        "cannot pass a Python {} to a chat template: use dict, list, str, int, float, bool or None",
+        obj.get_type().name()?
+    )))
+}
+
+/// A dict's items as template values, keys as strings (in order).
+pub fn dict_pairs(d: &Bound<'_, PyDict>) -> PyResult<Vec<(HostValue, HostValue)>> {
+    str_key_pairs(d).map(|pairs| pairs.into_iter().map(|(k, v)| (HostValue::string(&k), v)).collect())
+}
+
+/// A dict's items with their keys as Rust strings (`str(key)` for non-string keys).
+pub fn str_key_pairs(d: &Bound<'_, PyDict>) -> PyResult<Vec<(String, HostValue)>> {
+    let mut pairs = Vec::with_capacity(d.len());
+    for (k, v) in d.iter() {
+        let key = match k.cast::<PyString>() {
+            Ok(s) => s.to_str()?.to_owned(),
+            Err(_) => k.str()?.to_str()?.to_owned(),
+        };
+        pairs.push((key, py_to_host(&v)?));
+    }
+    Ok(pairs)
 }
 
 /// Convert a JSON value into Python objects.

@@ -4,9 +4,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use serde_json::{Map, Value};
-use smgpy_template::{DateTime, RenderArgs, TemplateError as CoreError};
+use smgpy_template::{DateTime, HostRenderArgs, HostValue, RenderArgs, TemplateError as CoreError};
 
-use crate::convert::{py_to_value, value_to_py};
+use crate::convert::{py_to_host, py_to_value, str_key_pairs, value_to_py};
 
 pyo3::create_exception!(
     smgpy._native,
@@ -59,6 +59,48 @@ fn list_to_values(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option
                 "{what} must be a list of dicts"
             ))),
         },
+    }
+}
+
+/// The render input straight from Python objects, or `None` when a message is not a dict (the JSON
+/// path then reports it).
+fn host_args(
+    messages: &Bound<'_, PyList>,
+    tools: Option<&Bound<'_, PyAny>>,
+    add_generation_prompt: bool,
+    documents: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Option<HostRenderArgs>> {
+    let mut converted = Vec::with_capacity(messages.len());
+    for m in messages.iter() {
+        let Ok(d) = m.cast::<PyDict>() else { return Ok(None) };
+        converted.push(str_key_pairs(d)?);
+    }
+    Ok(Some(HostRenderArgs {
+        messages: converted,
+        tools: host_list(tools, "tools")?,
+        documents: host_list(documents, "documents")?,
+        add_generation_prompt,
+        kwargs: match kwargs {
+            Some(k) => str_key_pairs(k)?,
+            None => Vec::new(),
+        },
+    }))
+}
+
+/// An optional list argument (`None` stays Python's `None` in the template).
+fn host_list(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<Vec<HostValue>>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) if o.is_instance_of::<PyList>() || o.is_instance_of::<pyo3::types::PyTuple>() => o
+            .try_iter()?
+            .map(|v| py_to_host(&v?))
+            .collect::<PyResult<_>>()
+            .map(Some),
+        Some(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{what} must be a list of dicts"
+        ))),
     }
 }
 
@@ -161,6 +203,12 @@ impl PyChatTemplate {
         normalize: bool,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<String> {
+        if !normalize && !continue_final_message {
+            if let Some(args) = host_args(messages, tools, add_generation_prompt, documents, kwargs)? {
+                let inner = &self.inner;
+                return py.detach(|| inner.render_host(&args)).map_err(to_py_err);
+            }
+        }
         let mut messages = list_to_values(Some(messages.as_any()), "messages")?.unwrap_or_default();
         let mut tools = list_to_values(tools, "tools")?;
         let documents = list_to_values(documents, "documents")?;

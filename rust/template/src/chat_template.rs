@@ -2,6 +2,7 @@
 
 use crate::clock::DateTime;
 use crate::environment::{build, RaisedByTemplate};
+use crate::host::{host_list, HostRenderArgs};
 use crate::inspect::TemplateInfo;
 use crate::source::prepare_source;
 use crate::value::to_jinja;
@@ -192,15 +193,8 @@ impl ChatTemplate {
     /// Render, as transformers' `apply_chat_template(..., tokenize=False)`.
     pub fn render(&self, args: &RenderArgs) -> Result<String, TemplateError> {
         let inner = &self.inner;
-        let name = if args.tools.is_some() && inner.variants.iter().any(|(n, _)| n == TOOL_USE) {
-            TOOL_USE
-        } else {
-            inner.variants[0].0.as_str()
-        };
-        let template = inner
-            .env
-            .get_template(name)
-            .map_err(|e| TemplateError::Render { reason: e.to_string() })?;
+        let name = self.variant(args.tools.is_some());
+        let template = self.template(name)?;
         let source = inner
             .variants
             .iter()
@@ -222,31 +216,93 @@ impl ChatTemplate {
             (messages, None)
         };
 
-        let mut ctx: Vec<(minijinja::Value, minijinja::Value)> = inner.special_jinja.clone();
-        ctx.extend(
-            args.kwargs
-                .iter()
-                .map(|(k, v)| (minijinja::Value::from(k.as_str()), to_jinja(v))),
-        );
         let list = |items: &Option<Vec<Value>>| match items {
             Some(items) => minijinja::Value::from(items.iter().map(to_jinja).collect::<Vec<_>>()),
             None => crate::none::py_none(),
         };
-        ctx.push(("messages".into(), minijinja::Value::from(messages)));
-        ctx.push(("tools".into(), list(&args.tools)));
-        ctx.push(("documents".into(), list(&args.documents)));
-        ctx.push((
-            "add_generation_prompt".into(),
-            minijinja::Value::from(args.add_generation_prompt),
-        ));
-        let ctx: minijinja::Value = ctx.into_iter().collect();
-
-        let rendered = template.render(ctx).map_err(render_error)?;
+        let kwargs = args
+            .kwargs
+            .iter()
+            .map(|(k, v)| (minijinja::Value::from(k.as_str()), to_jinja(v)));
+        let vars = Vars {
+            messages,
+            tools: list(&args.tools),
+            documents: list(&args.documents),
+            add_generation_prompt: args.add_generation_prompt,
+        };
+        let rendered = self.render_vars(&template, vars, kwargs)?;
         match continued {
             Some(final_text) => cut_at_continue_tag(rendered, &final_text),
             None => Ok(rendered),
         }
     }
+
+    /// Render from values built straight from host objects (see [`HostValue`]); same output as
+    /// [`ChatTemplate::render`] for the same input.
+    pub fn render_host(&self, args: &HostRenderArgs) -> Result<String, TemplateError> {
+        let template = self.template(self.variant(args.tools.is_some()))?;
+        let messages = args
+            .messages
+            .iter()
+            .map(|pairs| prepared_message(pairs.iter().map(|(k, v)| (k.as_str(), v.0.clone()))))
+            .collect();
+        let kwargs = args
+            .kwargs
+            .iter()
+            .map(|(k, v)| (minijinja::Value::from(k.as_str()), v.0.clone()));
+        let vars = Vars {
+            messages,
+            tools: host_list(&args.tools),
+            documents: host_list(&args.documents),
+            add_generation_prompt: args.add_generation_prompt,
+        };
+        self.render_vars(&template, vars, kwargs)
+    }
+
+    /// The variant transformers would use: `tool_use` when tools are given and it exists.
+    fn variant(&self, with_tools: bool) -> &str {
+        let variants = &self.inner.variants;
+        if with_tools && variants.iter().any(|(n, _)| n == TOOL_USE) {
+            TOOL_USE
+        } else {
+            variants[0].0.as_str()
+        }
+    }
+
+    fn template(&self, name: &str) -> Result<minijinja::Template<'_, '_>, TemplateError> {
+        self.inner
+            .env
+            .get_template(name)
+            .map_err(|e| TemplateError::Render { reason: e.to_string() })
+    }
+
+    /// Build the context (special tokens, kwargs, then the standard variables) and render.
+    fn render_vars(
+        &self,
+        template: &minijinja::Template<'_, '_>,
+        vars: Vars,
+        kwargs: impl Iterator<Item = (minijinja::Value, minijinja::Value)>,
+    ) -> Result<String, TemplateError> {
+        let mut ctx: Vec<(minijinja::Value, minijinja::Value)> = self.inner.special_jinja.clone();
+        ctx.extend(kwargs);
+        ctx.push(("messages".into(), minijinja::Value::from(vars.messages)));
+        ctx.push(("tools".into(), vars.tools));
+        ctx.push(("documents".into(), vars.documents));
+        ctx.push((
+            "add_generation_prompt".into(),
+            minijinja::Value::from(vars.add_generation_prompt),
+        ));
+        let ctx: minijinja::Value = ctx.into_iter().collect();
+        template.render(ctx).map_err(render_error)
+    }
+}
+
+/// The standard template variables of one render.
+struct Vars {
+    messages: Vec<minijinja::Value>,
+    tools: minijinja::Value,
+    documents: minijinja::Value,
+    add_generation_prompt: bool,
 }
 
 /// Drop None-valued keys and alias reasoning fields, as transformers 5 does before rendering.
@@ -286,31 +342,36 @@ fn message_to_jinja(message: &Value) -> Result<minijinja::Value, TemplateError> 
             reason: format!("chat messages must be objects, got {message}"),
         });
     };
+    Ok(prepared_message(map.iter().map(|(k, v)| (k.as_str(), to_jinja(v)))))
+}
+
+/// One message as transformers 5 passes it to the template: None-valued keys dropped, and the
+/// first reasoning field present copied as `{"thinking": r, **message, "reasoning_content": r}`.
+fn prepared_message<'a>(pairs: impl Iterator<Item = (&'a str, minijinja::Value)>) -> minijinja::Value {
+    let kept: Vec<(&str, minijinja::Value)> = pairs.filter(|(_, v)| !v.is_none()).collect();
     let reasoning = REASONING_FIELDS
         .iter()
-        .find_map(|k| map.get(*k).filter(|v| !v.is_null()));
-    let mut pairs: Vec<(minijinja::Value, minijinja::Value)> = Vec::with_capacity(map.len() + 2);
-    if let Some(r) = reasoning {
-        pairs.push(("thinking".into(), to_jinja(r)));
-    }
+        .find_map(|f| kept.iter().find(|(k, _)| k == f).map(|(_, v)| v.clone()));
+    let Some(reasoning) = reasoning else {
+        return kept.into_iter().map(|(k, v)| (minijinja::Value::from(k), v)).collect();
+    };
+    let mut out: Vec<(minijinja::Value, minijinja::Value)> = Vec::with_capacity(kept.len() + 2);
+    out.push(("thinking".into(), reasoning.clone()));
     let mut has_reasoning_content = false;
-    for (k, v) in map {
-        if v.is_null() {
-            continue;
-        }
-        match (k.as_str(), reasoning) {
-            ("thinking", Some(_)) => pairs[0].1 = to_jinja(v),
-            ("reasoning_content", Some(r)) => {
+    for (k, v) in kept {
+        match k {
+            "thinking" => out[0].1 = v,
+            "reasoning_content" => {
                 has_reasoning_content = true;
-                pairs.push((k.as_str().into(), to_jinja(r)));
+                out.push((k.into(), reasoning.clone()));
             }
-            _ => pairs.push((k.as_str().into(), to_jinja(v))),
+            _ => out.push((k.into(), v)),
         }
     }
-    if let (Some(r), false) = (reasoning, has_reasoning_content) {
-        pairs.push(("reasoning_content".into(), to_jinja(r)));
+    if !has_reasoning_content {
+        out.push(("reasoning_content".into(), reasoning));
     }
-    Ok(pairs.into_iter().collect())
+    out.into_iter().collect()
 }
 
 /// Append transformers' continue tag to the final message's content; returns the text being continued.

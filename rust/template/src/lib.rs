@@ -13,6 +13,7 @@ mod clock;
 mod discover;
 mod environment;
 mod generators;
+mod host;
 mod inspect;
 mod json;
 mod markup;
@@ -25,6 +26,7 @@ mod value;
 
 pub use chat_template::ChatTemplate;
 pub use clock::DateTime;
+pub use host::{HostRenderArgs, HostValue};
 pub use inspect::TemplateInfo;
 pub use normalize::{normalize_messages, normalize_tools};
 
