@@ -1,6 +1,7 @@
 //! Python binding for the tool-call parsers: conversion only, the logic is in `smgpy-parsers`.
 use crate::convert::py_to_value;
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use smgpy_parsers::tool::{self, ToolCallParser, ToolDef, ToolDelta, ToolFormat, ToolParseResult};
@@ -43,16 +44,16 @@ fn result_to_dict<'py>(py: Python<'py>, r: &ToolParseResult) -> PyResult<Bound<'
     let calls = PyList::empty(py);
     for c in &r.calls {
         let d = PyDict::new(py);
-        d.set_item("name", &c.name)?;
-        d.set_item("arguments", &c.arguments)?;
+        d.set_item(intern!(py, "name"), &c.name)?;
+        d.set_item(intern!(py, "arguments"), &c.arguments)?;
         if let Some(id) = &c.id {
-            d.set_item("id", id)?;
+            d.set_item(intern!(py, "id"), id)?;
         }
         calls.append(d)?;
     }
     let out = PyDict::new(py);
-    out.set_item("normal_text", &r.normal_text)?;
-    out.set_item("tool_calls", calls)?;
+    out.set_item(intern!(py, "normal_text"), &r.normal_text)?;
+    out.set_item(intern!(py, "tool_calls"), calls)?;
     Ok(out)
 }
 
@@ -60,15 +61,15 @@ fn delta_to_dict<'py>(py: Python<'py>, d: &ToolDelta) -> PyResult<Bound<'py, PyD
     let calls = PyList::empty(py);
     for c in &d.calls {
         let item = PyDict::new(py);
-        item.set_item("index", c.index)?;
-        item.set_item("id", &c.id)?;
-        item.set_item("name", &c.name)?;
-        item.set_item("arguments", &c.arguments)?;
+        item.set_item(intern!(py, "index"), c.index)?;
+        item.set_item(intern!(py, "id"), &c.id)?;
+        item.set_item(intern!(py, "name"), &c.name)?;
+        item.set_item(intern!(py, "arguments"), &c.arguments)?;
         calls.append(item)?;
     }
     let out = PyDict::new(py);
-    out.set_item("normal_text", &d.normal_text)?;
-    out.set_item("calls", calls)?;
+    out.set_item(intern!(py, "normal_text"), &d.normal_text)?;
+    out.set_item(intern!(py, "calls"), calls)?;
     Ok(out)
 }
 

@@ -1,5 +1,6 @@
 //! Python binding for the reasoning parsers: conversion only, the logic is in `smgpy-parsers`.
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use smgpy_parsers::reasoning::{
@@ -18,8 +19,8 @@ fn format_of(parser: &str) -> PyResult<ReasoningFormat> {
 
 fn delta_to_dict<'py>(py: Python<'py>, d: &ReasoningDelta) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
-    out.set_item("reasoning_text", &d.reasoning)?;
-    out.set_item("normal_text", &d.content)?;
+    out.set_item(intern!(py, "reasoning_text"), &d.reasoning)?;
+    out.set_item(intern!(py, "normal_text"), &d.content)?;
     Ok(out)
 }
 
