@@ -110,6 +110,26 @@ def test_arguments_stream_incrementally() -> None:
     assert json.loads(complete[0].function.arguments) == {"city": city}
 
 
+def test_qwen_xml_string_parameter_streams() -> None:
+    """Qwen3-Coder XML: a parameter the tool declares as a string streams as the model writes it."""
+    city = "Paris, France; the city of light " * 4
+    out = f"<tool_call>\n<function=get_weather>\n<parameter=city>\n{city}\n</parameter>\n</function>\n</tool_call>"
+    with serve_in_thread(ScriptedEngine(tokens(out, 4), delay=0.003), tool_parser="qwen3_coder") as url:
+        c = client(url)
+        fragments = []
+        with c.chat.completions.stream(model="x", messages=MSG, tools=TOOLS) as s:  # type: ignore[arg-type]
+            for event in s:
+                if event.type == "tool_calls.function.arguments.delta":
+                    fragments.append(event.arguments_delta)
+            final = s.get_final_completion()
+        r = c.chat.completions.create(model="x", messages=MSG, tools=TOOLS)  # type: ignore[arg-type]
+    assert len(fragments) >= 10, fragments
+    streamed, complete = final.choices[0].message.tool_calls, r.choices[0].message.tool_calls
+    assert streamed is not None and complete is not None
+    assert "".join(fragments) == streamed[0].function.arguments == complete[0].function.arguments
+    assert json.loads(complete[0].function.arguments) == {"city": city}
+
+
 def test_tool_choice_none_disables_parsing() -> None:
     with serve_in_thread(ScriptedEngine(tokens(HERMES_TWO_CALLS)), tool_parser="hermes") as url:
         r = client(url).chat.completions.create(model="x", messages=MSG, tools=TOOLS, tool_choice="none")  # type: ignore[arg-type]

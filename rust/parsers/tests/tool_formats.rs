@@ -108,3 +108,48 @@ fn arguments_stream_before_the_call_ends() {
         );
     }
 }
+
+/// Qwen-XML parameters: a `string` parameter (per the tool's schema) streams character by
+/// character; others are written when complete. The result equals the complete parse.
+#[test]
+fn qwen_xml_parameters_stream() {
+    let long = "line one\nline \"two\" é\n".repeat(10);
+    let tools = vec![ToolDef {
+        name: "write".into(),
+        parameters: Some(serde_json::json!({"properties": {"path": {"type": "string"}, "text": {"type": "string"}}})),
+    }];
+    for (format, open, close) in [
+        ("qwen3_coder", "<tool_call>\n", "\n</tool_call>"),
+        ("qwen3_coder", "", ""),
+        ("seed_oss", "<seed:tool_call>\n", "\n</seed:tool_call>"),
+    ] {
+        let text = format!(
+            "{open}<function=write>\n<parameter=path>\na.txt\n</parameter>\n<parameter=n>\n3\n</parameter>\n<parameter=text>\n{long}\n</parameter>\n</function>{close}"
+        );
+        let f: ToolFormat = format.parse().unwrap();
+        let complete = parse_complete(&text, f, Some(tools.clone()));
+        assert_eq!(complete.calls.len(), 1, "{format}");
+        let want = &complete.calls[0].arguments;
+        let v: serde_json::Value = serde_json::from_str(want).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"path": "a.txt", "n": 3, "text": long.strip_suffix('\n').unwrap().to_owned() + "\n"})
+        );
+        let cut = text.find(&long).unwrap() + long.len() / 2;
+        let mut p = smgpy_parsers::tool::ToolCallParser::new(f, Some(tools.clone()));
+        let mut streamed = String::new();
+        let mut fragments = 0;
+        for ch in text[..cut].chars() {
+            for c in p.push(&ch.to_string()).calls {
+                fragments += usize::from(!c.arguments.is_empty());
+                streamed.push_str(&c.arguments);
+            }
+        }
+        assert!(fragments > 50, "{format}: {fragments} fragments");
+        assert!(
+            want.starts_with(&streamed) && streamed.len() > 100,
+            "{format}: {streamed:?} vs {want:?}"
+        );
+        check_streaming(&text, f, Some(tools.clone()));
+    }
+}

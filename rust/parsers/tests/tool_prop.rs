@@ -6,7 +6,7 @@
 mod tool_common;
 
 use proptest::prelude::*;
-use smgpy_parsers::tool::{parse_complete, ToolFormat};
+use smgpy_parsers::tool::{parse_complete, ToolDef, ToolFormat};
 use tool_common::{boundaries, stream, CASES};
 
 /// Marker pieces of all formats, so random soup hits real markers and their prefixes.
@@ -37,6 +37,9 @@ const PIECES: &[&str] = &[
     "<function=f>",
     "</function>",
     "<parameter=a>",
+    "<parameter=x>\n",
+    "\n</parameter>",
+    "<function=f>\n",
     "</parameter>",
     "<arg_key>",
     "</arg_key>",
@@ -141,6 +144,24 @@ proptest! {
         let chunks = chunked(&text, &cuts);
         let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
         prop_assert_eq!(stream(&refs, format, None), complete);
+    }
+
+    /// With declared tools: undeclared names stay text, and `string` parameters of XML formats
+    /// stream character by character.
+    #[test]
+    fn any_chunking_equals_complete_with_tools(
+        format in proptest::sample::select(ToolFormat::ALL),
+        text in input(),
+        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..16),
+    ) {
+        let tools = Some(vec![ToolDef {
+            name: "f".into(),
+            parameters: Some(serde_json::json!({"properties": {"a": {"type": "string"}, "x": {"type": "string"}}})),
+        }]);
+        let complete = parse_complete(&text, format, tools.clone());
+        let chunks = chunked(&text, &cuts);
+        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
+        prop_assert_eq!(stream(&refs, format, tools), complete);
     }
 
     #[test]

@@ -378,7 +378,7 @@ impl JsonStream {
 }
 
 /// Write `c` inside a JSON string the way `serde_json` does.
-fn write_escaped(c: char, out: &mut String) {
+pub(crate) fn write_escaped(c: char, out: &mut String) {
     match c {
         '"' => out.push_str("\\\""),
         '\\' => out.push_str("\\\\"),

@@ -16,6 +16,7 @@ use super::body::{valid_name, Target};
 use super::engine::Ctx;
 use super::json_stream::{Fed, JsonStream};
 use super::spec::Body;
+use super::xml_stream::{XmlArgs, XmlFed};
 use super::ToolCallDelta;
 use super::ToolDelta;
 
@@ -43,15 +44,25 @@ enum Phase {
     /// Looking for the next call's head at the cursor.
     Head,
     /// Streaming the arguments of call `index`.
-    Args {
-        index: usize,
-        json: Box<JsonStream>,
-        tail: Tail,
-    },
+    Args { index: usize, reader: Reader, tail: Tail },
     /// Skipping the tail of the last call.
     Tail(Tail),
     /// Nothing more goes live in this region.
     Off,
+}
+
+/// How a live call's arguments are read.
+#[derive(Debug)]
+enum Reader {
+    Json(Box<JsonStream>),
+    Xml(Box<XmlArgs>),
+}
+
+/// How the arguments a head introduces are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Syntax {
+    Json,
+    QwenXml,
 }
 
 /// Live-call state of one region.
@@ -90,15 +101,23 @@ impl Live {
                 Phase::Off => return,
                 Phase::Head => match head(target, rest, ctx) {
                     Ok(h) => {
+                        let mut opening = String::new();
+                        let reader = match h.syntax {
+                            Syntax::Json => Reader::Json(Box::new(JsonStream::new())),
+                            Syntax::QwenXml => {
+                                XmlArgs::open(&mut opening);
+                                Reader::Xml(Box::new(XmlArgs::new(&h.name)))
+                            }
+                        };
                         out.calls.push(ToolCallDelta {
                             index: *next_index,
                             id: h.id,
                             name: Some(h.name),
-                            arguments: String::new(),
+                            arguments: opening,
                         });
                         self.phase = Phase::Args {
                             index: *next_index,
-                            json: Box::new(JsonStream::new()),
+                            reader,
                             tail: h.tail,
                         };
                         *next_index += 1;
@@ -108,23 +127,41 @@ impl Live {
                     Err(Stop::Pending) if !ended => return,
                     Err(_) => self.phase = Phase::Off,
                 },
-                Phase::Args { index, json, tail } => {
+                Phase::Args { index, reader, tail } => {
                     let mut frag = String::new();
-                    let fed = json.feed(rest, &mut frag);
                     let (index, tail) = (*index, *tail);
-                    match fed {
-                        Fed::More => {
-                            self.cursor = region.len();
-                            if ended {
+                    let fed = match reader {
+                        Reader::Json(json) => {
+                            let fed = json.feed(rest, &mut frag);
+                            if fed == Fed::More && ended {
                                 json.close(&mut frag);
-                                self.phase = Phase::Off;
+                            }
+                            match fed {
+                                Fed::More => Step::More(rest.len()),
+                                Fed::Done(n) => Step::Done(n),
+                                Fed::Failed(n) => Step::Failed(n),
                             }
                         }
-                        Fed::Done(n) => {
+                        Reader::Xml(xml) => match xml.feed(rest, ended, ctx, &mut frag) {
+                            XmlFed::More(n) => Step::More(n),
+                            XmlFed::Done(n) => Step::Done(n),
+                            XmlFed::Failed(n) => Step::Failed(n),
+                        },
+                    };
+                    push_args(out, index, frag);
+                    match fed {
+                        Step::More(n) => {
+                            self.cursor += n;
+                            if ended {
+                                self.phase = Phase::Off;
+                            }
+                            return;
+                        }
+                        Step::Done(n) => {
                             self.cursor += n;
                             self.phase = Phase::Tail(tail);
                         }
-                        Fed::Failed(n) => {
+                        Step::Failed(n) => {
                             self.cursor += n;
                             // Inside an item, the broken rest up to the item's end is dropped
                             // and the next item may still go live; elsewhere it becomes text.
@@ -133,10 +170,6 @@ impl Live {
                                 _ => Phase::Off,
                             };
                         }
-                    }
-                    push_args(out, index, frag);
-                    if matches!(fed, Fed::More) {
-                        return;
                     }
                 }
                 Phase::Tail(tail) => match skip_tail(*tail, rest) {
@@ -153,6 +186,13 @@ impl Live {
             }
         }
     }
+}
+
+/// What an arguments reader did with the text it was given.
+enum Step {
+    More(usize),
+    Done(usize),
+    Failed(usize),
 }
 
 /// Append an arguments fragment, merged into this push's last delta of the same call.
@@ -177,17 +217,39 @@ struct HeadFound {
     name: String,
     args: usize,
     tail: Tail,
+    syntax: Syntax,
 }
 
 fn head(target: &Target, text: &str, ctx: &Ctx) -> Result<HeadFound, Stop> {
     let mut c = Cursor { s: text, i: 0 };
+    if let Target::Body(Body::QwenXml { bare }) = target {
+        if !bare {
+            c.ws();
+            c.lit("<function=")?;
+        }
+        let name = c.until(">")?;
+        let name = valid_name(name).filter(|n| ctx.declared(n)).ok_or(Stop::No)?;
+        return Ok(HeadFound {
+            id: None,
+            name,
+            args: c.i,
+            tail: Tail::Nothing,
+            syntax: Syntax::QwenXml,
+        });
+    }
     let (id, name, tail) = match target {
         Target::Args { name, id } => (id.clone(), name.clone(), Tail::Nothing),
         Target::Body(body) => body_head(body, &mut c)?,
     };
     let args = c.args_start()?;
     let name = valid_name(&name).filter(|n| ctx.declared(n)).ok_or(Stop::No)?;
-    Ok(HeadFound { id, name, args, tail })
+    Ok(HeadFound {
+        id,
+        name,
+        args,
+        tail,
+        syntax: Syntax::Json,
+    })
 }
 
 /// Read a head of `body`, leaving the cursor before the arguments.

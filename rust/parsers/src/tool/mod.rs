@@ -7,9 +7,10 @@
 //!
 //! When `tools` are given, a region whose calls name an undeclared tool is kept as normal text,
 //! verbatim. Arguments are compact JSON in the model's key order. Where a format gives a call's
-//! name before a JSON-object argument list, the call goes live as soon as both are seen and its
-//! arguments stream as fragments (`live`, `json_stream`); other shapes (XML parameters, Python
-//! literals) are reported in one `ToolCallDelta` once their region is complete.
+//! name before its arguments, the call goes live as soon as both are seen and its arguments
+//! stream as fragments (`live`, with `json_stream` for JSON objects and `xml_stream` for Qwen-XML
+//! parameters); other shapes (other XML dialects, Python literals) are reported in one
+//! `ToolCallDelta` once their region is complete.
 mod body;
 mod engine;
 mod format;
@@ -18,6 +19,7 @@ mod literal;
 mod live;
 mod spec;
 mod xml;
+mod xml_stream;
 
 pub use format::ToolFormat;
 

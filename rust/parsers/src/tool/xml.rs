@@ -37,7 +37,7 @@ fn element<'a>(text: &'a str, close: &str) -> (&'a str, usize) {
 }
 
 /// Drop the one newline templates put after an opening and before a closing tag.
-fn trim_newlines(v: &str) -> &str {
+pub(crate) fn trim_newlines(v: &str) -> &str {
     let v = v.strip_prefix('\n').unwrap_or(v);
     v.strip_suffix('\n').unwrap_or(v)
 }
