@@ -67,10 +67,10 @@ class ToolCallStream:
     the `{` of its arguments are seen and the arguments stream as compact JSON while the model
     writes them. Such a call cannot be taken back: if the output ends inside its arguments
     (e.g. at `max_tokens`), they are closed into valid JSON (a key without a value gets `null`).
-    Qwen-XML calls (`qwen3_coder`, `seed_oss`) stream too: each `<parameter=K>` is written when
-    its name is complete, a value whose schema type is `string` streams character by character,
-    other values when they close. Other XML dialects and Python-literal formats report each call
-    whole when its block closes.
+    XML-parameter calls stream too (Qwen XML, GLM, Hy3, MiniMax M2, DeepSeek DSML, Step-3): each
+    parameter is written when its name is complete, a value whose schema type is `string` (or
+    marked `string="true"`) streams character by character, other values when they close. Kimi K3
+    and Python-literal formats (pythonic, Gemma) report each call whole when its block closes.
     """
 
     def __new__(cls, parser: str, tools: list[dict[str, Any]] | None = None) -> ToolCallStream: ...

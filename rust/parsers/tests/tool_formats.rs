@@ -153,3 +153,50 @@ fn qwen_xml_parameters_stream() {
         check_streaming(&text, f, Some(tools.clone()));
     }
 }
+
+/// The other XML dialects stream the same way: GLM, Hy3, MiniMax M2 (entities decoded), DeepSeek
+/// DSML (and its `string="true"` attribute), Step-3.
+#[test]
+fn xml_dialects_stream() {
+    let long = "some <b>text</b> &amp; more\n".repeat(8);
+    let tools = vec![ToolDef {
+        name: "write".into(),
+        parameters: Some(serde_json::json!({"properties": {"text": {"type": "string"}}})),
+    }];
+    let cases = [
+        ("glm45", format!("<tool_call>write\n<arg_key>n</arg_key>\n<arg_value>3</arg_value>\n<arg_key>text</arg_key>\n<arg_value>{long}</arg_value>\n</tool_call>"), long.clone()),
+        ("glm47", format!("<tool_call>write<arg_key>n</arg_key><arg_value>3</arg_value><arg_key>text</arg_key><arg_value>{long}</arg_value></tool_call>"), long.clone()),
+        ("hy_v3", format!("<tool_calls>\n<tool_call>write<tool_sep>\n<arg_key>n</arg_key>\n<arg_value>3</arg_value>\n<arg_key>text</arg_key>\n<arg_value>{long}</arg_value>\n</tool_call>\n</tool_calls>"), long.clone()),
+        ("minimax_m2", format!("<minimax:tool_call>\n<invoke name=\"write\">\n<parameter name=\"n\">3</parameter>\n<parameter name=\"text\">{long}</parameter>\n</invoke>\n</minimax:tool_call>"), long.replace("&amp;", "&")),
+        ("deepseek_v32", format!("<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"write\">\n<｜DSML｜parameter name=\"n\" string=\"false\">3</｜DSML｜parameter>\n<｜DSML｜parameter name=\"text\" string=\"true\">{long}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"), long.clone()),
+        ("step3", format!("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"write\"><steptml:parameter name=\"n\">3</steptml:parameter><steptml:parameter name=\"text\">{long}</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>"), long.clone()),
+    ];
+    for (format, text, want_text) in cases {
+        let f: ToolFormat = format.parse().unwrap();
+        let complete = parse_complete(&text, f, Some(tools.clone()));
+        assert_eq!(complete.calls.len(), 1, "{format}: {complete:?}");
+        let want = &complete.calls[0].arguments;
+        let v: serde_json::Value = serde_json::from_str(want).unwrap();
+        let want_text = if format.starts_with("glm") || format == "hy_v3" {
+            want_text
+        } else {
+            want_text.strip_suffix('\n').unwrap().to_string()
+        };
+        assert_eq!(v, serde_json::json!({"n": 3, "text": want_text}), "{format}");
+        let cut = text.find(&long).unwrap() + long.len() / 2;
+        let mut p = smgpy_parsers::tool::ToolCallParser::new(f, Some(tools.clone()));
+        let (mut streamed, mut fragments) = (String::new(), 0);
+        for ch in text[..cut].chars() {
+            for c in p.push(&ch.to_string()).calls {
+                fragments += usize::from(!c.arguments.is_empty());
+                streamed.push_str(&c.arguments);
+            }
+        }
+        assert!(fragments > 30, "{format}: {fragments} fragments");
+        assert!(
+            want.starts_with(&streamed) && streamed.len() > 60,
+            "{format}: {streamed:?} vs {want:?}"
+        );
+        check_streaming(&text, f, Some(tools.clone()));
+    }
+}

@@ -82,8 +82,8 @@ pub(crate) fn continuation(target: &Target, text: &str, ctx: &Ctx) -> (Vec<Call>
                 calls_from_values(&values).map(|c| (c, rest.to_string()))
             }
         }
-        Target::Body(body @ Body::Items { .. }) => calls(body, text, ctx),
-        _ => None,
+        Target::Body(body) => calls(body, text, ctx),
+        Target::Args { .. } => None,
     };
     match parsed {
         Some((calls, trailing)) if calls.iter().all(|c| ctx.declared(&c.name)) => (calls, trailing),

@@ -16,7 +16,7 @@ use super::body::{valid_name, Target};
 use super::engine::Ctx;
 use super::json_stream::{Fed, JsonStream};
 use super::spec::Body;
-use super::xml_stream::{XmlArgs, XmlFed};
+use super::xml_stream::{invoke_dialect, Dialect, XmlArgs, XmlFed, GLM, QWEN};
 use super::ToolCallDelta;
 use super::ToolDelta;
 
@@ -59,10 +59,12 @@ enum Reader {
 }
 
 /// How the arguments a head introduces are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum Syntax {
+    /// A JSON object (checked to start with `{` then `"` or `}`).
     Json,
-    QwenXml,
+    /// XML parameters of this dialect, starting right at the cursor.
+    Xml(&'static Dialect),
 }
 
 /// Live-call state of one region.
@@ -104,9 +106,9 @@ impl Live {
                         let mut opening = String::new();
                         let reader = match h.syntax {
                             Syntax::Json => Reader::Json(Box::new(JsonStream::new())),
-                            Syntax::QwenXml => {
+                            Syntax::Xml(dialect) => {
                                 XmlArgs::open(&mut opening);
-                                Reader::Xml(Box::new(XmlArgs::new(&h.name)))
+                                Reader::Xml(Box::new(XmlArgs::new(dialect, &h.name)))
                             }
                         };
                         out.calls.push(ToolCallDelta {
@@ -222,38 +224,54 @@ struct HeadFound {
 
 fn head(target: &Target, text: &str, ctx: &Ctx) -> Result<HeadFound, Stop> {
     let mut c = Cursor { s: text, i: 0 };
-    if let Target::Body(Body::QwenXml { bare }) = target {
-        if !bare {
-            c.ws();
-            c.lit("<function=")?;
-        }
-        let name = c.until(">")?;
-        let name = valid_name(name).filter(|n| ctx.declared(n)).ok_or(Stop::No)?;
-        return Ok(HeadFound {
-            id: None,
-            name,
-            args: c.i,
-            tail: Tail::Nothing,
-            syntax: Syntax::QwenXml,
-        });
-    }
-    let (id, name, tail) = match target {
-        Target::Args { name, id } => (id.clone(), name.clone(), Tail::Nothing),
+    let found = match target {
+        Target::Args { name, id } => Found::json(id.clone(), name.clone(), Tail::Nothing),
         Target::Body(body) => body_head(body, &mut c)?,
     };
-    let args = c.args_start()?;
-    let name = valid_name(&name).filter(|n| ctx.declared(n)).ok_or(Stop::No)?;
+    let args = match found.syntax {
+        Syntax::Json => c.args_start()?,
+        Syntax::Xml(_) => c.i,
+    };
+    let name = valid_name(&found.name).filter(|n| ctx.declared(n)).ok_or(Stop::No)?;
     Ok(HeadFound {
-        id,
+        id: found.id,
         name,
         args,
-        tail,
-        syntax: Syntax::Json,
+        tail: found.tail,
+        syntax: found.syntax,
     })
 }
 
+/// What a format's head says before the arguments.
+struct Found {
+    id: Option<String>,
+    name: String,
+    tail: Tail,
+    syntax: Syntax,
+}
+
+impl Found {
+    fn json(id: Option<String>, name: String, tail: Tail) -> Self {
+        Self {
+            id,
+            name,
+            tail,
+            syntax: Syntax::Json,
+        }
+    }
+
+    fn xml(name: &str, dialect: &'static Dialect) -> Self {
+        Self {
+            id: None,
+            name: name.to_string(),
+            tail: Tail::Nothing,
+            syntax: Syntax::Xml(dialect),
+        }
+    }
+}
+
 /// Read a head of `body`, leaving the cursor before the arguments.
-fn body_head(body: &Body, c: &mut Cursor) -> Result<(Option<String>, String, Tail), Stop> {
+fn body_head(body: &Body, c: &mut Cursor) -> Result<Found, Stop> {
     match *body {
         Body::Json => json_head(c),
         Body::Mistral => {
@@ -268,8 +286,11 @@ fn body_head(body: &Body, c: &mut Cursor) -> Result<(Option<String>, String, Tai
         Body::Items { begin, end, item } => {
             c.ws();
             c.lit(begin)?;
-            let (id, name, _) = body_head(item, c)?;
-            Ok((id, name, Tail::Marker(end)))
+            let found = body_head(item, c)?;
+            Ok(Found {
+                tail: Tail::Marker(end),
+                ..found
+            })
         }
         Body::KimiItem => {
             let header = c.until("<|tool_call_argument_begin|>")?.trim();
@@ -278,7 +299,7 @@ fn body_head(body: &Body, c: &mut Cursor) -> Result<(Option<String>, String, Tai
                 Some((n, idx)) if !idx.is_empty() && idx.bytes().all(|b| b.is_ascii_digit()) => n,
                 _ => bare,
             };
-            Ok((Some(header.to_string()), name.to_string(), Tail::Nothing))
+            Ok(Found::json(Some(header.to_string()), name.to_string(), Tail::Nothing))
         }
         Body::DeepSeekItem => {
             let left = c.until("<｜tool▁sep｜>")?;
@@ -293,22 +314,83 @@ fn body_head(body: &Body, c: &mut Cursor) -> Result<(Option<String>, String, Tai
             } else {
                 left
             };
-            Ok((None, name.to_string(), Tail::Nothing))
+            Ok(Found::json(None, name.to_string(), Tail::Nothing))
         }
-        Body::FunctionaryV31 => Ok((None, c.until(">")?.to_string(), Tail::Nothing)),
+        Body::FunctionaryV31 => Ok(Found::json(None, c.until(">")?.to_string(), Tail::Nothing)),
         Body::Solar => {
             let id = c.until("<|tool_call:name|>")?.trim();
             let name = c.until("<|tool_call:args|>")?;
             let id = Some(id.to_string()).filter(|i| !i.is_empty());
-            Ok((id, name.to_string(), Tail::Nothing))
+            Ok(Found::json(id, name.to_string(), Tail::Nothing))
+        }
+        Body::QwenXml { bare } => {
+            if !bare {
+                c.ws();
+                c.lit("<function=")?;
+            }
+            Ok(Found::xml(c.until(">")?, &QWEN))
+        }
+        Body::Glm => glm_head(c),
+        Body::Invoke { prefix } => invoke_head(c, prefix),
+        Body::Step3Item => {
+            c.ws();
+            if c.lit("function<｜tool_sep｜>").is_err() {
+                // Without the prefix the item is the invoke block itself; a partial prefix waits.
+                if "function<｜tool_sep｜>".starts_with(c.rest()) {
+                    return Err(Stop::Pending);
+                }
+            }
+            invoke_head(c, "steptml:")
         }
         _ => Err(Stop::No),
     }
 }
 
+/// GLM `NAME\n<arg_key>` / `NAME<arg_key>` / `NAME<tool_sep>` (Hy3).
+fn glm_head(c: &mut Cursor) -> Result<Found, Stop> {
+    const ENDS: &[&str] = &["<arg_key>", "<tool_sep>", "\n"];
+    c.ws();
+    let rest = c.rest();
+    let (p, _) = crate::scan::find_first(rest, ENDS).ok_or(Stop::Pending)?;
+    let name = &rest[..p];
+    c.i += p;
+    c.ws();
+    if let Err(Stop::Pending) = c.lit("<tool_sep>") {
+        return Err(Stop::Pending);
+    }
+    // Commit only once the first parameter is well formed, so that a malformed call stays text.
+    let mut probe = Cursor { s: c.s, i: c.i };
+    probe.ws();
+    probe.lit("<arg_key>")?;
+    probe.until("</arg_key>")?;
+    probe.ws();
+    probe.lit("<arg_value>")?;
+    Ok(Found::xml(name, &GLM))
+}
+
+/// `<{prefix}invoke name="N">`, then XML parameters or a JSON object.
+fn invoke_head(c: &mut Cursor, prefix: &str) -> Result<Found, Stop> {
+    let dialect = invoke_dialect(prefix).ok_or(Stop::No)?;
+    c.ws();
+    c.lit(&format!("<{prefix}invoke"))?;
+    let header = c.until(">")?;
+    let name = super::xml::attr(header, "name").ok_or(Stop::No)?;
+    let mut peek = Cursor { s: c.s, i: c.i };
+    peek.ws();
+    match peek.peek()? {
+        b'{' => Ok(Found::json(None, name, Tail::Marker(dialect_end(dialect)))),
+        b'<' => Ok(Found::xml(&name, dialect)),
+        _ => Err(Stop::No),
+    }
+}
+
+fn dialect_end(d: &'static Dialect) -> &'static str {
+    d.function_end
+}
+
 /// `{"name": "N", "arguments": {` (also `tool_name`, `parameters`, `args`), after any `[`, `,`
 /// or `;` that separate calls.
-fn json_head(c: &mut Cursor) -> Result<(Option<String>, String, Tail), Stop> {
+fn json_head(c: &mut Cursor) -> Result<Found, Stop> {
     c.skip_while(|b| b.is_ascii_whitespace() || matches!(b, b'[' | b',' | b';'));
     c.lit("{")?;
     c.ws();
@@ -327,11 +409,11 @@ fn json_head(c: &mut Cursor) -> Result<(Option<String>, String, Tail), Stop> {
     }
     c.ws();
     c.lit(":")?;
-    Ok((None, name.to_string(), Tail::CloseObject))
+    Ok(Found::json(None, name.to_string(), Tail::CloseObject))
 }
 
 /// Mistral's `NAME[ARGS]{`, `NAME[CALL_ID]ID[ARGS]{` or `NAME{`.
-fn mistral_head(c: &mut Cursor) -> Result<(Option<String>, String, Tail), Stop> {
+fn mistral_head(c: &mut Cursor) -> Result<Found, Stop> {
     let start = c.i;
     let name_end = loop {
         match c.peek()? {
@@ -355,7 +437,7 @@ fn mistral_head(c: &mut Cursor) -> Result<(Option<String>, String, Tail), Stop> 
                     }
                 };
                 let id = c.s[id_start..id_end].trim().to_string();
-                return Ok((Some(id), c.s[start..end].to_string(), Tail::Nothing));
+                return Ok(Found::json(Some(id), c.s[start..end].to_string(), Tail::Nothing));
             }
             b if b.is_ascii_alphanumeric() || b >= 0x80 || matches!(b, b'_' | b'-' | b'.' | b':' | b'/' | b' ') => {
                 c.i += 1
@@ -363,7 +445,7 @@ fn mistral_head(c: &mut Cursor) -> Result<(Option<String>, String, Tail), Stop> 
             _ => return Err(Stop::No),
         }
     };
-    Ok((None, c.s[start..name_end].to_string(), Tail::Nothing))
+    Ok(Found::json(None, c.s[start..name_end].to_string(), Tail::Nothing))
 }
 
 /// Bytes of the tail at the start of `text`.

@@ -13,7 +13,7 @@ pub(crate) fn typed_value(ctx: &Ctx, tool: &str, key: &str, raw: &str) -> Value 
     }
 }
 
-fn loose_json(raw: &str) -> Value {
+pub(crate) fn loose_json(raw: &str) -> Value {
     let t = raw.trim();
     match t {
         "True" => return Value::Bool(true),
@@ -123,14 +123,14 @@ pub(crate) fn glm(text: &str, ctx: &Ctx) -> Option<Vec<Call>> {
 }
 
 /// Value of attribute `name="..."` in a tag's attribute text.
-fn attr(tag: &str, name: &str) -> Option<String> {
+pub(crate) fn attr(tag: &str, name: &str) -> Option<String> {
     let pat = format!("{name}=\"");
     let start = tag.find(&pat)? + pat.len();
     let end = tag[start..].find('"')? + start;
     Some(tag[start..end].replace("&quot;", "\"").replace("&amp;", "&"))
 }
 
-fn decode_entities(s: &str) -> String {
+pub(crate) fn decode_entities(s: &str) -> String {
     if !s.contains('&') {
         return s.to_string();
     }

@@ -1,33 +1,114 @@
-//! Streaming arguments of Qwen-XML calls (`<parameter=K>\nV\n</parameter>`), written as compact
-//! JSON while the model writes them.
+//! Streaming arguments of XML-style calls, written as compact JSON while the model writes them.
+//! Three dialects share the reader: Qwen XML (`<parameter=K>\nV\n</parameter>`), GLM
+//! (`<arg_key>K</arg_key><arg_value>V</arg_value>`) and `<invoke>` blocks (MiniMax M2, DeepSeek
+//! DSML, Step-3: `<parameter name="K" string="true">V</parameter>`).
 //!
 //! Each parameter is written as `"K":` as soon as its name is complete. A value whose schema type
 //! is `string` streams character by character as a JSON string; any other value (or a parameter
 //! of a tool without a schema) is typed like `xml::typed_value` once it is complete, and written
 //! then. What a client may see only ever grows: a newline that could be the one the template put
 //! before `</parameter>`, or text that could begin a closing tag, is held until the next piece
-//! settles it. For the same text the result is what `xml::qwen_xml` builds, except that a repeated
-//! parameter is kept twice instead of the last one winning.
+//! settles it. For the same text the result is what `xml::qwen_xml`, `xml::glm` and `xml::invoke`
+//! build, except that a repeated parameter is kept twice instead of the last one winning.
 use super::engine::Ctx;
 use super::json_stream::write_escaped;
-use super::xml::{trim_newlines, typed_value};
+use super::xml::{attr, decode_entities, loose_json, trim_newlines, typed_value};
 use crate::scan::partial_suffix_len;
 
-const PARAM: &str = "<parameter=";
-const PARAM_END: &str = "</parameter>";
-const FUNCTION_END: &str = "</function>";
-/// What ends a value: its own closing tag, or (a missing one) the next parameter or the function end.
-const VALUE_ENDS: &[&str] = &[PARAM_END, PARAM, FUNCTION_END];
+/// The tags of one XML dialect.
+#[derive(Debug)]
+pub(crate) struct Dialect {
+    /// Opens a parameter.
+    param: &'static str,
+    /// How the parameter's name is written after `param`.
+    key: KeyForm,
+    /// What ends a value: its own closing tag first, then tags that end it when that is missing.
+    value_ends: &'static [&'static str],
+    /// Ends the function; consumed unless the enclosing item owns it.
+    pub(crate) function_end: &'static str,
+    consume_function_end: bool,
+    /// The template puts one newline after the opening and before the closing tag.
+    trim_newlines: bool,
+    /// Values carry XML entities (`&lt;`) unless marked `string="true"`.
+    entities: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum KeyForm {
+    /// `K>`.
+    Tag,
+    /// ` name="K" [string="true|false"]>`.
+    Attribute,
+    /// `K</arg_key>` then `<arg_value>`.
+    ArgKey,
+}
+
+pub(crate) static QWEN: Dialect = Dialect {
+    param: "<parameter=",
+    key: KeyForm::Tag,
+    value_ends: &["</parameter>", "<parameter=", "</function>"],
+    function_end: "</function>",
+    consume_function_end: true,
+    trim_newlines: true,
+    entities: false,
+};
+
+/// GLM: a function ends with its item (`</tool_call>`, which the enclosing region or item consumes).
+pub(crate) static GLM: Dialect = Dialect {
+    param: "<arg_key>",
+    key: KeyForm::ArgKey,
+    value_ends: &["</arg_value>"],
+    function_end: "</tool_call>",
+    consume_function_end: false,
+    trim_newlines: false,
+    entities: false,
+};
+
+macro_rules! invoke_dialect {
+    ($name:ident, $p:literal, $entities:expr) => {
+        pub(crate) static $name: Dialect = Dialect {
+            param: concat!("<", $p, "parameter"),
+            key: KeyForm::Attribute,
+            value_ends: &[concat!("</", $p, "parameter>"), concat!("</", $p, "invoke>")],
+            function_end: concat!("</", $p, "invoke>"),
+            consume_function_end: true,
+            trim_newlines: true,
+            entities: $entities,
+        };
+    };
+}
+invoke_dialect!(MINIMAX, "", true);
+invoke_dialect!(DSML, "｜DSML｜", false);
+invoke_dialect!(STEPTML, "steptml:", false);
+
+/// The `<invoke>` dialect of a prefix, if it is one of the known ones.
+pub(crate) fn invoke_dialect(prefix: &str) -> Option<&'static Dialect> {
+    match prefix {
+        "" => Some(&MINIMAX),
+        "｜DSML｜" => Some(&DSML),
+        "steptml:" => Some(&STEPTML),
+        _ => None,
+    }
+}
+
+/// How a value is typed and written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Streams as a JSON string (schema `string`, or `string="true"`).
+    Text { entities: bool },
+    /// Written when complete: typed by the schema, or `loose_json` for `string="false"`.
+    Typed { loose: bool, entities: bool },
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    /// Between parameters: the next `<parameter=` or `</function>`.
+    /// Between parameters: the next parameter or the function's end.
     Between,
-    /// Reading a parameter name up to `>`.
+    /// Reading a parameter's name.
     Key,
-    /// Reading a value; `string`: it streams as a JSON string, else it is written when complete.
+    /// Reading a value.
     Value {
-        string: bool,
+        kind: Kind,
         started: bool,
     },
     Done,
@@ -47,6 +128,7 @@ pub(crate) enum XmlFed {
 /// Reads one function's parameters; see the module docs.
 #[derive(Debug, Clone)]
 pub(crate) struct XmlArgs {
+    dialect: &'static Dialect,
     tool: String,
     state: State,
     /// Whether a parameter was written (the next one needs a `,`).
@@ -57,8 +139,9 @@ pub(crate) struct XmlArgs {
 }
 
 impl XmlArgs {
-    pub(crate) fn new(tool: &str) -> Self {
+    pub(crate) fn new(dialect: &'static Dialect, tool: &str) -> Self {
         Self {
+            dialect,
             tool: tool.to_string(),
             state: State::Between,
             wrote_param: false,
@@ -74,23 +157,29 @@ impl XmlArgs {
 
     /// Read `text` (everything after the last consumed byte). `ended`: the function's text ends at
     /// `text.len()`.
-    pub(crate) fn feed(&mut self, text: &str, ended: bool, ctx: &Ctx, out: &mut String) -> XmlFed {
+    pub(crate) fn feed<'a>(&mut self, text: &'a str, ended: bool, ctx: &Ctx, out: &mut String) -> XmlFed {
         let mut i = 0;
         loop {
             let rest = &text[i..];
             match self.state {
                 State::Done => return XmlFed::Done(i),
                 State::Between => {
+                    let d = self.dialect;
                     let ws = rest.len() - rest.trim_start().len();
                     let t = &rest[ws..];
-                    if t.starts_with(PARAM) {
-                        i += ws + PARAM.len();
+                    if t.starts_with(d.param) {
+                        i += ws + d.param.len();
                         self.state = State::Key;
-                    } else if t.starts_with(FUNCTION_END) {
+                    } else if t.starts_with(d.function_end) {
                         out.push('}');
                         self.state = State::Done;
-                        return XmlFed::Done(i + ws + FUNCTION_END.len());
-                    } else if t.is_empty() || (!ended && (PARAM.starts_with(t) || FUNCTION_END.starts_with(t))) {
+                        let end = if d.consume_function_end {
+                            d.function_end.len()
+                        } else {
+                            0
+                        };
+                        return XmlFed::Done(i + ws + end);
+                    } else if t.is_empty() || (!ended && (d.param.starts_with(t) || d.function_end.starts_with(t))) {
                         if ended {
                             out.push('}');
                             self.state = State::Done;
@@ -103,82 +192,157 @@ impl XmlArgs {
                     }
                 }
                 State::Key => {
-                    let Some(p) = rest.find('>') else {
-                        if ended {
+                    let (key, string_attr, used) = match self.read_key(rest) {
+                        KeyRead::Key(key, string_attr, used) => (key, string_attr, used),
+                        KeyRead::Pending if !ended => return XmlFed::More(i),
+                        KeyRead::Pending | KeyRead::Bad => {
                             self.close(out);
                             return XmlFed::Failed(i);
                         }
-                        return XmlFed::More(i);
                     };
-                    self.key = rest[..p].trim().to_string();
                     if self.wrote_param {
                         out.push(',');
                     }
-                    out.push_str(&serde_json::to_string(&self.key).unwrap_or_default());
+                    out.push_str(&serde_json::to_string(&key).unwrap_or_default());
                     out.push(':');
                     self.wrote_param = true;
-                    let string = ctx.param_type(&self.tool, &self.key) == Some("string");
-                    if string {
+                    let entities = self.dialect.entities;
+                    let kind = match string_attr.as_deref() {
+                        Some("true") => Kind::Text { entities: false },
+                        Some(_) => Kind::Typed {
+                            loose: true,
+                            entities: false,
+                        },
+                        None if ctx.param_type(&self.tool, &key) == Some("string") => Kind::Text { entities },
+                        None => Kind::Typed { loose: false, entities },
+                    };
+                    if matches!(kind, Kind::Text { .. }) {
                         out.push('"');
                     }
-                    self.state = State::Value { string, started: false };
+                    self.key = key;
+                    self.state = State::Value { kind, started: false };
                     self.searched = 0;
-                    i += p + 1;
+                    i += used;
                 }
-                State::Value { string: true, started } => {
+                State::Value {
+                    kind: Kind::Text { entities },
+                    started,
+                } => {
+                    let d = self.dialect;
                     if !started {
                         if rest.is_empty() && !ended {
                             return XmlFed::More(i);
                         }
-                        if rest.starts_with('\n') {
+                        if d.trim_newlines && rest.starts_with('\n') {
                             i += 1;
                         }
                         self.state = State::Value {
-                            string: true,
+                            kind: Kind::Text { entities },
                             started: true,
                         };
                         continue;
                     }
-                    match first_end(rest) {
+                    let trim = |v: &'a str| {
+                        if d.trim_newlines {
+                            v.strip_suffix('\n').unwrap_or(v)
+                        } else {
+                            v
+                        }
+                    };
+                    match first_end(rest, d.value_ends) {
                         Some((p, end)) => {
-                            let value = rest[..p].strip_suffix('\n').unwrap_or(&rest[..p]);
-                            escape_into(value, out);
+                            write_text(trim(&rest[..p]), entities, out);
                             out.push('"');
-                            i += p + if end == PARAM_END { end.len() } else { 0 };
+                            i += p + if end == d.value_ends[0] { end.len() } else { 0 };
                             self.state = State::Between;
                         }
                         None if ended => {
-                            escape_into(rest.strip_suffix('\n').unwrap_or(rest), out);
+                            write_text(trim(rest), entities, out);
                             out.push_str("\"}");
                             self.state = State::Done;
                             return XmlFed::Done(text.len());
                         }
                         None => {
-                            // Hold a possible closing tag, and the newline that may precede one.
-                            let mut keep = rest.len() - partial_suffix_len(rest, VALUE_ENDS);
-                            if rest[..keep].ends_with('\n') {
+                            // Hold a possible closing tag, the newline that may precede one, and
+                            // an entity not yet complete.
+                            let mut keep = rest.len() - partial_suffix_len(rest, d.value_ends);
+                            if d.trim_newlines && rest[..keep].ends_with('\n') {
                                 keep -= 1;
                             }
-                            escape_into(&rest[..keep], out);
+                            if entities {
+                                if let Some(amp) = rest[..keep].rfind('&') {
+                                    if !rest[amp..keep].contains(';') && keep - amp < 8 {
+                                        keep = amp;
+                                    }
+                                }
+                            }
+                            write_text(&rest[..keep], entities, out);
                             return XmlFed::More(i + keep);
                         }
                     }
                 }
-                State::Value { string: false, .. } => {
+                State::Value {
+                    kind: Kind::Typed { loose, entities },
+                    ..
+                } => {
+                    let d = self.dialect;
                     let from = self.searched.min(rest.len());
-                    let found = first_end(&rest[from..]).map(|(p, end)| (from + p, end));
+                    let found = first_end(&rest[from..], d.value_ends).map(|(p, end)| (from + p, end));
                     let (p, consumed) = match found {
-                        Some((p, end)) => (p, p + if end == PARAM_END { end.len() } else { 0 }),
+                        Some((p, end)) => (p, p + if end == d.value_ends[0] { end.len() } else { 0 }),
                         None if ended => (rest.len(), rest.len()),
                         None => {
-                            self.searched = rest.len() - partial_suffix_len(rest, VALUE_ENDS);
+                            self.searched = rest.len() - partial_suffix_len(rest, d.value_ends);
                             return XmlFed::More(i);
                         }
                     };
-                    let value = typed_value(ctx, &self.tool, &self.key, trim_newlines(&rest[..p]));
+                    let raw = if d.trim_newlines {
+                        trim_newlines(&rest[..p])
+                    } else {
+                        &rest[..p]
+                    };
+                    let value = match (loose, entities) {
+                        (true, _) => loose_json(raw),
+                        (false, true) => typed_value(ctx, &self.tool, &self.key, &decode_entities(raw)),
+                        (false, false) => typed_value(ctx, &self.tool, &self.key, raw),
+                    };
                     out.push_str(&serde_json::to_string(&value).unwrap_or_default());
                     i += consumed;
                     self.state = State::Between;
+                }
+            }
+        }
+    }
+
+    /// A parameter's name (and `string` attribute) at the start of `rest`, after `param`.
+    fn read_key(&self, rest: &str) -> KeyRead {
+        match self.dialect.key {
+            KeyForm::Tag => match rest.find('>') {
+                Some(p) => KeyRead::Key(rest[..p].trim().to_string(), None, p + 1),
+                None => KeyRead::Pending,
+            },
+            KeyForm::Attribute => match rest.find('>') {
+                Some(p) => match attr(&rest[..p], "name") {
+                    Some(key) => KeyRead::Key(key, attr(&rest[..p], "string"), p + 1),
+                    None => KeyRead::Bad,
+                },
+                None => KeyRead::Pending,
+            },
+            KeyForm::ArgKey => {
+                const KEY_END: &str = "</arg_key>";
+                const VALUE: &str = "<arg_value>";
+                let Some(p) = rest.find(KEY_END) else {
+                    return KeyRead::Pending;
+                };
+                let after = &rest[p + KEY_END.len()..];
+                let t = after.trim_start();
+                if t.starts_with(VALUE) {
+                    let used = p + KEY_END.len() + (after.len() - t.len()) + VALUE.len();
+                    KeyRead::Key(rest[..p].trim().to_string(), None, used)
+                } else if VALUE.starts_with(t) {
+                    KeyRead::Pending
+                } else {
+                    KeyRead::Bad
                 }
             }
         }
@@ -188,8 +352,14 @@ impl XmlArgs {
     pub(crate) fn close(&mut self, out: &mut String) {
         match self.state {
             State::Done => return,
-            State::Value { string: true, .. } => out.push('"'),
-            State::Value { string: false, .. } => out.push_str("null"),
+            State::Value {
+                kind: Kind::Text { .. },
+                ..
+            } => out.push('"'),
+            State::Value {
+                kind: Kind::Typed { .. },
+                ..
+            } => out.push_str("null"),
             State::Between | State::Key => {}
         }
         out.push('}');
@@ -197,12 +367,28 @@ impl XmlArgs {
     }
 }
 
-/// The earliest value end in `text`: offset and which one.
-fn first_end(text: &str) -> Option<(usize, &'static str)> {
-    crate::scan::find_first(text, VALUE_ENDS).map(|(p, i)| (p, VALUE_ENDS[i]))
+/// A parameter name read from its tag.
+enum KeyRead {
+    /// Name, `string` attribute, bytes used (through the opening of the value).
+    Key(String, Option<String>, usize),
+    Pending,
+    Bad,
 }
 
-fn escape_into(text: &str, out: &mut String) {
+/// The earliest value end in `text`: offset and which one.
+fn first_end(text: &str, ends: &'static [&'static str]) -> Option<(usize, &'static str)> {
+    crate::scan::find_first(text, ends).map(|(p, i)| (p, ends[i]))
+}
+
+/// Write string content as JSON string text, decoding XML entities first when asked.
+fn write_text(text: &str, entities: bool, out: &mut String) {
+    let decoded;
+    let text = if entities {
+        decoded = decode_entities(text);
+        decoded.as_str()
+    } else {
+        text
+    };
     for c in text.chars() {
         write_escaped(c, out);
     }
