@@ -285,7 +285,7 @@ impl Engine {
                 *scan = region.len();
                 None
             }
-            End::Marker(ends) => match next_marker(&region[*scan..], ends, &first_bytes(ends)) {
+            End::Marker(ends) => match next_marker(&region[*scan..], ends, FirstBytes::of(ends).as_slice()) {
                 Some((p, i)) => Some((*scan + p, *scan + p + ends[i].len())),
                 None => {
                     *scan = region.len() - partial_suffix_len(&region[*scan..], ends);
@@ -383,6 +383,29 @@ fn next_marker(hay: &str, markers: &[&str], firsts: &[u8]) -> Option<(usize, usi
         from = p + 1;
     }
     None
+}
+
+/// Distinct first bytes of a region's few end markers, without allocating (this runs per push).
+struct FirstBytes {
+    bytes: [u8; 8],
+    len: usize,
+}
+
+impl FirstBytes {
+    fn of(markers: &[&str]) -> Self {
+        let mut out = Self { bytes: [0; 8], len: 0 };
+        for b in markers.iter().filter_map(|m| m.as_bytes().first()) {
+            if !out.as_slice().contains(b) && out.len < out.bytes.len() {
+                out.bytes[out.len] = *b;
+                out.len += 1;
+            }
+        }
+        out
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
 }
 
 /// Distinct first bytes of `markers`.

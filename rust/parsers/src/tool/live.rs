@@ -1,17 +1,17 @@
 //! Live calls: a tool call's arguments stream while the model is still writing them.
 //!
 //! Inside a region, as soon as the text at the cursor fixes a call's name (and id) and its
-//! arguments object has begun (`{` then `"` or `}`), the call goes live: its name is reported
-//! and the arguments pass through `JsonStream` as compact JSON fragments. After the object
-//! closes, the format's tail (the `}` of a wrapping object, an item's end marker) is skipped
-//! and the next call may go live. Every decision depends only on the text before the cursor,
-//! so a streamed parse still equals a complete one (`engine.rs` runs the same steps either
-//! way).
+//! arguments have begun (a JSON object's `{` then `"` or `}`; an XML dialect's first parameter),
+//! the call goes live: its name is reported and the arguments are written as compact JSON
+//! fragments by `JsonStream` or `XmlArgs`. After the arguments end, the format's tail (the `}`
+//! of a wrapping object, an item's end marker) is skipped and the next call may go live. Every
+//! decision depends only on the text before the cursor, so a streamed parse still equals a
+//! complete one (`engine.rs` runs the same steps either way).
 //!
-//! Shapes whose name comes after the arguments, whose arguments are not a JSON object (XML
-//! parameters, Python literals, JSON-encoded strings), or that a header introduces, never go
-//! live: their region is read whole when it ends, as before. Once a region has a live call it
-//! cannot turn back into text; what follows the live calls is read by `body::continuation`.
+//! Shapes whose name comes after the arguments, whose arguments are Python literals or
+//! JSON-encoded strings, or that a header introduces, never go live: their region is read whole
+//! when it ends, as before. Once a region has a live call it cannot turn back into text; what
+//! follows the live calls is read by `body::continuation`.
 use super::body::{valid_name, Target};
 use super::engine::Ctx;
 use super::json_stream::{Fed, JsonStream};
@@ -351,7 +351,7 @@ fn glm_head(c: &mut Cursor) -> Result<Found, Stop> {
     const ENDS: &[&str] = &["<arg_key>", "<tool_sep>", "\n"];
     c.ws();
     let rest = c.rest();
-    let (p, _) = crate::scan::find_first(rest, ENDS).ok_or(Stop::Pending)?;
+    let p = ENDS.iter().filter_map(|e| find(rest, e)).min().ok_or(Stop::Pending)?;
     let name = &rest[..p];
     c.i += p;
     c.ws();
@@ -378,14 +378,10 @@ fn invoke_head(c: &mut Cursor, prefix: &str) -> Result<Found, Stop> {
     let mut peek = Cursor { s: c.s, i: c.i };
     peek.ws();
     match peek.peek()? {
-        b'{' => Ok(Found::json(None, name, Tail::Marker(dialect_end(dialect)))),
+        b'{' => Ok(Found::json(None, name, Tail::Marker(dialect.function_end))),
         b'<' => Ok(Found::xml(&name, dialect)),
         _ => Err(Stop::No),
     }
-}
-
-fn dialect_end(d: &'static Dialect) -> &'static str {
-    d.function_end
 }
 
 /// `{"name": "N", "arguments": {` (also `tool_name`, `parameters`, `args`), after any `[`, `,`
@@ -468,6 +464,23 @@ fn skip_tail(tail: Tail, text: &str) -> Result<usize, Stop> {
     }
 }
 
+/// First occurrence of `marker` in `hay`. Heads search a few dozen bytes, again at each push
+/// while they wait: jumping between occurrences of the marker's first byte is far cheaper there
+/// than building a substring searcher each time.
+fn find(hay: &str, marker: &str) -> Option<usize> {
+    let first = *marker.as_bytes().first()?;
+    let bytes = hay.as_bytes();
+    let mut from = 0;
+    while let Some(off) = memchr::memchr(first, &bytes[from..]) {
+        let p = from + off;
+        if bytes[p..].starts_with(marker.as_bytes()) {
+            return Some(p);
+        }
+        from = p + 1;
+    }
+    None
+}
+
 /// A read position in a head.
 struct Cursor<'a> {
     s: &'a str,
@@ -509,7 +522,7 @@ impl<'a> Cursor<'a> {
     /// The text up to `marker`, consuming both.
     fn until(&mut self, marker: &str) -> Result<&'a str, Stop> {
         let rest = self.rest();
-        let p = rest.find(marker).ok_or(Stop::Pending)?;
+        let p = find(rest, marker).ok_or(Stop::Pending)?;
         self.i += p + marker.len();
         Ok(&rest[..p])
     }

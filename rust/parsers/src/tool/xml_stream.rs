@@ -13,7 +13,6 @@
 use super::engine::Ctx;
 use super::json_stream::write_escaped;
 use super::xml::{attr, decode_entities, loose_json, trim_newlines, typed_value};
-use crate::scan::partial_suffix_len;
 
 /// The tags of one XML dialect.
 #[derive(Debug)]
@@ -265,7 +264,7 @@ impl XmlArgs {
                         None => {
                             // Hold a possible closing tag, the newline that may precede one, and
                             // an entity not yet complete.
-                            let mut keep = rest.len() - partial_suffix_len(rest, d.value_ends);
+                            let mut keep = rest.len() - held_tag(rest, d.value_ends);
                             if d.trim_newlines && rest[..keep].ends_with('\n') {
                                 keep -= 1;
                             }
@@ -292,7 +291,7 @@ impl XmlArgs {
                         Some((p, end)) => (p, p + if end == d.value_ends[0] { end.len() } else { 0 }),
                         None if ended => (rest.len(), rest.len()),
                         None => {
-                            self.searched = rest.len() - partial_suffix_len(rest, d.value_ends);
+                            self.searched = rest.len() - held_tag(rest, d.value_ends);
                             return XmlFed::More(i);
                         }
                     };
@@ -375,9 +374,34 @@ enum KeyRead {
     Bad,
 }
 
-/// The earliest value end in `text`: offset and which one.
+/// The earliest value end in `text`: offset and which one. Every end tag starts with `<` (and
+/// holds no other), so only the positions of `<` are tried.
 fn first_end(text: &str, ends: &'static [&'static str]) -> Option<(usize, &'static str)> {
-    crate::scan::find_first(text, ends).map(|(p, i)| (p, ends[i]))
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(off) = memchr::memchr(b'<', &bytes[from..]) {
+        let p = from + off;
+        if let Some(end) = ends.iter().find(|e| bytes[p..].starts_with(e.as_bytes())) {
+            return Some((p, end));
+        }
+        from = p + 1;
+    }
+    None
+}
+
+/// Length of a suffix of `text` that may begin an end tag: from its last `<`, if what follows is
+/// a proper prefix of one.
+fn held_tag(text: &str, ends: &[&str]) -> usize {
+    match memchr::memrchr(b'<', text.as_bytes()) {
+        Some(q)
+            if ends
+                .iter()
+                .any(|e| e.len() > text.len() - q && e.starts_with(&text[q..])) =>
+        {
+            text.len() - q
+        }
+        _ => 0,
+    }
 }
 
 /// Write string content as JSON string text, decoding XML entities first when asked.
