@@ -218,18 +218,128 @@ fn json_values(text: &str) -> (Vec<Value>, &str) {
 }
 
 fn json_calls(text: &str) -> Option<(Vec<Call>, String)> {
+    if let Some(found) = raw::json_calls(strip_fence(text)) {
+        return Some(found);
+    }
     let (values, rest) = json_values(strip_fence(text));
     if values.is_empty() {
         return None;
     }
     let calls = calls_from_values(&values)?;
+    Some((calls, trailing_text(rest)))
+}
+
+/// Text after the calls of a JSON region (separators and blank text dropped).
+fn trailing_text(rest: &str) -> String {
     let rest = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ';');
-    let trailing = if rest.trim().is_empty() {
+    if rest.trim().is_empty() {
         String::new()
     } else {
         rest.to_string()
-    };
-    Some((calls, trailing))
+    }
+}
+
+/// The common shapes of JSON calls read without building a `Value` tree: each call object is
+/// deserialised into borrowed raw fields and its arguments object compacted by `JsonStream`.
+/// Anything unusual (a repeated key in a call object, a non-string name, nested arrays) returns
+/// `None` and is read by the general path. Both give the same calls, except that a key repeated
+/// inside an arguments object is kept twice here, as it is in streamed calls.
+mod raw {
+    use super::super::json_stream::{Fed, JsonStream};
+    use super::{args_string, trailing_text, valid_name, Call};
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+    use serde_json::Value;
+
+    #[derive(Deserialize)]
+    struct RawCall<'a> {
+        #[serde(borrow, default)]
+        name: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        tool_name: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        function: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        arguments: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        parameters: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        args: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        id: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        tool_call_id: Option<&'a RawValue>,
+    }
+
+    pub(super) fn json_calls(text: &str) -> Option<(Vec<Call>, String)> {
+        let mut calls = Vec::new();
+        let mut end = 0;
+        loop {
+            let t = text[end..].trim_start_matches(|c: char| c.is_whitespace() || c == ';' || c == ',');
+            if !t.starts_with(['{', '[']) {
+                break;
+            }
+            let mut values = serde_json::Deserializer::from_str(t).into_iter::<&RawValue>();
+            let json = values.next()?.ok()?.get();
+            if json.starts_with('[') {
+                for c in serde_json::from_str::<Vec<RawCall>>(json).ok()? {
+                    calls.push(call(&c)?);
+                }
+            } else {
+                calls.push(call(&serde_json::from_str::<RawCall>(json).ok()?)?);
+            }
+            end = text.len() - t.len() + values.byte_offset();
+        }
+        if calls.is_empty() {
+            return None;
+        }
+        Some((calls, trailing_text(&text[end..])))
+    }
+
+    fn call(obj: &RawCall) -> Option<Call> {
+        let id = [obj.id, obj.tool_call_id]
+            .into_iter()
+            .flatten()
+            .find_map(|raw| match serde_json::from_str::<Value>(raw.get()).ok()? {
+                Value::String(s) => Some(s),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            });
+        let inner;
+        let f = match obj.function {
+            Some(raw) if raw.get().starts_with('{') => {
+                inner = serde_json::from_str::<RawCall>(raw.get()).ok()?;
+                &inner
+            }
+            _ => obj,
+        };
+        let name = [f.name, f.tool_name]
+            .into_iter()
+            .flatten()
+            .find_map(|raw| serde_json::from_str::<String>(raw.get()).ok())?;
+        let arguments = match [f.arguments, f.parameters, f.args].into_iter().flatten().next() {
+            None => "{}".to_string(),
+            Some(raw) => arguments(raw.get())?,
+        };
+        Some(Call {
+            id,
+            name: valid_name(&name)?,
+            arguments,
+        })
+    }
+
+    /// Compact arguments; an object is compacted in one pass, other values go through `Value`.
+    fn arguments(json: &str) -> Option<String> {
+        if json.starts_with('{') {
+            let mut out = String::with_capacity(json.len());
+            let mut s = JsonStream::new();
+            return match s.feed(json, &mut out) {
+                Fed::Done(n) if n == json.len() => Some(out),
+                _ => None,
+            };
+        }
+        serde_json::from_str::<Value>(json).ok().map(|v| args_string(&v))
+    }
 }
 
 /// Calls from JSON values: objects with a name, or arrays of them.
@@ -409,6 +519,51 @@ mod tests {
         assert_eq!((c[0].name.as_str(), c[0].arguments.as_str()), ("g", r#"{"x":[1,2]}"#));
         assert!(json_calls(r#"{"nam":"f"}"#).is_none());
         assert_eq!(strip_fence("```json\n{\"a\":1}\n```"), "{\"a\":1}");
+    }
+
+    proptest::proptest! {
+        /// The raw fast path and the general `Value` path agree on generated call lists.
+        #[test]
+        fn raw_path_equals_general_path(
+            calls in proptest::collection::vec(
+                ("[a-z_]{1,8}", 0..4u8, proptest::option::of("[a-zA-Z0-9]{1,9}"),
+                 proptest::collection::vec(("[a-z\"é]{1,5}", any_leaf()), 0..4)),
+                1..4),
+            array in proptest::bool::ANY,
+        ) {
+            let objs: Vec<Value> = calls.iter().map(|(name, shape, id, args)| {
+                let args: Map<String, Value> = args.iter().cloned().collect();
+                let mut o = Map::new();
+                match shape {
+                    0 => { o.insert("name".into(), name.as_str().into()); o.insert("arguments".into(), Value::Object(args)); }
+                    1 => { o.insert("tool_name".into(), name.as_str().into()); o.insert("parameters".into(), Value::Object(args)); }
+                    2 => { o.insert("type".into(), "function".into()); o.insert("function".into(), serde_json::json!({"name": name, "arguments": compact(&Value::Object(args))})); }
+                    _ => { o.insert("name".into(), name.as_str().into()); }
+                }
+                if let Some(id) = id { o.insert("id".into(), id.as_str().into()); }
+                Value::Object(o)
+            }).collect();
+            let text = if array { serde_json::to_string_pretty(&objs).unwrap() } else {
+                objs.iter().map(|o| serde_json::to_string(o).unwrap()).collect::<Vec<_>>().join("; ")
+            } + " trailing";
+            let (values, rest) = json_values(&text);
+            let general = calls_from_values(&values).map(|c| (c, trailing_text(rest)));
+            proptest::prop_assert_eq!(raw::json_calls(&text), general);
+        }
+    }
+
+    fn any_leaf() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "[a-z\"\\\n é😀]{0,10}".prop_map(Value::String),
+            proptest::collection::vec(any::<u8>().prop_map(Value::from), 0..3).prop_map(Value::Array),
+        ]
     }
 
     #[test]

@@ -253,9 +253,9 @@ impl JsonStream {
             return if self.state == State::Failed { i } else { i + 1 };
         }
         let start = i;
-        while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\\' && bytes[i] >= 0x20 {
-            i += 1;
-        }
+        // The run ends at a quote or backslash (found with memchr) or at a control byte.
+        let stop = memchr::memchr2(b'"', b'\\', &bytes[i..]).map_or(bytes.len(), |o| i + o);
+        i = bytes[i..stop].iter().position(|b| *b < 0x20).map_or(stop, |o| i + o);
         if i > start {
             if self.high.is_some() {
                 self.fail(out);
