@@ -40,6 +40,11 @@ struct Table {
     /// All markers in one automaton, for the bulk search over long text (one pass, SIMD
     /// prefilter) instead of one substring search per marker.
     finder: Option<aho_corasick::AhoCorasick>,
+    /// One prebuilt substring searcher per marker, used instead of `finder` for small sets.
+    finders: Vec<memchr::memmem::Finder<'static>>,
+    /// A searcher for the prefix all markers share (`<|` for Cohere's), when it is at least two
+    /// bytes: one pass finds every candidate, and a prefix test at each tells which marker it is.
+    shared: Option<memchr::memmem::Finder<'static>>,
 }
 
 impl Table {
@@ -72,6 +77,22 @@ impl Table {
 
     /// Offset of the earliest complete marker in `s`.
     fn earliest(&self, s: &str) -> Option<usize> {
+        if let Some(shared) = &self.shared {
+            return shared
+                .find_iter(s.as_bytes())
+                .find(|&p| s.is_char_boundary(p) && self.marker_at(&s[p..]).is_some());
+        }
+        if !self.finders.is_empty() {
+            let mut best: Option<usize> = None;
+            for f in &self.finders {
+                // Only text before the best hit so far can hold an earlier one.
+                let hay = &s.as_bytes()[..best.map_or(s.len(), |b| (b + f.needle().len()).min(s.len()))];
+                if let Some(p) = f.find(hay) {
+                    best = Some(best.map_or(p, |b| b.min(p)));
+                }
+            }
+            return best;
+        }
         if let Some(ac) = &self.finder {
             return ac.find(s).map(|m| m.start());
         }
@@ -134,7 +155,16 @@ fn build(spec: &Spec) -> Tables {
         stray(a);
     }
     for table in &mut t {
-        if !table.markers.is_empty() {
+        let shared = common_prefix(&table.markers);
+        if table.markers.len() > 1 && shared.len() >= 2 {
+            table.shared = Some(memchr::memmem::Finder::new(shared.as_bytes()));
+        } else if (1..=SMALL_SET).contains(&table.markers.len()) {
+            table.finders = table
+                .markers
+                .iter()
+                .map(|m| memchr::memmem::Finder::new(m.as_bytes()))
+                .collect();
+        } else if !table.markers.is_empty() {
             // Building only fails for pathological pattern sets; the memmem path covers that.
             table.finder = aho_corasick::AhoCorasick::builder()
                 .match_kind(aho_corasick::MatchKind::LeftmostFirst)
@@ -144,6 +174,23 @@ fn build(spec: &Spec) -> Tables {
     }
     Tables { by_mode: t }
 }
+
+/// The longest prefix all `markers` share.
+fn common_prefix(markers: &[&'static str]) -> &'static str {
+    let Some(first) = markers.first() else { return "" };
+    let mut n = first.len();
+    for m in &markers[1..] {
+        n = n.min(first.bytes().zip(m.bytes()).take_while(|(a, b)| a == b).count());
+    }
+    while !first.is_char_boundary(n) {
+        n -= 1;
+    }
+    &first[..n]
+}
+
+/// Up to this many markers, one SIMD substring search per marker beats one multi-pattern automaton
+/// (measured on the 8 KB bench corpus, where markers share prefixes like `<|`).
+const SMALL_SET: usize = 8;
 
 /// Immutable, shared per-format tables, built once.
 static TABLES: LazyLock<Vec<Tables>> = LazyLock::new(|| ReasoningFormat::ALL.iter().map(|f| build(f.spec())).collect());
