@@ -8,9 +8,16 @@ Measures, with streaming greedy chat completions of 64 tokens:
 
 Both servers are started as subprocesses, one after the other, on free ports, from the same
 converted model directory (SmolLM2-135M-Instruct, float32). Rounds alternate between the two
-servers so that load from other processes on a shared machine hits both alike.
+servers so that load from other processes on a shared machine hits both alike, and the raw
+``stream_generate`` measurement runs inside each round too, not once at the end.
 
-Run: ``python benches/mlx_serve.py [--rounds 2] [--chart benches/mlx_throughput.png]``.
+BLAS: importing ``smgpy.mlx`` puts an optimized BLAS (OpenBLAS when installed) in front of the
+slow reference BLAS that the Linux ``mlx[cpu]`` wheel ships (see ``smgpy/mlx/blas.py``), so the
+smgpy server and the raw ``stream_generate`` run (this process) use it. ``--peer-blas same``
+(default) preloads the same library into ``mlx_lm.server`` so the comparison is of the servers
+alone; ``--peer-blas own`` runs ``mlx_lm.server`` as installed.
+
+Run: ``python benches/mlx_serve.py [--rounds 2] [--peer-blas same|own] [--chart benches/mlx_throughput.png]``.
 """
 
 from __future__ import annotations
@@ -55,11 +62,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def server(cmd: list[str], port: int, log_path: str) -> Iterator[str]:
+def server(cmd: list[str], port: int, log_path: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """Start a server subprocess and wait (bounded) until ``/v1/models`` answers."""
     base = f"http://127.0.0.1:{port}"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             deadline = time.monotonic() + STARTUP_TIMEOUT
             while True:
@@ -164,22 +171,33 @@ async def prefix_ttft(base: str, model: str) -> dict[str, float]:
     return {"cold_ttft_s": cold.ttft, "warm_ttft_s": warm.ttft}
 
 
-def raw_stream_generate(model_dir: str, rounds: int) -> float:
+class RawStreamGenerate:
     """mlx-lm's own single-stream decode rate on the same model and prompt (no server)."""
-    from mlx_lm import load, stream_generate
 
-    model, tok = load(model_dir)
-    prompt = tok.apply_chat_template(
-        [{"role": "user", "content": QUESTIONS[0]}], add_generation_prompt=True, tokenize=False
-    )
-    rates = []
-    for _ in range(rounds + 1):
-        last = None
-        for resp in stream_generate(model, tok, prompt, max_tokens=MAX_TOKENS):
-            last = resp
-        if last is not None:
-            rates.append(last.generation_tps)
-    return statistics.median(rates[1:])  # the first run warms up
+    def __init__(self, model_dir: str) -> None:
+        from mlx_lm import load
+
+        self.model, self.tok = load(model_dir)
+        self.prompt = self.tok.apply_chat_template(
+            [{"role": "user", "content": QUESTIONS[0]}], add_generation_prompt=True, tokenize=False
+        )
+        self.rates: list[float] = []
+        self.run()  # warm-up, not kept
+        self.rates.clear()
+
+    def run(self) -> float:
+        """Decode tokens/s after the first token, measured like the servers' ``decode_tps``."""
+        from mlx_lm import stream_generate
+
+        first = last = 0.0
+        n = 0
+        for _ in stream_generate(self.model, self.tok, self.prompt, max_tokens=MAX_TOKENS):
+            last = time.perf_counter()
+            first = first or last
+            n += 1
+        rate = (n - 1) / (last - first) if last > first else 0.0
+        self.rates.append(rate)
+        return rate
 
 
 def chart(results: dict[str, Any], path: str) -> None:
@@ -188,8 +206,10 @@ def chart(results: dict[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    blas = results.get("blas", {})
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, label in (("smgpy", "smgpy serve (MLXEngine)"), ("mlx_lm", "mlx_lm.server")):
+        label += f", BLAS: {blas.get(name) or 'bundled reference'}"
         ys = [results[name][str(c)]["tokens_per_s"] for c in CONCURRENCY]
         ax.plot(CONCURRENCY, ys, marker="o", label=label)
     ax.axhline(results["raw_stream_generate_tps"], color="gray", linestyle="--", label="raw stream_generate (1 stream)")
@@ -212,9 +232,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per concurrency (median kept)")
     parser.add_argument("--chart", default=os.path.join(os.path.dirname(__file__), "mlx_throughput.png"))
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument(
+        "--peer-blas",
+        choices=("same", "own"),
+        default="same",
+        help="same: mlx_lm.server gets the BLAS smgpy uses (LD_PRELOAD); own: it runs as installed",
+    )
     args = parser.parse_args()
 
-    from smgpy.mlx import demo_gguf_path, resolve_model
+    from smgpy.mlx import demo_gguf_path, fast_blas, resolve_model
+
+    blas = fast_blas()
+    peer_blas = blas if args.peer_blas == "same" else "as installed"
+    print(f"BLAS: smgpy {blas or 'bundled reference'}; mlx_lm.server {peer_blas or 'bundled reference'}")
+    peer_env = dict(os.environ)
+    if blas and args.peer_blas == "same":
+        peer_env["LD_PRELOAD"] = " ".join(filter(None, [blas, peer_env.get("LD_PRELOAD")]))
+    load_before = os.getloadavg()
 
     model_dir, name = resolve_model(str(demo_gguf_path()), dtype="float32")
     ports = {"smgpy": free_port(), "mlx_lm": free_port()}
@@ -249,12 +283,13 @@ def main() -> None:
     prefix: dict[str, list[dict[str, float]]] = {k: [] for k in cmds}
     log_dir = os.environ.get("TMPDIR", "/tmp")
     with server(cmds["smgpy"], ports["smgpy"], os.path.join(log_dir, "bench-smgpy.log")) as smgpy_url:
-        with server(cmds["mlx_lm"], ports["mlx_lm"], os.path.join(log_dir, "bench-mlx_lm.log")) as mlx_url:
+        with server(cmds["mlx_lm"], ports["mlx_lm"], os.path.join(log_dir, "bench-mlx_lm.log"), peer_env) as mlx_url:
             # Only one server is driven at a time; the other sits idle.
             urls = {"smgpy": smgpy_url, "mlx_lm": mlx_url}
             models = {"smgpy": name, "mlx_lm": model_dir}
             for key in urls:  # warm-up (first MLX calls compile kernels)
                 asyncio.run(concurrent(urls[key], models[key], 2))
+            raw = RawStreamGenerate(model_dir)
             for rnd in range(args.rounds):
                 for c in CONCURRENCY:
                     order = list(urls) if rnd % 2 == 0 else list(reversed(urls))
@@ -262,9 +297,12 @@ def main() -> None:
                         r = asyncio.run(concurrent(urls[key], models[key], c))
                         runs[key][c].append(r)
                         print(
-                            f"round {rnd} c={c} {key}: {r['tokens_per_s']:.2f} tok/s, ttft {r['ttft_s']:.3f}s",
+                            f"round {rnd} c={c} {key}: {r['tokens_per_s']:.2f} tok/s, ttft {r['ttft_s']:.3f}s, "
+                            f"decode {r['decode_tps']:.2f} tok/s",
                             flush=True,
                         )
+                    if c == 1:
+                        print(f"round {rnd} raw stream_generate: decode {raw.run():.2f} tok/s", flush=True)
                 for key in urls:
                     p = asyncio.run(prefix_ttft(urls[key], models[key]))
                     prefix[key].append(p)
@@ -275,7 +313,9 @@ def main() -> None:
     results: dict[str, Any] = {k: {str(c): median_of(v[c]) for c in CONCURRENCY} for k, v in runs.items()}
     for k in cmds:
         results[k]["prefix"] = median_of(prefix[k])
-    results["raw_stream_generate_tps"] = raw_stream_generate(model_dir, args.rounds)
+    results["raw_stream_generate_tps"] = statistics.median(raw.rates)
+    results["blas"] = {"smgpy": blas, "mlx_lm": peer_blas}
+    results["loadavg_1m"] = {"before": load_before[0], "after": os.getloadavg()[0]}
     print(json.dumps(results, indent=2))
     print()
     print("| clients | smgpy tok/s | mlx_lm.server tok/s | ratio | smgpy TTFT | mlx_lm.server TTFT |")

@@ -17,6 +17,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import smgpy  # noqa: E402
 
+# smgpy.mlx puts an optimized BLAS in front of MLX's reference one, which only works before
+# `mlx.core` is first imported; some test modules import mlx-lm directly, so do it here first.
+with contextlib.suppress(ImportError):
+    import smgpy.mlx  # noqa: E402, F401
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 

@@ -15,10 +15,13 @@ from smgpy.engine import EngineOverloaded, EngineRequestError, GenerateReqInput
 
 def _require_mlx() -> Any:
     try:
-        import mlx_lm  # noqa: F401
+        # smgpy.mlx before mlx_lm: it chooses MLX's BLAS, which must happen before mlx.core loads.
         from smgpy.mlx import demo_gguf_path
 
-        return demo_gguf_path()
+        gguf = demo_gguf_path()
+        import mlx_lm  # noqa: F401
+
+        return gguf
     except Exception as e:  # ImportError, DemoModelMissing
         if os.environ.get("CI") == "true":
             raise

@@ -1,16 +1,22 @@
 """The MLX thread: continuous batching on top of mlx-lm's ``BatchGenerator``.
 
 One thread owns every MLX call (model, caches, sampling). The asyncio side talks to it through
-a thread-safe inbox (new requests, aborts) and gets results back through
-``loop.call_soon_threadsafe`` into each request's ``asyncio.Queue``. Between two decode steps the
-thread drains the inbox, drops aborted sequences and admits waiting ones, so a request joins
-or leaves the running batch within one step.
+a thread-safe inbox (new requests, aborts) and gets results back into each request's
+``asyncio.Queue``: the outputs of one decode step travel together, in one
+``loop.call_soon_threadsafe`` per event loop, so a batch of eight wakes the loop once, not eight
+times. Between two decode steps the thread drains the inbox, drops aborted sequences and admits
+waiting ones, so a request joins or leaves the running batch within one step.
+
+mlx-lm's ``BatchGenerator`` already pipelines: each step queues the next forward pass
+(``mx.async_eval``) before it reads the tokens of the current one, so the Python work done here
+between steps overlaps with the model's compute.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import logging
 import queue
 import threading
@@ -36,6 +42,14 @@ log = logging.getLogger("smgpy.mlx")
 _COALESCE_S = 0.01
 
 
+@dataclass(frozen=True, eq=False)
+class Outlet:
+    """Where one request's outputs go: an asyncio queue and the loop that owns it."""
+
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[dict[str, Any]]
+
+
 @dataclass(eq=False)
 class Sequence:
     """One sample of one request, as the MLX thread sees it."""
@@ -47,7 +61,7 @@ class Sequence:
     max_tokens: int
     stop_ids: frozenset[int]
     decoder: IncrementalDecoder
-    emit: Callable[[dict[str, Any]], None]
+    outlet: Outlet
     top_logprobs: int | None  # None: no logprobs asked
     with_index: bool
     generated: int = 0
@@ -84,6 +98,8 @@ class Scheduler:
         self.tokenizer: Any = None
         self._gen: Any = None  # mlx-lm's BatchGenerator (untyped)
         self._stream: Any = None
+        self._outbox: list[tuple[Outlet, dict[str, Any]]] = []
+        self.stopped = threading.Event()
 
     # ----- called from the asyncio side -----
 
@@ -117,9 +133,23 @@ class Scheduler:
         except BaseException as e:  # reported to from_pretrained, which re-raises it
             self.load_error = e
             self.ready.set()
+            self.stopped.set()
             return
         self.ready.set()
+        self._serve()
+        self._release()
+        self.stopped.set()
+        # Park instead of returning. When an OS thread that ran MLX ends, MLX's thread-local
+        # compile cache is destroyed and must take the GIL to drop Python references; if that
+        # races with interpreter shutdown, CPython ends the thread mid-destructor and the whole
+        # process aborts ("terminate called without an active exception"). A parked daemon
+        # thread is simply discarded at exit.
+        threading.Event().wait()
+
+    def _serve(self) -> None:
+        """The scheduling loop, until shutdown."""
         while True:
+            self._flush()
             idle = not self._by_uid and not self._waiting
             if not self._drain(block=idle):
                 break
@@ -134,7 +164,25 @@ class Scheduler:
                 continue
             for r in responses:
                 self._on_token(r)
+
+    def _release(self) -> None:
+        """Drop the model, the batch and the prefix cache, on the thread that made them.
+
+        The thread stays parked afterwards, so nothing else would ever free that memory.
+        Requests still running or waiting end with an abort, so no consumer waits forever.
+        """
+        gone = {"type": "abort", "message": "the engine shut down"}
+        for seq in [*self._by_uid.values(), *(s for group in self._waiting for s in group)]:
+            self._finish(seq, gone, "")
+        self._flush()
+        self._by_uid.clear()
+        self._waiting.clear()
         self._gen.close()
+        self._gen = None
+        self._cache.clear()
+        self.model = None
+        gc.collect()
+        mx.synchronize(self._stream)
 
     def _new_generator(self) -> BatchGenerator:
         return BatchGenerator(
@@ -256,7 +304,7 @@ class Scheduler:
         delta = "" if finish and finish.get("matched") is not None else seq.decoder.push(token)
         logprobs = self._logprobs(seq, token, r.logprobs) if seq.top_logprobs is not None else None
         if finish is None:
-            seq.emit(self._output(seq, delta, [token], None, logprobs))
+            self._emit(seq, self._output(seq, delta, [token], None, logprobs))
             return
         del self._by_uid[r.uid]
         self.running -= 1
@@ -264,7 +312,7 @@ class Scheduler:
             self._cache.insert(list(r.all_tokens), r.prompt_cache)
         delta += seq.decoder.flush()
         seq.done = True
-        seq.emit(self._output(seq, delta, [token], finish, logprobs))
+        self._emit(seq, self._output(seq, delta, [token], finish, logprobs))
 
     def _logprobs(self, seq: Sequence, token: int, row: Any) -> dict[str, Any]:
         decode = self.tokenizer.decode
@@ -306,16 +354,27 @@ class Scheduler:
     def _finish(self, seq: Sequence, finish: dict[str, Any], delta: str) -> None:
         if not seq.done:
             seq.done = True
-            seq.emit(self._output(seq, delta, [], finish, None))
+            self._emit(seq, self._output(seq, delta, [], finish, None))
+
+    def _emit(self, seq: Sequence, item: dict[str, Any]) -> None:
+        self._outbox.append((seq.outlet, item))
+
+    def _flush(self) -> None:
+        """Hand the outputs gathered since the last flush to their loops, one wake-up per loop."""
+        if not self._outbox:
+            return
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Queue[dict[str, Any]], dict[str, Any]]]] = {}
+        for outlet, item in self._outbox:
+            by_loop.setdefault(outlet.loop, []).append((outlet.queue, item))
+        self._outbox.clear()
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_deliver, items)
+            except RuntimeError:
+                pass  # the event loop is gone: nobody is listening any more
 
 
-def emitter(loop: asyncio.AbstractEventLoop, q: asyncio.Queue[dict[str, Any]]) -> Callable[[dict[str, Any]], None]:
-    """A thread-safe ``emit`` that hands outputs to an asyncio queue (dropped once the loop is closed)."""
-
-    def emit(item: dict[str, Any]) -> None:
-        try:
-            loop.call_soon_threadsafe(q.put_nowait, item)
-        except RuntimeError:
-            pass  # the event loop is gone: nobody is listening any more
-
-    return emit
+def _deliver(items: list[tuple[asyncio.Queue[dict[str, Any]], dict[str, Any]]]) -> None:
+    """Runs on the event loop: put each output into its request's queue."""
+    for q, item in items:
+        q.put_nowait(item)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from smgpy.engine import EngineOverloaded, EngineRequestError
-from smgpy.mlx.batching import Scheduler, Sequence, emitter
+from smgpy.mlx.batching import Outlet, Scheduler, Sequence
+from smgpy.mlx.blas import report as _report_blas
 from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids
 from smgpy.mlx.sampling import SamplingParams
 
@@ -95,6 +96,7 @@ class MLXEngine:
             self._config = config
             return model, tok
 
+        _report_blas()
         self._sched = Scheduler(
             load, max_running=max_running, prefix_cache_bytes=prefix_cache_bytes, prefill_step_size=prefill_step_size
         )
@@ -186,7 +188,7 @@ class MLXEngine:
 
         loop = asyncio.get_running_loop()
         q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        emit = emitter(loop, q)
+        outlet = Outlet(loop, q)
         group = [
             Sequence(
                 rid=rid,
@@ -196,7 +198,7 @@ class MLXEngine:
                 max_tokens=max_tokens,
                 stop_ids=stop_ids,
                 decoder=IncrementalDecoder(self._hf, self._drop),
-                emit=emit,
+                outlet=outlet,
                 top_logprobs=top,
                 with_index=params.n > 1,
             )
@@ -223,9 +225,9 @@ class MLXEngine:
         return self._sched.load_info()
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Stop the MLX thread (running requests are dropped)."""
+        """Stop the MLX thread; running and waiting requests end with an abort."""
         self._sched.shutdown()
-        self._thread.join(timeout)
+        self._sched.stopped.wait(timeout)
 
     def info(self) -> dict[str, Any]:
         """A summary for logs: name, path, context, limits."""

