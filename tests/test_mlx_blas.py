@@ -87,6 +87,46 @@ def test_openblas_is_used_and_gives_the_same_products() -> None:
     assert out.stdout.strip() == "libopenblas.so.0"
 
 
+@pytest.mark.skipif(not openblas_installed(), reason="OpenBLAS is not installed (apt install libopenblas0)")
+def test_one_row_products_go_through_gemv_and_match() -> None:
+    # Every layout MLX may hand to cblas_sgemm with one output row or column: plain, transposed
+    # operands (strided views), and a matrix-times-column product.
+    code = """
+        import smgpy.mlx
+        from smgpy import _native
+        import mlx.core as mx
+        import numpy as np
+
+        assert smgpy.mlx.blas.gemv_forwarding()
+        rng = np.random.default_rng(1)
+        x = rng.standard_normal((1, 576), dtype=np.float32)
+        w = rng.standard_normal((1536, 576), dtype=np.float32)
+        cases = [
+            (x, w.T),                      # x @ W.T, the decode shape
+            (x, w.T.copy()),               # B not transposed
+            (x.T.copy().T, w.T),           # A as a transposed view
+            (w, x.T.copy()),               # one output column
+            (x[:, :1], rng.standard_normal((1, 49), dtype=np.float32)),
+        ]
+        before = _native.blas_forwarded()
+        for a, b in cases:
+            got = np.array(mx.array(a) @ mx.array(b))
+            want = a @ b
+            assert got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-3), (a.shape, b.shape)
+        assert _native.blas_forwarded() > before
+        print("ok")
+    """
+    out = python(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_gemv_forwarding_can_be_turned_off() -> None:
+    out = python("import smgpy.mlx; print(smgpy.mlx.blas.gemv_forwarding())", SMGPY_BLAS_GEMV="0")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
 def test_shutdown_ends_running_requests_and_the_process_exits_cleanly() -> None:
     # Before the MLX thread parked on shutdown, about half of such runs aborted at exit.
     code = """

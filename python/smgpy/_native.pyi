@@ -18,6 +18,8 @@ __all__ = [
     "TemplateSyntaxError",
     "ToolCallStream",
     "__version__",
+    "blas_forward_install",
+    "blas_forwarded",
     "init_logging",
     "list_reasoning_parsers",
     "list_tool_parsers",
@@ -286,3 +288,11 @@ class Server:
         """Begin a graceful shutdown."""
     def wait(self) -> Awaitable[None]:
         """Awaitable that completes when the server has stopped."""
+
+# ---- BLAS (MLX on Linux) ----
+
+def blas_forward_install(library: str) -> None:
+    """Route `cblas_sgemm` calls reaching this module to `library`, one-row products through `cblas_sgemv`."""
+
+def blas_forwarded() -> int:
+    """How many one-row products went through gemv so far."""

@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod blas;
 pub mod convert;
 mod engine_bridge;
 mod errors;
@@ -21,5 +22,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     template::register(m)?;
     stop::register(m)?;
     server::register(m)?;
+    blas::register(m)?;
     Ok(())
 }
