@@ -121,6 +121,47 @@ def test_one_row_products_go_through_gemv_and_match() -> None:
     assert out.stdout.strip() == "ok"
 
 
+@pytest.mark.skipif(not openblas_installed(), reason="OpenBLAS is not installed (apt install libopenblas0)")
+def test_every_forwarding_mode_gives_the_same_products_for_small_batches() -> None:
+    # Decode-step shapes (x @ W.T with 1-8 rows), a K that is not a multiple of 8, strided views,
+    # and shapes the kernel does not take (9 rows, W not transposed): all equal numpy's result,
+    # and a row's result does not depend on the rows batched with it.
+    code = """
+        import smgpy.mlx
+        from smgpy import _native
+        import mlx.core as mx
+        import numpy as np
+
+        rng = np.random.default_rng(2)
+        for mode in ("off", "gemv", "skinny"):
+            _native.blas_set_mode(mode)
+            for rows, n, k in [(1, 49152, 576), (2, 1536, 576), (3, 577, 1536), (8, 96, 37), (9, 64, 64), (4, 5, 9)]:
+                x = rng.standard_normal((rows, k), dtype=np.float32)
+                w = rng.standard_normal((n, k), dtype=np.float32)
+                got = np.array(mx.array(x) @ mx.array(w).T)
+                assert np.allclose(got, x @ w.T, rtol=1e-4, atol=1e-3), (mode, rows, n, k)
+                got_nt = np.array(mx.array(x) @ mx.array(w.T.copy()))
+                assert np.allclose(got_nt, x @ w.T, rtol=1e-4, atol=1e-3), (mode, rows, n, k)
+                if mode == "skinny" and rows <= 8:
+                    one = np.array(mx.array(x[:1]) @ mx.array(w).T)
+                    assert (one[0] == got[0]).all(), "row 0 alone differs from row 0 in the batch"
+            wide = rng.standard_normal((4, 1000), dtype=np.float32)
+            w = rng.standard_normal((300, 500), dtype=np.float32)
+            got = np.array(mx.array(wide)[:, ::2] @ mx.array(w).T)
+            assert np.allclose(got, wide[:, ::2] @ w.T, rtol=1e-4, atol=1e-3), mode
+        try:
+            _native.blas_set_mode("fast")
+        except ValueError as e:
+            assert "skinny" in str(e)
+        else:
+            raise AssertionError("unknown mode accepted")
+        print(_native.blas_mode())
+    """
+    out = python(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() in ("skinny", "gemv")
+
+
 def test_gemv_forwarding_can_be_turned_off() -> None:
     out = python("import smgpy.mlx; print(smgpy.mlx.blas.gemv_forwarding())", SMGPY_BLAS_GEMV="0")
     assert out.returncode == 0, out.stderr

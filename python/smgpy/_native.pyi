@@ -6,7 +6,7 @@ Each area keeps its own section; keep the sections in this order.
 import datetime
 import os
 from collections.abc import Awaitable
-from typing import Any, final
+from typing import Any, Literal, final
 
 __all__ = [
     "ChatTemplate",
@@ -20,6 +20,8 @@ __all__ = [
     "__version__",
     "blas_forward_install",
     "blas_forwarded",
+    "blas_mode",
+    "blas_set_mode",
     "init_logging",
     "list_reasoning_parsers",
     "list_tool_parsers",
@@ -295,4 +297,10 @@ def blas_forward_install(library: str) -> None:
     """Route `cblas_sgemm` calls reaching this module to `library`, one-row products through `cblas_sgemv`."""
 
 def blas_forwarded() -> int:
-    """How many one-row products went through gemv so far."""
+    """How many products went through gemv or smgpy's skinny kernel so far."""
+
+def blas_set_mode(mode: Literal["off", "gemv", "skinny"]) -> None:
+    """What the forwarding takes over: nothing, one-row products (gemv), or up to 8 rows (skinny kernel)."""
+
+def blas_mode() -> Literal["off", "gemv", "skinny"]:
+    """The forwarding mode in effect (`"skinny"` falls back to `"gemv"` without AVX2 and FMA)."""

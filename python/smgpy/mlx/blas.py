@@ -12,15 +12,17 @@ with ``RTLD_GLOBAL`` *before* ``mlx.core`` is imported therefore makes MLX's ``c
 resolve to the optimized one: same C interface, same results up to float rounding. Once
 ``mlx.core`` is loaded it is too late, which is why :mod:`smgpy.mlx` calls this first.
 
-One more step on top: OpenBLAS before 0.3.27 (Debian 12, Ubuntu 24.04) runs a one-row product
-(``1 x K`` times ``K x N``, which is what decoding one token is) through its general ``sgemm``
-path, which copies the whole weight matrix before multiplying: 1.3x slower decode steps on a 135M
-model than sending those calls to ``sgemv``. smgpy's extension exports a ``cblas_sgemm`` that does
-exactly that and passes every other call through (crate ``smgpy-blas``); it is made global just
-before the BLAS library, so MLX binds to it first.
+One more step on top: a decode step multiplies 1-8 rows of activations (one per sequence) by
+every weight matrix, and OpenBLAS's ``sgemm`` first copies ("packs") the whole weight matrix for
+each such call, before 0.3.27 (Debian 12, Ubuntu 24.04) even for a single row. smgpy's extension
+exports a ``cblas_sgemm`` (crate ``smgpy-blas``) that sends those products to its own kernel,
+which reads the weights once (x86-64 with AVX2 and FMA), or one-row products to ``sgemv``
+elsewhere, and passes every other call through; it is made global just before the BLAS library,
+so MLX binds to it first. Decode steps of a 135M model took 1.2-1.4x less time at batch 1-8.
 
 ``SMGPY_BLAS`` chooses: unset tries the usual library names, a library name or path loads that
-one, ``none`` keeps MLX's own BLAS. ``SMGPY_BLAS_GEMV=0`` turns the one-row forwarding off. On
+one, ``none`` keeps MLX's own BLAS. ``SMGPY_BLAS_GEMV=0`` turns the forwarding off;
+``smgpy._native.blas_set_mode("off" | "gemv" | "skinny")`` switches it at run time. On
 Debian and Ubuntu, ``apt install libopenblas0`` provides the library.
 """
 
@@ -48,7 +50,7 @@ def fast_blas() -> str | None:
 
 
 def gemv_forwarding() -> bool:
-    """Whether MLX's one-row products reach smgpy's gemv forwarding (runs one tiny product to check)."""
+    """Whether MLX's small-batch products reach smgpy's forwarding (runs one tiny product to check)."""
     if not _state.get("gemv"):
         return False
     import mlx.core as mx
@@ -59,6 +61,12 @@ def gemv_forwarding() -> bool:
     with mx.stream(mx.cpu):
         mx.eval(mx.ones((1, 16)) @ mx.ones((16, 16)))
     return _native.blas_forwarded() > before
+
+
+def _native_mode() -> str:
+    from smgpy import _native
+
+    return {"skinny": "smgpy's kernel", "gemv": "sgemv"}.get(_native.blas_mode(), "sgemm")
 
 
 def load_fast_blas() -> str | None:
@@ -74,7 +82,7 @@ def report() -> None:
         return
     _state["reported"] = "yes"
     if fast_blas():
-        how = " (one-row products through gemv)" if gemv_forwarding() else ""
+        how = f" (small-batch products: {_native_mode()})" if gemv_forwarding() else ""
         log.info("MLX CPU matrix products use %s%s", fast_blas(), how)
     elif os.environ.get("SMGPY_BLAS", "").strip().lower() not in _OFF and _on_cpu():
         log.warning(
@@ -129,7 +137,7 @@ def _forward_one_row(name: str) -> None:
     try:
         _native.blas_forward_install(name)
     except OSError as e:
-        log.debug("one-row gemv forwarding not installed: %s", e)
+        log.debug("small-batch product forwarding not installed: %s", e)
         return
     ctypes.CDLL(_native.__file__, mode=ctypes.RTLD_GLOBAL)
     _state["gemv"] = name

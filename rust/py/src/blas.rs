@@ -1,6 +1,7 @@
 //! Python binding for `smgpy-blas` (one-row products through gemv for MLX on Linux).
-use pyo3::exceptions::PyOSError;
+use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
+use smgpy_blas::Mode;
 
 /// Route `cblas_sgemm` calls that reach this module to `library`, one-row products through its
 /// `cblas_sgemv`. The caller then makes this module global before `mlx.core` loads (see
@@ -16,8 +17,38 @@ fn blas_forwarded() -> u64 {
     smgpy_blas::forwarded()
 }
 
+/// What the forwarding takes over: `"off"` (nothing), `"gemv"` (one-row products) or
+/// `"skinny"` (products with up to 8 rows through smgpy's kernel, where the CPU has AVX2 and FMA).
+#[pyfunction]
+fn blas_set_mode(mode: &str) -> PyResult<()> {
+    let mode = match mode {
+        "off" => Mode::PassThrough,
+        "gemv" => Mode::Gemv,
+        "skinny" => Mode::Skinny,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown BLAS forwarding mode {other:?}: use \"off\", \"gemv\" or \"skinny\""
+            )))
+        }
+    };
+    smgpy_blas::set_mode(mode);
+    Ok(())
+}
+
+/// The forwarding mode in effect (`"skinny"` falls back to `"gemv"` without AVX2 and FMA).
+#[pyfunction]
+fn blas_mode() -> &'static str {
+    match smgpy_blas::mode() {
+        Mode::PassThrough => "off",
+        Mode::Gemv => "gemv",
+        Mode::Skinny => "skinny",
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(blas_forward_install, m)?)?;
     m.add_function(wrap_pyfunction!(blas_forwarded, m)?)?;
+    m.add_function(wrap_pyfunction!(blas_set_mode, m)?)?;
+    m.add_function(wrap_pyfunction!(blas_mode, m)?)?;
     Ok(())
 }
