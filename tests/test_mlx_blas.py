@@ -162,6 +162,24 @@ def test_every_forwarding_mode_gives_the_same_products_for_small_batches() -> No
     assert out.stdout.strip() in ("skinny", "gemv")
 
 
+def test_without_a_faster_blas_small_batches_still_skip_the_bundled_one() -> None:
+    code = """
+        import smgpy.mlx
+        import mlx.core as mx
+        import numpy as np
+
+        assert smgpy.mlx.fast_blas() is None
+        assert smgpy.mlx.blas.gemv_forwarding()
+        x = np.ones((3, 40), dtype=np.float32)
+        w = np.arange(40 * 7, dtype=np.float32).reshape(7, 40)
+        assert (np.array(mx.array(x) @ mx.array(w).T) == x @ w.T).all()
+        print("ok")
+    """
+    out = python(code, SMGPY_BLAS="libno-such-blas.so.9")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
 def test_gemv_forwarding_can_be_turned_off() -> None:
     out = python("import smgpy.mlx; print(smgpy.mlx.blas.gemv_forwarding())", SMGPY_BLAS_GEMV="0")
     assert out.returncode == 0, out.stderr

@@ -112,6 +112,23 @@ def _load() -> str | None:
             return name
     if choice:
         log.warning("SMGPY_BLAS=%s: no usable BLAS there (a library exporting cblas_sgemm); MLX keeps its own", choice)
+    # No faster library: MLX keeps the one its wheel bundles, but small-batch products (decode)
+    # can still skip it through smgpy's kernel.
+    bundled = _bundled_blas()
+    if bundled:
+        _forward_one_row(bundled)
+    return None
+
+
+def _bundled_blas() -> str | None:
+    """The BLAS library the ``mlx[cpu]`` wheel ships (``mlx_cpu.libs/libblas-*.so*``), if any."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("mlx")
+    for root in spec.submodule_search_locations or [] if spec else []:
+        for lib in sorted((Path(root).parent / "mlx_cpu.libs").glob("libblas*.so*")):
+            return str(lib)
     return None
 
 
