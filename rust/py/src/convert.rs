@@ -111,9 +111,19 @@ pub fn py_to_host(obj: &Bound<'_, PyAny>) -> PyResult<HostValue> {
     )))
 }
 
-/// A dict's items as template values, keys as strings (in order).
+/// A dict's items as template values, keys as strings (`str(key)` for non-string keys), in
+/// order. Keys go straight from the Python string to the template value (short ones are stored
+/// inline, no allocation).
 pub fn dict_pairs(d: &Bound<'_, PyDict>) -> PyResult<Vec<(HostValue, HostValue)>> {
-    str_key_pairs(d).map(|pairs| pairs.into_iter().map(|(k, v)| (HostValue::string(&k), v)).collect())
+    let mut pairs = Vec::with_capacity(d.len());
+    for (k, v) in d.iter() {
+        let key = match k.cast::<PyString>() {
+            Ok(s) => HostValue::string(s.to_str()?),
+            Err(_) => HostValue::string(k.str()?.to_str()?),
+        };
+        pairs.push((key, py_to_host(&v)?));
+    }
+    Ok(pairs)
 }
 
 /// A dict's items with their keys as Rust strings (`str(key)` for non-string keys).

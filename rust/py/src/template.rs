@@ -6,7 +6,7 @@ use pyo3::types::{PyDict, PyList};
 use serde_json::{Map, Value};
 use smgpy_template::{DateTime, HostRenderArgs, HostValue, RenderArgs, TemplateError as CoreError};
 
-use crate::convert::{py_to_host, py_to_value, str_key_pairs, value_to_py};
+use crate::convert::{dict_pairs, py_to_host, py_to_value, str_key_pairs, value_to_py};
 
 pyo3::create_exception!(
     smgpy._native,
@@ -74,7 +74,7 @@ fn host_args(
     let mut converted = Vec::with_capacity(messages.len());
     for m in messages.iter() {
         let Ok(d) = m.cast::<PyDict>() else { return Ok(None) };
-        converted.push(str_key_pairs(d)?);
+        converted.push(dict_pairs(d)?);
     }
     Ok(Some(HostRenderArgs {
         messages: converted,

@@ -244,7 +244,7 @@ impl ChatTemplate {
         let messages = args
             .messages
             .iter()
-            .map(|pairs| prepared_message(pairs.iter().map(|(k, v)| (k.as_str(), v.0.clone()))))
+            .map(|pairs| prepared_message(pairs.iter().map(|(k, v)| (k.as_str().unwrap_or_default(), v.0.clone()))))
             .collect();
         let kwargs = args
             .kwargs

@@ -52,6 +52,11 @@ impl HostValue {
     pub fn is_none(&self) -> bool {
         self.0.is_none()
     }
+
+    /// The string, when this value is one.
+    pub fn as_str(&self) -> Option<&str> {
+        self.0.as_str()
+    }
 }
 
 /// Everything a render takes besides the template, as host values.
@@ -59,7 +64,8 @@ impl HostValue {
 pub struct HostRenderArgs {
     /// Each message as its `(key, value)` pairs in order; None-valued keys are dropped and
     /// reasoning fields aliased when rendering, as transformers does.
-    pub messages: Vec<Vec<(String, HostValue)>>,
+    /// Keys are strings ([`HostValue::string`]).
+    pub messages: Vec<Vec<(HostValue, HostValue)>>,
     pub tools: Option<Vec<HostValue>>,
     pub documents: Option<Vec<HostValue>>,
     pub add_generation_prompt: bool,
