@@ -331,44 +331,63 @@ fn real_gemv() -> Option<SgemvFn> {
     Some(unsafe { std::mem::transmute::<*mut c_void, SgemvFn>(ptr) })
 }
 
-/// Run one `gemm` call with the given implementations: through `gemv` when [`plan`] finds one.
+/// The arguments of one `cblas_sgemm` call, in its order.
+#[derive(Debug, Clone, Copy)]
+pub struct Gemm {
+    pub order: c_int,
+    pub trans_a: c_int,
+    pub trans_b: c_int,
+    pub m: c_int,
+    pub n: c_int,
+    pub k: c_int,
+    pub alpha: f32,
+    pub a: *const f32,
+    pub lda: c_int,
+    pub b: *const f32,
+    pub ldb: c_int,
+    pub beta: f32,
+    pub c: *mut f32,
+    pub ldc: c_int,
+}
+
+impl Gemm {
+    /// Make this call with `gemm`, arguments unchanged.
+    ///
+    /// # Safety
+    /// The pointers and dimensions must describe valid matrices, as for `cblas_sgemm`.
+    pub unsafe fn call(&self, gemm: SgemmFn) {
+        let g = self;
+        // SAFETY: the caller's CBLAS contract.
+        unsafe {
+            gemm(
+                g.order, g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc,
+            )
+        }
+    }
+}
+
+/// Run one `gemm` call with the given implementations: through the skinny kernel or `gemv`
+/// when `mode` allows and a plan fits, else through `gemm` unchanged.
 ///
 /// # Safety
 /// The pointers and dimensions must describe valid matrices, as for `cblas_sgemm`.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn dispatch(
-    gemm: SgemmFn,
-    gemv: Option<SgemvFn>,
-    mode: Mode,
-    order: c_int,
-    trans_a: c_int,
-    trans_b: c_int,
-    m: c_int,
-    n: c_int,
-    k: c_int,
-    alpha: f32,
-    a: *const f32,
-    lda: c_int,
-    b: *const f32,
-    ldb: c_int,
-    beta: f32,
-    c: *mut f32,
-    ldc: c_int,
-) {
+pub unsafe fn dispatch(gemm: SgemmFn, gemv: Option<SgemvFn>, mode: Mode, g: &Gemm) {
     if mode == Mode::Skinny && skinny_supported() {
-        if let Some((rows, cols, x_is_a, ldx, ldw)) = skinny_plan(order, trans_a, trans_b, m, n, k, lda, ldb) {
-            let (x, w) = if x_is_a { (a, b) } else { (b, a) };
+        if let Some((rows, cols, x_is_a, ldx, ldw)) =
+            skinny_plan(g.order, g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb)
+        {
+            let (x, w) = if x_is_a { (g.a, g.b) } else { (g.b, g.a) };
             let p = skinny::Product {
                 rows,
-                k: k as usize,
-                alpha,
+                k: g.k as usize,
+                alpha: g.alpha,
                 x,
                 ldx,
                 w,
                 ldw,
-                beta,
-                c,
-                ldc: ldc.max(0) as usize,
+                beta: g.beta,
+                c: g.c,
+                ldc: g.ldc.max(0) as usize,
             };
             // One thread, the caller's: splitting the columns across threads per call measured
             // slower on 2 cores, where the library's own threads still spin after each call.
@@ -380,25 +399,25 @@ pub unsafe fn dispatch(
         }
     }
     let gemv = if mode == Mode::PassThrough { None } else { gemv };
-    if let (Some(gemv), Some(p)) = (gemv, plan(order, trans_a, trans_b, m, n, k, lda, ldb)) {
-        let (matrix, x) = if p.matrix_is_a { (a, b) } else { (b, a) };
-        if beta == 0.0 {
+    if let (Some(gemv), Some(p)) = (gemv, plan(g.order, g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb)) {
+        let (matrix, x) = if p.matrix_is_a { (g.a, g.b) } else { (g.b, g.a) };
+        if g.beta == 0.0 {
             // gemm never reads C when beta is 0 (it may hold NaN bits); make gemv's
             // `beta * y` see zeros as well.
             // SAFETY: C has `len` contiguous elements (one row, or one column).
-            unsafe { std::ptr::write_bytes(c, 0, p.len as usize) };
+            unsafe { std::ptr::write_bytes(g.c, 0, p.len as usize) };
         }
         // SAFETY: the plan maps gemm's operands onto gemv's as the caller's contract describes.
         unsafe {
             gemv(
-                ROW_MAJOR, p.trans, p.rows, p.cols, alpha, matrix, p.ld, x, p.incx, beta, c, 1,
+                ROW_MAJOR, p.trans, p.rows, p.cols, g.alpha, matrix, p.ld, x, p.incx, g.beta, g.c, 1,
             )
         };
         FORWARDED.fetch_add(1, Ordering::Relaxed);
         return;
     }
     // SAFETY: arguments passed through unchanged.
-    unsafe { gemm(order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) };
+    unsafe { g.call(gemm) };
 }
 
 /// `cblas_sgemm` as MLX calls it: see the crate docs.
@@ -428,28 +447,10 @@ pub unsafe extern "C" fn cblas_sgemm(
         // No BLAS at all behind this symbol: computing nothing would hand back garbage.
         std::process::abort();
     };
+    #[rustfmt::skip]
+    let call = Gemm { order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc };
     // SAFETY: forwarded under the caller's CBLAS contract.
-    unsafe {
-        dispatch(
-            gemm,
-            real_gemv(),
-            mode(),
-            order,
-            trans_a,
-            trans_b,
-            m,
-            n,
-            k,
-            alpha,
-            a,
-            lda,
-            b,
-            ldb,
-            beta,
-            c,
-            ldc,
-        )
-    }
+    unsafe { dispatch(gemm, real_gemv(), mode(), &call) }
 }
 
 #[cfg(test)]
@@ -569,8 +570,12 @@ mod tests {
             let c0: Vec<f32> = if beta == 0.0 { vec![f32::NAN; len_of((m, n), ldc)] } else { fill(len_of((m, n), ldc), 3) };
             let (mut want, mut got) = (c0.clone(), c0);
             unsafe {
-                naive_gemm(order, ta, tb, m, n, k, 1.5, a.as_ptr(), lda, b.as_ptr(), ldb, beta, want.as_mut_ptr(), ldc);
-                dispatch(naive_gemm, Some(naive_gemv), mode, order, ta, tb, m, n, k, 1.5, a.as_ptr(), lda, b.as_ptr(), ldb, beta, got.as_mut_ptr(), ldc);
+                let call = |c: *mut f32| Gemm {
+                    order, trans_a: ta, trans_b: tb, m, n, k, alpha: 1.5,
+                    a: a.as_ptr(), lda, b: b.as_ptr(), ldb, beta, c, ldc,
+                };
+                call(want.as_mut_ptr()).call(naive_gemm);
+                dispatch(naive_gemm, Some(naive_gemv), mode, &call(got.as_mut_ptr()));
             }
             // Padding between rows/columns of C keeps its NaN: compare only the product's cells.
             for i in 0..m {
@@ -591,42 +596,25 @@ mod tests {
         let w: Vec<f32> = (0..n * k).map(|i| (i % 11) as f32 - 5.0).collect();
         let (mut want, mut got) = (vec![0.0f32; m * n], vec![f32::NAN; m * n]);
         let (mi, ni, ki) = (m as c_int, n as c_int, k as c_int);
+        let call = |c: *mut f32| Gemm {
+            order: ROW_MAJOR,
+            trans_a: NO_TRANS,
+            trans_b: TRANS,
+            m: mi,
+            n: ni,
+            k: ki,
+            alpha: 1.0,
+            a: x.as_ptr(),
+            lda: ki,
+            b: w.as_ptr(),
+            ldb: ki,
+            beta: 0.0,
+            c,
+            ldc: ni,
+        };
         unsafe {
-            naive_gemm(
-                ROW_MAJOR,
-                NO_TRANS,
-                TRANS,
-                mi,
-                ni,
-                ki,
-                1.0,
-                x.as_ptr(),
-                ki,
-                w.as_ptr(),
-                ki,
-                0.0,
-                want.as_mut_ptr(),
-                ni,
-            );
-            dispatch(
-                naive_gemm,
-                None,
-                Mode::Skinny,
-                ROW_MAJOR,
-                NO_TRANS,
-                TRANS,
-                mi,
-                ni,
-                ki,
-                1.0,
-                x.as_ptr(),
-                ki,
-                w.as_ptr(),
-                ki,
-                0.0,
-                got.as_mut_ptr(),
-                ni,
-            );
+            call(want.as_mut_ptr()).call(naive_gemm);
+            dispatch(naive_gemm, None, Mode::Skinny, &call(got.as_mut_ptr()));
         }
         assert_eq!(got, want);
     }
