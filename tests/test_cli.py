@@ -51,6 +51,12 @@ def test_serve_flags_follow_vllm_names() -> None:
     assert (args.max_running, args.max_waiting, args.prefix_cache_bytes) == (4, 2, 1 << 30)
     assert (args.api_key, args.context_length) == ("k", 2048)
     assert build_parser().parse_args(["serve"]).prefix_cache_bytes == 2 << 30
+    sampling = build_parser().parse_args(
+        ["serve", "--temp", "0.3", "--top-p", "0.9", "--top-k", "20", "--min-p", "0.05", "--repetition-penalty", "1.1"]
+    )
+    assert (sampling.temperature, sampling.top_p, sampling.top_k) == (0.3, 0.9, 20)
+    assert (sampling.min_p, sampling.repetition_penalty, sampling.generation_config) == (0.05, 1.1, "auto")
+    assert build_parser().parse_args(["serve", "--temperature", "0"]).temperature == 0.0
 
 
 def test_python_dash_m_help() -> None:
@@ -110,13 +116,13 @@ def test_smgpy_serve_with_no_model_answers_the_capital_of_france(tmp_path: Path)
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.5)
         assert [m.id for m in models.data] == ["SmolLM2-135M-Instruct"]
+        # Exactly the README's request: no temperature (the demo model decodes greedily by default).
         reply = client.chat.completions.create(
             model="SmolLM2-135M-Instruct",
             messages=[{"role": "user", "content": "What is the capital of France?"}],
-            temperature=0,
-            max_tokens=16,
         )
         assert "Paris" in (reply.choices[0].message.content or "")
+        assert "temperature=0" in log.read_text()
         assert "demo model SmolLM2-135M-Instruct" in log.read_text()
     finally:
         proc.terminate()

