@@ -42,6 +42,57 @@ pub fn partial_suffix_len(buf: &str, markers: &[&str]) -> usize {
     best
 }
 
+/// Below this length a plain loop finds a byte faster than `memchr`, whose vector setup and
+/// dispatch cost more than the search itself. Streaming pushes are often a few bytes long.
+const SHORT: usize = 16;
+
+/// First `b` in `hay`.
+#[inline]
+pub(crate) fn byte(b: u8, hay: &[u8]) -> Option<usize> {
+    if hay.len() < SHORT {
+        hay.iter().position(|&x| x == b)
+    } else {
+        memchr::memchr(b, hay)
+    }
+}
+
+/// First `a` or `b` in `hay`.
+#[inline]
+pub(crate) fn byte2(a: u8, b: u8, hay: &[u8]) -> Option<usize> {
+    if hay.len() < SHORT {
+        hay.iter().position(|&x| x == a || x == b)
+    } else {
+        memchr::memchr2(a, b, hay)
+    }
+}
+
+/// First `a`, `b` or `c` in `hay`.
+#[inline]
+pub(crate) fn byte3(a: u8, b: u8, c: u8, hay: &[u8]) -> Option<usize> {
+    if hay.len() < SHORT {
+        hay.iter().position(|&x| x == a || x == b || x == c)
+    } else {
+        memchr::memchr3(a, b, c, hay)
+    }
+}
+
+/// First occurrence of `marker` in `hay`. Parsers search a few dozen bytes for a short tag, often
+/// again at each push while they wait: jumping between occurrences of the tag's first byte is far
+/// cheaper there than building a substring searcher each time (`str::find`).
+pub(crate) fn find(hay: &str, marker: &str) -> Option<usize> {
+    let first = *marker.as_bytes().first()?;
+    let bytes = hay.as_bytes();
+    let mut from = 0;
+    while let Some(off) = byte(first, &bytes[from..]) {
+        let p = from + off;
+        if bytes[p..].starts_with(marker.as_bytes()) {
+            return Some(p);
+        }
+        from = p + 1;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

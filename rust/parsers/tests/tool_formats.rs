@@ -200,3 +200,34 @@ fn xml_dialects_stream() {
         check_streaming(&text, f, Some(tools.clone()));
     }
 }
+
+/// Pushes inside a value typed when complete skip the step machinery (`Engine::idle_push`)
+/// until a `<` arrives: values holding `<`, a false start of the closing tag, or the tag split
+/// across pushes must read the same as a complete parse.
+#[test]
+fn typed_xml_values_with_angle_brackets_stream() {
+    for (format, input) in [
+        (
+            "glm47",
+            "<tool_call>f<arg_key>a</arg_key><arg_value>x < y </arg_valu z</arg_value>\
+             <arg_key>b</arg_key><arg_value>[1, 2]</arg_value></tool_call>",
+        ),
+        (
+            "qwen3_coder",
+            "<tool_call>\n<function=f>\n<parameter=a>\nx < y </paramete z\n</parameter>\n\
+             <parameter=b>\n3\n</parameter>\n</function>\n</tool_call>",
+        ),
+        (
+            "minimax_m2",
+            "<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"a\">x &lt; y </param z</parameter>\n\
+             <parameter name=\"b\">true</parameter>\n</invoke>\n</minimax:tool_call>",
+        ),
+    ] {
+        let format: ToolFormat = format.parse().unwrap();
+        let got = parse_complete(input, format, None);
+        assert_eq!(got.calls.len(), 1, "{input}");
+        let args: serde_json::Value = serde_json::from_str(&got.calls[0].arguments).unwrap();
+        assert!(args["a"].as_str().unwrap().starts_with("x < y </"), "{args}");
+        check_streaming(input, format, None);
+    }
+}

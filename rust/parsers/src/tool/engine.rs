@@ -9,10 +9,10 @@
 //! Decisions depend only on the text seen, never on where chunks split it, which is why a
 //! streamed parse equals a complete one.
 use super::body::{continuation, parse_body, Call, Outcome, Target};
-use super::live::Live;
+use super::live::{Live, Readers};
 use super::spec::{End, Spec};
 use super::{ToolCallDelta, ToolDef, ToolDelta};
-use crate::scan::partial_suffix_len;
+use crate::scan::{self, partial_suffix_len};
 
 /// Declared tools, used to reject unknown names and to type XML-style parameters.
 #[derive(Debug, Clone, Default)]
@@ -64,7 +64,7 @@ impl Balance {
                     self.quote = 0;
                 } else {
                     // Jump to the next quote or backslash: string contents dominate the text.
-                    let skip = memchr::memchr2(self.quote, b'\\', &bytes[*pos..]).unwrap_or(bytes.len() - *pos);
+                    let skip = scan::byte2(self.quote, b'\\', &bytes[*pos..]).unwrap_or(bytes.len() - *pos);
                     *pos += skip;
                     continue;
                 }
@@ -124,6 +124,8 @@ pub(crate) struct Engine {
     /// marker prefix, which settles most pushes with one `memchr` pass.
     firsts: Vec<u8>,
     ctx: Ctx,
+    /// Arguments readers shared by the regions' live calls.
+    readers: Readers,
     buf: String,
     /// Bytes of `buf` consumed during this push. They are dropped once per push rather than
     /// per region, so a large push holding many regions stays linear.
@@ -148,6 +150,7 @@ impl Engine {
             markers,
             firsts,
             ctx,
+            readers: Readers::new(),
             buf: String::new(),
             pos: 0,
             mode: Mode::Text,
@@ -157,8 +160,45 @@ impl Engine {
     }
 
     pub(crate) fn push(&mut self, text: &str) -> ToolDelta {
+        let before = self.buf.len() - self.pos;
         self.buf.push_str(text);
+        if self.idle_push(before, text) {
+            return ToolDelta::default();
+        }
         self.run(false)
+    }
+
+    /// Whether `text`, just appended to a region of `before` bytes, changes nothing but how far
+    /// the region was scanned, which is then recorded. True when the region was scanned to its
+    /// end, `text` holds no byte an end marker starts with, and the live call waits for nothing
+    /// or for a byte `text` does not hold: inside a long value that is most pushes, and they
+    /// skip the whole step machinery.
+    fn idle_push(&mut self, before: usize, text: &str) -> bool {
+        let Mode::Region {
+            end: End::Marker(ends),
+            scan: scanned,
+            live,
+            ..
+        } = &mut self.mode
+        else {
+            return false;
+        };
+        if *scanned != before {
+            return false;
+        }
+        let Some(wake) = live.idle(&self.readers, before) else {
+            return false;
+        };
+        let bytes = text.as_bytes();
+        let quiet = ends
+            .iter()
+            .filter_map(|e| e.as_bytes().first())
+            .chain(wake.as_ref())
+            .all(|b| scan::byte(*b, bytes).is_none());
+        if quiet {
+            *scanned = self.buf.len() - self.pos;
+        }
+        quiet
     }
 
     pub(crate) fn finish(&mut self) -> ToolDelta {
@@ -302,6 +342,7 @@ impl Engine {
             &region[..limit],
             ended.is_some(),
             &self.ctx,
+            &mut self.readers,
             &mut self.next_index,
             out,
         );
@@ -419,9 +460,9 @@ fn first_bytes(markers: &[&str]) -> Vec<u8> {
 fn position_of_any(h: &[u8], set: &[u8]) -> Option<usize> {
     match *set {
         [] => None,
-        [a] => memchr::memchr(a, h),
-        [a, b] => memchr::memchr2(a, b, h),
-        [a, b, c] => memchr::memchr3(a, b, c, h),
+        [a] => scan::byte(a, h),
+        [a, b] => scan::byte2(a, b, h),
+        [a, b, c] => scan::byte3(a, b, c, h),
         _ => h.iter().position(|b| set.contains(b)),
     }
 }

@@ -88,6 +88,18 @@ impl JsonStream {
         }
     }
 
+    /// Start over for another object, keeping the buffers.
+    pub(crate) fn reset(&mut self) {
+        self.state = State::Start;
+        self.stack.clear();
+        self.pending.clear();
+        self.token.clear();
+        self.escape.clear();
+        self.high = None;
+        self.in_key = false;
+        self.awaiting_value = false;
+    }
+
     /// Whether the object has closed (normally or by `close`).
     pub(crate) fn finished(&self) -> bool {
         matches!(self.state, State::Done | State::Failed)
@@ -221,18 +233,28 @@ impl JsonStream {
 
     /// A number or literal ended: write it as serde would. False when it is not valid JSON.
     fn end_scalar(&mut self, out: &mut String) -> bool {
-        let normalised = match self.token.as_str() {
-            "true" | "false" | "null" => Some(self.token.clone()),
-            t if t.starts_with(['-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9']) => {
-                serde_json::from_str::<serde_json::Number>(t)
-                    .ok()
-                    .map(|n| n.to_string())
+        let t = self.token.as_str();
+        let number = match t {
+            "true" | "false" | "null" => None,
+            // A plain integer of up to 18 digits is an `i64` that serde writes back unchanged.
+            _ if plain_integer(t) => None,
+            _ if t.starts_with(['-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9']) => {
+                match serde_json::from_str::<serde_json::Number>(t) {
+                    Ok(n) => Some(n),
+                    Err(_) => return false,
+                }
             }
-            _ => None,
+            _ => return false,
         };
-        let Some(text) = normalised else { return false };
         self.flush(out);
-        out.push_str(&text);
+        match number {
+            Some(n) => {
+                use std::fmt::Write as _;
+                // Writing into a `String` cannot fail.
+                let _ = write!(out, "{n}");
+            }
+            None => out.push_str(&self.token),
+        }
         self.token.clear();
         self.state = State::After;
         true
@@ -253,9 +275,8 @@ impl JsonStream {
             return if self.state == State::Failed { i } else { i + 1 };
         }
         let start = i;
-        // The run ends at a quote or backslash (found with memchr) or at a control byte.
-        let stop = memchr::memchr2(b'"', b'\\', &bytes[i..]).map_or(bytes.len(), |o| i + o);
-        i = bytes[i..stop].iter().position(|b| *b < 0x20).map_or(stop, |o| i + o);
+        // The run ends at a quote, a backslash or a control byte.
+        i = special(&bytes[i..]).map_or(bytes.len(), |o| i + o);
         if i > start {
             if self.high.is_some() {
                 self.fail(out);
@@ -375,6 +396,48 @@ impl JsonStream {
         }
         self.state = State::Failed;
     }
+}
+
+/// Whether `t` is `-?(0|[1-9][0-9]{0,17})`: an integer serde reads and writes back as is (`-0`
+/// is excluded: serde reads it as a float and writes `-0.0`).
+fn plain_integer(t: &str) -> bool {
+    let digits = t.strip_prefix('-').unwrap_or(t).as_bytes();
+    match digits {
+        [b'0'] => t.len() == 1,
+        [b'1'..=b'9', rest @ ..] => rest.len() < 18 && rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
+/// Offset of the first byte a JSON string cannot hold as is: a quote, a backslash or a control
+/// byte. String runs are mostly long plain text, so 16 bytes are tested at a time (a loop the
+/// compiler turns into vector compares), and only a block that has one is searched byte by byte.
+pub(crate) fn special(bytes: &[u8]) -> Option<usize> {
+    let is = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+    let mut blocks = bytes.chunks_exact(16);
+    let mut base = 0;
+    for block in &mut blocks {
+        if block.iter().fold(false, |any, &b| any | is(b)) {
+            return block.iter().position(|&b| is(b)).map(|o| base + o);
+        }
+        base += 16;
+    }
+    blocks.remainder().iter().position(|&b| is(b)).map(|o| base + o)
+}
+
+/// Write `text` inside a JSON string the way `serde_json` does. Most text needs no escape, so
+/// runs between bytes that do are copied whole instead of pushed a character at a time.
+pub(crate) fn write_escaped_str(text: &str, out: &mut String) {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    while let Some(off) = special(&bytes[start..]) {
+        let i = start + off;
+        out.push_str(&text[start..i]);
+        // An ASCII byte is a whole character.
+        write_escaped(char::from(bytes[i]), out);
+        start = i + 1;
+    }
+    out.push_str(&text[start..]);
 }
 
 /// Write `c` inside a JSON string the way `serde_json` does.

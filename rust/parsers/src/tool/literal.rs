@@ -1,8 +1,17 @@
 //! Literal grammars that are not JSON: Python call lists (`[f(a=1, b="x")]`), Python dict
 //! lists (Sarashina) and Gemma's `call:NAME{key:<|"|>text<|"|>}` objects. One small
 //! recursive-descent reader covers all three; `delim` switches to Gemma's string delimiter.
+//!
+//! Call arguments are written as compact JSON while the text is read (`write_value`), without a
+//! `Value` tree: building and then serialising the tree cost as much as reading the text. The
+//! tree path (`value`) stays for Python dict lists, whose calls are picked out of the tree, and
+//! as the fallback when an object repeats a key: a map keeps the last value at the first key's
+//! place, which a single forward pass cannot write.
 use super::body::{compact, valid_name, Call};
+use super::json_stream::{write_escaped, write_escaped_str};
 use serde_json::{Map, Number, Value};
+use std::borrow::Cow;
+use std::fmt::Write as _;
 
 /// Nesting limit, so hostile input cannot overflow the stack.
 const MAX_DEPTH: usize = 64;
@@ -37,13 +46,23 @@ impl<'a> Reader<'a> {
     fn ident(&mut self) -> Option<&'a str> {
         self.ws();
         let r = self.rest();
-        let n = r
-            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.' || c == '-'))
-            .unwrap_or(r.len());
+        let n = word_len(r, |c| matches!(c, '_' | '.' | '-'));
         (n > 0).then(|| {
             self.pos += n;
             &r[..n]
         })
+    }
+
+    /// A Gemma-delimited string at the cursor: `Some(Some(text))` with the cursor past it,
+    /// `Some(None)` when there is none here, `None` when it never closes.
+    fn delimited(&mut self) -> Option<Option<&'a str>> {
+        let Some(r) = self.delim.and_then(|d| self.rest().strip_prefix(d)) else {
+            return Some(None);
+        };
+        let d = self.delim?;
+        let end = crate::scan::find(r, d)?;
+        self.pos += d.len() * 2 + end;
+        Some(Some(&r[..end]))
     }
 
     fn value(&mut self, depth: usize) -> Option<Value> {
@@ -51,12 +70,8 @@ impl<'a> Reader<'a> {
             return None;
         }
         self.ws();
-        if let Some(d) = self.delim {
-            if let Some(r) = self.rest().strip_prefix(d) {
-                let end = r.find(d)?;
-                self.pos += d.len() * 2 + end;
-                return Some(Value::String(r[..end].to_string()));
-            }
+        if let Some(text) = self.delimited()? {
+            return Some(Value::String(text.to_string()));
         }
         let r = self.rest();
         let c = r.chars().next()?;
@@ -149,9 +164,7 @@ impl<'a> Reader<'a> {
 
     fn scalar(&mut self) -> Option<Value> {
         let r = self.rest();
-        let n = r
-            .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '.' | '-' | '+')))
-            .unwrap_or(r.len());
+        let n = word_len(r, |c| matches!(c, '_' | '.' | '-' | '+'));
         let word = &r[..n];
         if n == 0 {
             return None;
@@ -178,6 +191,210 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Byte ranges in the output of the keys written so far in the objects being written, innermost
+/// last: one buffer for the whole parse, so an object costs no allocation of its own.
+type Keys = Vec<(usize, usize)>;
+
+impl Reader<'_> {
+    /// Write the value at the cursor as compact JSON: the text `compact(&self.value(depth)?)`
+    /// gives, built without the tree. `None` where `value` fails, and on a key repeated within
+    /// one object (the caller then falls back to the tree path).
+    fn write_value(&mut self, depth: usize, out: &mut String, keys: &mut Keys) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.ws();
+        if let Some(text) = self.delimited()? {
+            write_string(text, out);
+            return Some(());
+        }
+        // Every structural character is ASCII, so the first byte decides as the first char would.
+        let c = *self.rest().as_bytes().first()?;
+        match c {
+            b'[' | b'(' => {
+                self.pos += 1;
+                let close = if c == b'[' { ']' } else { ')' };
+                out.push('[');
+                let mut first = true;
+                loop {
+                    if self.eat(close) {
+                        out.push(']');
+                        return Some(());
+                    }
+                    if !first {
+                        out.push(',');
+                    }
+                    first = false;
+                    self.write_value(depth + 1, out, keys)?;
+                    if !self.eat(',') && !self.rest().trim_start().starts_with(close) {
+                        return None;
+                    }
+                }
+            }
+            b'{' => {
+                self.pos += 1;
+                self.write_entries(depth, '}', out, keys)
+            }
+            b'"' | b'\'' if self.delim.is_none() || c == b'"' => self.write_quoted(c, out),
+            _ => self.write_scalar(out),
+        }
+    }
+
+    /// `entries` written as a JSON object (the cursor is past the opening bracket).
+    fn write_entries(&mut self, depth: usize, close: char, out: &mut String, keys: &mut Keys) -> Option<()> {
+        let base = keys.len();
+        out.push('{');
+        loop {
+            if self.eat(close) {
+                out.push('}');
+                keys.truncate(base);
+                return Some(());
+            }
+            self.ws();
+            if keys.len() > base {
+                out.push(',');
+            }
+            let key_start = out.len();
+            let first = *self.rest().as_bytes().first()?;
+            if matches!(first, b'"' | b'\'') || self.delim.is_some_and(|d| self.rest().starts_with(d)) {
+                // A quoted key reads as a string value (`value` never returns anything else here).
+                self.write_value(depth + 1, out, keys)?;
+            } else {
+                write_string(self.ident()?, out);
+            }
+            new_key(out, key_start, base, keys)?;
+            if !self.eat(':') {
+                return None;
+            }
+            out.push(':');
+            self.write_value(depth + 1, out, keys)?;
+            if !self.eat(',') && !self.rest().trim_start().starts_with(close) {
+                return None;
+            }
+        }
+    }
+
+    /// `string` written as a JSON string: runs without escapes or quotes are copied whole.
+    fn write_quoted(&mut self, quote: u8, out: &mut String) -> Option<()> {
+        let triple = [quote; 3];
+        let close_len = if self.rest().as_bytes().starts_with(&triple) {
+            3
+        } else {
+            1
+        };
+        self.pos += close_len;
+        let s = self.rest();
+        let bytes = s.as_bytes();
+        out.push('"');
+        let (mut i, mut run) = (0, 0);
+        loop {
+            let p = i + memchr::memchr2(quote, b'\\', &bytes[i..])?;
+            if bytes[p] == b'\\' {
+                write_escaped_str(&s[run..p], out);
+                let mut chars = s[p + 1..].chars();
+                let decoded = match chars.next()? {
+                    'n' => '\n',
+                    't' => '\t',
+                    'r' => '\r',
+                    '0' => '\0',
+                    'u' => {
+                        let mut hex = [0u8; 16];
+                        let mut len = 0;
+                        for h in (0..4).filter_map(|_| chars.next()) {
+                            len += h.encode_utf8(&mut hex[len..]).len();
+                        }
+                        let hex = std::str::from_utf8(&hex[..len]).ok()?;
+                        char::from_u32(u32::from_str_radix(hex, 16).ok()?)?
+                    }
+                    other => other,
+                };
+                write_escaped(decoded, out);
+                i = s.len() - chars.as_str().len();
+                run = i;
+            } else if bytes[p..].starts_with(&triple[..close_len]) {
+                write_escaped_str(&s[run..p], out);
+                out.push('"');
+                self.pos += p + close_len;
+                return Some(());
+            } else {
+                // A lone quote inside a triple-quoted string is text.
+                i = p + 1;
+            }
+        }
+    }
+
+    /// `scalar` written as JSON.
+    fn write_scalar(&mut self, out: &mut String) -> Option<()> {
+        let r = self.rest();
+        let n = word_len(r, |c| matches!(c, '_' | '.' | '-' | '+'));
+        if n == 0 {
+            return None;
+        }
+        let word = &r[..n];
+        self.pos += n;
+        match word {
+            "True" | "true" => out.push_str("true"),
+            "False" | "false" => out.push_str("false"),
+            "None" | "null" => out.push_str("null"),
+            _ => {
+                let digits = if word.contains('_') {
+                    Cow::Owned(word.replace('_', ""))
+                } else {
+                    Cow::Borrowed(word)
+                };
+                if let Ok(i) = digits.parse::<i64>() {
+                    write!(out, "{i}").ok()?;
+                } else if let Some(f) = digits.parse::<f64>().ok().and_then(Number::from_f64) {
+                    write!(out, "{f}").ok()?;
+                } else if self.delim.is_some() {
+                    write_string(word, out);
+                } else {
+                    return None;
+                }
+            }
+        }
+        Some(())
+    }
+}
+
+/// `text` as a JSON string.
+fn write_string(text: &str, out: &mut String) {
+    out.push('"');
+    write_escaped_str(text, out);
+    out.push('"');
+}
+
+/// Record the key just written at `out[start..]`; `None` when the object being written (whose
+/// keys start at `keys[base]`) already has it. Escaping is one-to-one, so equal text is an equal key.
+fn new_key(out: &str, start: usize, base: usize, keys: &mut Keys) -> Option<()> {
+    let key = &out[start..];
+    if keys[base..].iter().any(|&(a, b)| &out[a..b] == key) {
+        return None;
+    }
+    keys.push((start, out.len()));
+    Some(())
+}
+
+/// Length of the word at the start of `r`: alphanumeric characters and those `extra` accepts.
+/// ASCII, the usual case, is tested byte by byte; `char` decoding starts at the first other byte.
+fn word_len(r: &str, extra: impl Fn(char) -> bool) -> usize {
+    let bytes = r.as_bytes();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b >= 0x80 {
+            let tail = &r[i..];
+            return i + tail
+                .find(|c: char| !(c.is_alphanumeric() || extra(c)))
+                .unwrap_or(tail.len());
+        }
+        if !(b.is_ascii_alphanumeric() || extra(char::from(b))) {
+            return i;
+        }
+        i += 1;
+    }
+    i
+}
+
 /// A whole Python literal.
 pub(crate) fn python_value(text: &str) -> Option<Value> {
     let mut r = Reader {
@@ -191,7 +408,25 @@ pub(crate) fn python_value(text: &str) -> Option<Value> {
 }
 
 /// `[f(a=1), g()]`, or calls separated by commas or newlines without brackets.
+///
+/// Arguments are written as JSON while reading; a repeated key (where a map keeps the last value
+/// at the first key's position) takes the `Value` tree instead.
 pub(crate) fn pythonic_calls(text: &str) -> Option<Vec<Call>> {
+    pythonic_calls_direct(text).or_else(|| pythonic_calls_tree(text))
+}
+
+fn pythonic_calls_direct(text: &str) -> Option<Vec<Call>> {
+    let mut keys = Keys::new();
+    pythonic_list(text, |r| pythonic_args_direct(r, &mut keys))
+}
+
+fn pythonic_calls_tree(text: &str) -> Option<Vec<Call>> {
+    pythonic_list(text, |r| pythonic_args_tree(r).map(|m| compact(&Value::Object(m))))
+}
+
+/// The call list of pythonic output; `args` reads one call's arguments after its `(`, through
+/// the closing `)`, and returns them as compact JSON.
+fn pythonic_list(text: &str, mut args: impl FnMut(&mut Reader<'_>) -> Option<String>) -> Option<Vec<Call>> {
     let mut r = Reader {
         s: text,
         pos: 0,
@@ -219,31 +454,86 @@ pub(crate) fn pythonic_calls(text: &str) -> Option<Vec<Call>> {
         if !r.eat('(') {
             return None;
         }
-        let mut args = Map::new();
-        loop {
-            if r.eat(')') {
-                break;
-            }
-            let key = r.ident()?.to_string();
-            if !r.eat('=') {
-                return None;
-            }
-            args.insert(key, r.value(1)?);
-            if !r.eat(',') && !r.rest().trim_start().starts_with(')') {
-                return None;
-            }
-        }
+        let arguments = args(&mut r)?;
         out.push(Call {
             id: None,
             name,
-            arguments: compact(&Value::Object(args)),
+            arguments,
         });
     }
     (!out.is_empty()).then_some(out)
 }
 
+/// `k=v, ...)` written straight as a compact JSON object; `None` also on a repeated key.
+fn pythonic_args_direct(r: &mut Reader<'_>, keys: &mut Keys) -> Option<String> {
+    keys.clear();
+    let mut args = String::with_capacity(r.rest().len());
+    args.push('{');
+    loop {
+        if r.eat(')') {
+            break;
+        }
+        let key = r.ident()?;
+        if !r.eat('=') {
+            return None;
+        }
+        if !keys.is_empty() {
+            args.push(',');
+        }
+        let key_start = args.len();
+        write_string(key, &mut args);
+        new_key(&args, key_start, 0, keys)?;
+        args.push(':');
+        r.write_value(1, &mut args, keys)?;
+        if !r.eat(',') && !r.rest().trim_start().starts_with(')') {
+            return None;
+        }
+    }
+    args.push('}');
+    Some(args)
+}
+
+/// `k=v, ...)` as a map (a repeated key keeps its first position and its last value).
+fn pythonic_args_tree(r: &mut Reader<'_>) -> Option<Map<String, Value>> {
+    let mut args = Map::new();
+    loop {
+        if r.eat(')') {
+            break;
+        }
+        let key = r.ident()?.to_string();
+        if !r.eat('=') {
+            return None;
+        }
+        args.insert(key, r.value(1)?);
+        if !r.eat(',') && !r.rest().trim_start().starts_with(')') {
+            return None;
+        }
+    }
+    Some(args)
+}
+
 /// Gemma `call:NAME{k:v,...}`, possibly several in a row.
+/// As for pythonic calls: direct JSON, or the `Value` tree when a key repeats.
 pub(crate) fn gemma_calls(text: &str, delim: &str) -> Option<Vec<Call>> {
+    gemma_calls_direct(text, delim).or_else(|| gemma_calls_tree(text, delim))
+}
+
+fn gemma_calls_direct(text: &str, delim: &str) -> Option<Vec<Call>> {
+    let mut keys = Keys::new();
+    gemma_list(text, delim, |r| {
+        // JSON is about as long as the literal: one allocation for the usual single call.
+        let mut arguments = String::with_capacity(r.rest().len());
+        r.write_entries(1, '}', &mut arguments, &mut keys)?;
+        Some(arguments)
+    })
+}
+
+fn gemma_calls_tree(text: &str, delim: &str) -> Option<Vec<Call>> {
+    gemma_list(text, delim, |r| r.entries(1, '}').map(|m| compact(&Value::Object(m))))
+}
+
+/// The calls of Gemma output; `args` reads one call's arguments after its `{`, through the `}`.
+fn gemma_list(text: &str, delim: &str, mut args: impl FnMut(&mut Reader<'_>) -> Option<String>) -> Option<Vec<Call>> {
     let mut r = Reader {
         s: text,
         pos: 0,
@@ -260,11 +550,11 @@ pub(crate) fn gemma_calls(text: &str, delim: &str) -> Option<Vec<Call>> {
         if !r.eat('{') {
             return None;
         }
-        let args = r.entries(1, '}')?;
+        let arguments = args(&mut r)?;
         out.push(Call {
             id: None,
             name,
-            arguments: compact(&Value::Object(args)),
+            arguments,
         });
     }
     (!out.is_empty()).then_some(out)
@@ -274,6 +564,7 @@ pub(crate) fn gemma_calls(text: &str, delim: &str) -> Option<Vec<Call>> {
 mod tests {
     use super::*;
     use crate::tool::body::calls_from_values;
+    use proptest::prelude::*;
 
     fn python_dict_calls(text: &str) -> Option<Vec<Call>> {
         calls_from_values(&[python_value(text)?])
@@ -286,6 +577,160 @@ mod tests {
         assert_eq!((c[1].name.as_str(), c[1].arguments.as_str()), ("noop", "{}"));
         assert!(pythonic_calls("[not a call]").is_none());
         assert!(pythonic_calls("[f(1)]").is_none());
+    }
+
+    /// A generated literal value: `gemma` picks Gemma's delimited strings and bare words, else
+    /// Python quoting. Keys come from a small set so that objects often repeat one.
+    fn literal(gemma: bool) -> impl Strategy<Value = String> {
+        let quoted = if gemma {
+            "[a-z \"'\\\\,:{}()\\[\\]\n\t\u{1}é😀]{0,8}"
+                .prop_map(|s| format!("<|\"|>{s}<|\"|>"))
+                .boxed()
+        } else {
+            prop_oneof![
+                "[a-z \"é😀\\[]{0,6}".prop_map(|s| format!("'{s}'")),
+                "[a-z 'é\t]{0,6}".prop_map(|s| format!("\"{s}\"")),
+                "[a-z \"']{0,6}".prop_map(|s| format!("'''{s}x'''")),
+                proptest::sample::select(vec![
+                    r#""a\nb""#,
+                    r#"'\u00e9\t\\'"#,
+                    r#""\"\x""#,
+                    r#"'\u12'"#,
+                    r#"'\0'"#
+                ])
+                .prop_map(String::from),
+            ]
+            .boxed()
+        };
+        let leaf = prop_oneof![
+            quoted,
+            any::<i64>().prop_map(|i| i.to_string()),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| f.to_string()),
+            proptest::sample::select(vec![
+                "1e5",
+                "1_000",
+                "+7",
+                "-0",
+                "0.50",
+                "inf",
+                "nan",
+                "1.2.3",
+                "True",
+                "false",
+                "None",
+                "null",
+                "-",
+                "enum_word",
+                "a.b-c",
+            ])
+            .prop_map(String::from),
+        ];
+        let key = if gemma {
+            prop_oneof![
+                proptest::sample::select(vec!["a", "b", "c"]).prop_map(String::from),
+                "[ab\"]{1,2}".prop_map(|k| format!("<|\"|>{k}<|\"|>")),
+                Just("\"a\"".to_string()),
+            ]
+            .boxed()
+        } else {
+            proptest::sample::select(vec!["'a'", "'b'", "\"a\"", "'c\\n'"])
+                .prop_map(String::from)
+                .boxed()
+        };
+        leaf.prop_recursive(3, 24, 4, move |inner| {
+            let entries = proptest::collection::vec((key.clone(), inner.clone()), 0..4);
+            prop_oneof![
+                (entries, any::<bool>()).prop_map(|(kv, trailing)| {
+                    let body: Vec<String> = kv.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+                    let comma = if trailing && !kv.is_empty() { "," } else { "" };
+                    format!("{{{}{comma}}}", body.join(", "))
+                }),
+                (proptest::collection::vec(inner, 0..4), any::<bool>()).prop_map(|(items, tuple)| {
+                    let (o, c) = if tuple { ('(', ')') } else { ('[', ']') };
+                    format!("{o}{}{c}", items.join(","))
+                }),
+            ]
+        })
+    }
+
+    /// Calls with generated arguments, in Gemma's or the Pythonic form.
+    fn call_text(gemma: bool) -> impl Strategy<Value = String> {
+        let args = proptest::collection::vec(
+            (proptest::sample::select(vec!["a", "b", "c", "d"]), literal(gemma)),
+            0..4,
+        );
+        proptest::collection::vec(("[a-z_]{1,6}", args), 1..3).prop_map(move |calls| {
+            let calls: Vec<String> = calls
+                .iter()
+                .map(|(name, args)| {
+                    let sep = if gemma { ":" } else { "=" };
+                    let args: Vec<String> = args.iter().map(|(k, v)| format!("{k}{sep}{v}")).collect();
+                    if gemma {
+                        format!("call:{name}{{{}}}", args.join(","))
+                    } else {
+                        format!("{name}({})", args.join(", "))
+                    }
+                })
+                .collect();
+            if gemma {
+                calls.join("\n")
+            } else {
+                format!("[{}]", calls.join(", "))
+            }
+        })
+    }
+
+    const D: &str = "<|\"|>";
+
+    proptest! {
+        /// The direct writer gives what the `Value` tree path gives, or declines (and the tree
+        /// path then answers), on generated Gemma literals.
+        #[test]
+        fn gemma_direct_equals_tree(text in call_text(true)) {
+            let tree = gemma_calls_tree(&text, D);
+            if let Some(direct) = gemma_calls_direct(&text, D) {
+                prop_assert_eq!(Some(direct), tree.clone());
+            }
+            prop_assert_eq!(gemma_calls(&text, D), tree);
+        }
+
+        /// The same for Pythonic calls.
+        #[test]
+        fn pythonic_direct_equals_tree(text in call_text(false)) {
+            let tree = pythonic_calls_tree(&text);
+            if let Some(direct) = pythonic_calls_direct(&text) {
+                prop_assert_eq!(Some(direct), tree.clone());
+            }
+            prop_assert_eq!(pythonic_calls(&text), tree);
+        }
+
+        /// Noise made of the grammar's pieces: both paths fail or agree.
+        #[test]
+        fn direct_equals_tree_on_noise(
+            text in r#"(call:f\{|f\(|[a-c]|:|,|<\|"\|>|'|"|\\|[{}()\[\]]|=|1|x| |é){0,30}"#
+        ) {
+            if let Some(direct) = gemma_calls_direct(&text, D) {
+                prop_assert_eq!(Some(direct), gemma_calls_tree(&text, D));
+            }
+            if let Some(direct) = pythonic_calls_direct(&text) {
+                prop_assert_eq!(Some(direct), pythonic_calls_tree(&text));
+            }
+            prop_assert_eq!(gemma_calls(&text, D), gemma_calls_tree(&text, D));
+            prop_assert_eq!(pythonic_calls(&text), pythonic_calls_tree(&text));
+        }
+    }
+
+    #[test]
+    fn repeated_keys_fall_back_to_the_tree() {
+        let text = r#"call:f{a:1,b:<|"|>x<|"|>,a:2}"#;
+        assert!(gemma_calls_direct(text, D).is_none());
+        assert_eq!(gemma_calls(text, D).unwrap()[0].arguments, r#"{"a":2,"b":"x"}"#);
+        // The same key in different objects is no repeat.
+        let text = r#"call:f{a:{a:1},b:[{a:2},{a:3}]}"#;
+        let c = gemma_calls_direct(text, D).unwrap();
+        assert_eq!(c[0].arguments, r#"{"a":{"a":1},"b":[{"a":2},{"a":3}]}"#);
     }
 
     #[test]

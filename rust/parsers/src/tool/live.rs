@@ -19,6 +19,7 @@ use super::spec::Body;
 use super::xml_stream::{invoke_dialect, Dialect, XmlArgs, XmlFed, GLM, QWEN};
 use super::ToolCallDelta;
 use super::ToolDelta;
+use crate::scan::find;
 
 /// Why a head could not be read.
 enum Stop {
@@ -43,7 +44,7 @@ enum Tail {
 enum Phase {
     /// Looking for the next call's head at the cursor.
     Head,
-    /// Streaming the arguments of call `index`.
+    /// Streaming the arguments of call `index` with the engine's reader of this kind.
     Args { index: usize, reader: Reader, tail: Tail },
     /// Skipping the tail of the last call.
     Tail(Tail),
@@ -51,11 +52,31 @@ enum Phase {
     Off,
 }
 
-/// How a live call's arguments are read.
-#[derive(Debug)]
+/// Which reader reads a live call's arguments.
+#[derive(Debug, Clone, Copy)]
 enum Reader {
-    Json(Box<JsonStream>),
-    Xml(Box<XmlArgs>),
+    Json,
+    Xml,
+}
+
+/// The arguments readers, owned by the engine and reset for each call, so a call or a push costs
+/// no reader and no output buffer of its own: their buffers keep their capacity across calls.
+#[derive(Debug)]
+pub(crate) struct Readers {
+    json: JsonStream,
+    xml: XmlArgs,
+    /// Output of a push that has no delta of its call yet.
+    scratch: String,
+}
+
+impl Readers {
+    pub(crate) fn new() -> Self {
+        Self {
+            json: JsonStream::new(),
+            xml: XmlArgs::new(&QWEN, ""),
+            scratch: String::new(),
+        }
+    }
 }
 
 /// How the arguments a head introduces are written.
@@ -86,14 +107,36 @@ impl Live {
         }
     }
 
+    /// What must arrive before this machine can act, given `read` bytes of region read so far:
+    /// `Some(None)` nothing (no call goes live here any more), `Some(Some(b))` the byte `b` (an
+    /// XML value typed when complete, of which everything so far was searched for its end);
+    /// `None` when any text may matter.
+    pub(crate) fn idle(&self, readers: &Readers, read: usize) -> Option<Option<u8>> {
+        match self.phase {
+            Phase::Off => Some(None),
+            Phase::Args {
+                reader: Reader::Xml, ..
+            } if read
+                .checked_sub(self.cursor)
+                .is_some_and(|unread| readers.xml.waits_for_tag(unread)) =>
+            {
+                Some(Some(b'<'))
+            }
+            _ => None,
+        }
+    }
+
     /// Read `region` (cut where the region's end is certain not to lie) from the cursor.
-    /// `ended`: the region ends at `region.len()`.
+    /// `ended`: the region ends at `region.len()`. The engine's parts are passed one by one
+    /// (rather than the engine) because the region's text borrows its buffer meanwhile.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn advance(
         &mut self,
         target: &Target,
         region: &str,
         ended: bool,
         ctx: &Ctx,
+        readers: &mut Readers,
         next_index: &mut usize,
         out: &mut ToolDelta,
     ) {
@@ -103,12 +146,18 @@ impl Live {
                 Phase::Off => return,
                 Phase::Head => match head(target, rest, ctx) {
                     Ok(h) => {
-                        let mut opening = String::new();
+                        // The call's arguments are usually in this text too (always in a complete
+                        // parse): room for them now saves growing the string step by step.
+                        let mut opening = String::with_capacity(rest.len() - h.args + 1);
                         let reader = match h.syntax {
-                            Syntax::Json => Reader::Json(Box::new(JsonStream::new())),
+                            Syntax::Json => {
+                                readers.json.reset();
+                                Reader::Json
+                            }
                             Syntax::Xml(dialect) => {
                                 XmlArgs::open(&mut opening);
-                                Reader::Xml(Box::new(XmlArgs::new(dialect, &h.name)))
+                                readers.xml.reset(dialect, &h.name);
+                                Reader::Xml
                             }
                         };
                         out.calls.push(ToolCallDelta {
@@ -130,13 +179,27 @@ impl Live {
                     Err(_) => self.phase = Phase::Off,
                 },
                 Phase::Args { index, reader, tail } => {
-                    let mut frag = String::new();
-                    let (index, tail) = (*index, *tail);
+                    let (index, reader, tail) = (*index, *reader, *tail);
+                    // Write into this push's delta of the call when it has one, else into the
+                    // scratch buffer, copied out only if something was written.
+                    let (frag, direct) = match out.calls.last_mut() {
+                        Some(last) if last.index == index => (&mut last.arguments, true),
+                        _ => {
+                            readers.scratch.clear();
+                            (&mut readers.scratch, false)
+                        }
+                    };
                     let fed = match reader {
-                        Reader::Json(json) => {
-                            let fed = json.feed(rest, &mut frag);
+                        Reader::Xml => match readers.xml.feed(rest, ended, ctx, frag) {
+                            XmlFed::More(n) => Step::More(n),
+                            XmlFed::Done(n) => Step::Done(n),
+                            XmlFed::Failed(n) => Step::Failed(n),
+                        },
+                        Reader::Json => {
+                            let json = &mut readers.json;
+                            let fed = json.feed(rest, frag);
                             if fed == Fed::More && ended {
-                                json.close(&mut frag);
+                                json.close(frag);
                             }
                             match fed {
                                 Fed::More => Step::More(rest.len()),
@@ -144,13 +207,15 @@ impl Live {
                                 Fed::Failed(n) => Step::Failed(n),
                             }
                         }
-                        Reader::Xml(xml) => match xml.feed(rest, ended, ctx, &mut frag) {
-                            XmlFed::More(n) => Step::More(n),
-                            XmlFed::Done(n) => Step::Done(n),
-                            XmlFed::Failed(n) => Step::Failed(n),
-                        },
                     };
-                    push_args(out, index, frag);
+                    if !direct && !readers.scratch.is_empty() {
+                        out.calls.push(ToolCallDelta {
+                            index,
+                            id: None,
+                            name: None,
+                            arguments: readers.scratch.clone(),
+                        });
+                    }
                     match fed {
                         Step::More(n) => {
                             self.cursor += n;
@@ -195,22 +260,6 @@ enum Step {
     More(usize),
     Done(usize),
     Failed(usize),
-}
-
-/// Append an arguments fragment, merged into this push's last delta of the same call.
-fn push_args(out: &mut ToolDelta, index: usize, frag: String) {
-    if frag.is_empty() {
-        return;
-    }
-    match out.calls.last_mut() {
-        Some(last) if last.index == index => last.arguments.push_str(&frag),
-        _ => out.calls.push(ToolCallDelta {
-            index,
-            id: None,
-            name: None,
-            arguments: frag,
-        }),
-    }
 }
 
 /// A call head: name, id, where its arguments object starts and what ends the call.
@@ -348,10 +397,19 @@ fn body_head(body: &Body, c: &mut Cursor) -> Result<Found, Stop> {
 
 /// GLM `NAME\n<arg_key>` / `NAME<arg_key>` / `NAME<tool_sep>` (Hy3).
 fn glm_head(c: &mut Cursor) -> Result<Found, Stop> {
-    const ENDS: &[&str] = &["<arg_key>", "<tool_sep>", "\n"];
     c.ws();
     let rest = c.rest();
-    let p = ENDS.iter().filter_map(|e| find(rest, e)).min().ok_or(Stop::Pending)?;
+    // The earliest of `<arg_key>`, `<tool_sep>` and a newline, in one pass (this runs per push
+    // until the first parameter has arrived).
+    let bytes = rest.as_bytes();
+    let mut from = 0;
+    let p = loop {
+        let p = from + crate::scan::byte2(b'<', b'\n', &bytes[from..]).ok_or(Stop::Pending)?;
+        if bytes[p] == b'\n' || rest[p..].starts_with("<arg_key>") || rest[p..].starts_with("<tool_sep>") {
+            break p;
+        }
+        from = p + 1;
+    };
     let name = &rest[..p];
     c.i += p;
     c.ws();
@@ -464,23 +522,6 @@ fn skip_tail(tail: Tail, text: &str) -> Result<usize, Stop> {
     }
 }
 
-/// First occurrence of `marker` in `hay`. Heads search a few dozen bytes, again at each push
-/// while they wait: jumping between occurrences of the marker's first byte is far cheaper there
-/// than building a substring searcher each time.
-fn find(hay: &str, marker: &str) -> Option<usize> {
-    let first = *marker.as_bytes().first()?;
-    let bytes = hay.as_bytes();
-    let mut from = 0;
-    while let Some(off) = memchr::memchr(first, &bytes[from..]) {
-        let p = from + off;
-        if bytes[p..].starts_with(marker.as_bytes()) {
-            return Some(p);
-        }
-        from = p + 1;
-    }
-    None
-}
-
 /// A read position in a head.
 struct Cursor<'a> {
     s: &'a str,
@@ -531,7 +572,7 @@ impl<'a> Cursor<'a> {
     fn json_string(&mut self) -> Result<&'a str, Stop> {
         self.lit("\"")?;
         let rest = self.rest();
-        match rest.find(['"', '\\']) {
+        match crate::scan::byte2(b'"', b'\\', rest.as_bytes()) {
             Some(p) if rest.as_bytes()[p] == b'"' => {
                 self.i += p + 1;
                 Ok(&rest[..p])

@@ -11,8 +11,11 @@
 //! settles it. For the same text the result is what `xml::qwen_xml`, `xml::glm` and `xml::invoke`
 //! build, except that a repeated parameter is kept twice instead of the last one winning.
 use super::engine::Ctx;
-use super::json_stream::write_escaped;
-use super::xml::{attr, decode_entities, loose_json, trim_newlines, typed_value};
+use super::json_stream::write_escaped_str;
+use super::xml::{attr, decode_entities, trim_newlines};
+use crate::scan::{self, find};
+use serde_json::Value;
+use std::borrow::Cow;
 
 /// The tags of one XML dialect.
 #[derive(Debug)]
@@ -95,8 +98,9 @@ pub(crate) fn invoke_dialect(prefix: &str) -> Option<&'static Dialect> {
 enum Kind {
     /// Streams as a JSON string (schema `string`, or `string="true"`).
     Text { entities: bool },
-    /// Written when complete: typed by the schema, or `loose_json` for `string="false"`.
-    Typed { loose: bool, entities: bool },
+    /// Written when complete, read as `xml::loose_json` reads it (a schema type other than
+    /// `string`, no schema, or `string="false"`).
+    Typed { entities: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,7 +136,6 @@ pub(crate) struct XmlArgs {
     state: State,
     /// Whether a parameter was written (the next one needs a `,`).
     wrote_param: bool,
-    key: String,
     /// Offset within the unconsumed value text already searched for an end (non-string values).
     searched: usize,
 }
@@ -144,9 +147,30 @@ impl XmlArgs {
             tool: tool.to_string(),
             state: State::Between,
             wrote_param: false,
-            key: String::new(),
             searched: 0,
         }
+    }
+
+    /// Start over for another call, keeping the buffers.
+    pub(crate) fn reset(&mut self, dialect: &'static Dialect, tool: &str) {
+        self.dialect = dialect;
+        self.tool.clear();
+        self.tool.push_str(tool);
+        self.state = State::Between;
+        self.wrote_param = false;
+        self.searched = 0;
+    }
+
+    /// Whether, given the `unread` bytes after the cursor, only a `<` can move this reader on: it
+    /// is in a value typed when complete and has searched all of it for an end tag.
+    pub(crate) fn waits_for_tag(&self, unread: usize) -> bool {
+        matches!(
+            self.state,
+            State::Value {
+                kind: Kind::Typed { .. },
+                ..
+            }
+        ) && self.searched == unread
     }
 
     /// The opening of the arguments object, written when the call starts.
@@ -202,23 +226,19 @@ impl XmlArgs {
                     if self.wrote_param {
                         out.push(',');
                     }
-                    out.push_str(&serde_json::to_string(&key).unwrap_or_default());
+                    write_string(&key, out);
                     out.push(':');
                     self.wrote_param = true;
                     let entities = self.dialect.entities;
                     let kind = match string_attr.as_deref() {
                         Some("true") => Kind::Text { entities: false },
-                        Some(_) => Kind::Typed {
-                            loose: true,
-                            entities: false,
-                        },
+                        Some(_) => Kind::Typed { entities: false },
                         None if ctx.param_type(&self.tool, &key) == Some("string") => Kind::Text { entities },
-                        None => Kind::Typed { loose: false, entities },
+                        None => Kind::Typed { entities },
                     };
                     if matches!(kind, Kind::Text { .. }) {
                         out.push('"');
                     }
-                    self.key = key;
                     self.state = State::Value { kind, started: false };
                     self.searched = 0;
                     i += used;
@@ -249,22 +269,22 @@ impl XmlArgs {
                         }
                     };
                     match first_end(rest, d.value_ends) {
-                        Some((p, end)) => {
+                        Ok((p, end)) => {
                             write_text(trim(&rest[..p]), entities, out);
                             out.push('"');
                             i += p + if end == d.value_ends[0] { end.len() } else { 0 };
                             self.state = State::Between;
                         }
-                        None if ended => {
+                        Err(_) if ended => {
                             write_text(trim(rest), entities, out);
                             out.push_str("\"}");
                             self.state = State::Done;
                             return XmlFed::Done(text.len());
                         }
-                        None => {
+                        Err(held) => {
                             // Hold a possible closing tag, the newline that may precede one, and
                             // an entity not yet complete.
-                            let mut keep = rest.len() - held_tag(rest, d.value_ends);
+                            let mut keep = rest.len() - held;
                             if d.trim_newlines && rest[..keep].ends_with('\n') {
                                 keep -= 1;
                             }
@@ -281,17 +301,18 @@ impl XmlArgs {
                     }
                 }
                 State::Value {
-                    kind: Kind::Typed { loose, entities },
+                    kind: Kind::Typed { entities },
                     ..
                 } => {
                     let d = self.dialect;
                     let from = self.searched.min(rest.len());
+                    // Text before `searched` was already found not to begin an end tag.
                     let found = first_end(&rest[from..], d.value_ends).map(|(p, end)| (from + p, end));
                     let (p, consumed) = match found {
-                        Some((p, end)) => (p, p + if end == d.value_ends[0] { end.len() } else { 0 }),
-                        None if ended => (rest.len(), rest.len()),
-                        None => {
-                            self.searched = rest.len() - held_tag(rest, d.value_ends);
+                        Ok((p, end)) => (p, p + if end == d.value_ends[0] { end.len() } else { 0 }),
+                        Err(_) if ended => (rest.len(), rest.len()),
+                        Err(held) => {
+                            self.searched = rest.len() - held;
                             return XmlFed::More(i);
                         }
                     };
@@ -300,12 +321,11 @@ impl XmlArgs {
                     } else {
                         &rest[..p]
                     };
-                    let value = match (loose, entities) {
-                        (true, _) => loose_json(raw),
-                        (false, true) => typed_value(ctx, &self.tool, &self.key, &decode_entities(raw)),
-                        (false, false) => typed_value(ctx, &self.tool, &self.key, raw),
-                    };
-                    out.push_str(&serde_json::to_string(&value).unwrap_or_default());
+                    if entities {
+                        write_loose(&decode_entities(raw), out);
+                    } else {
+                        write_loose(raw, out);
+                    }
                     i += consumed;
                     self.state = State::Between;
                 }
@@ -314,15 +334,15 @@ impl XmlArgs {
     }
 
     /// A parameter's name (and `string` attribute) at the start of `rest`, after `param`.
-    fn read_key(&self, rest: &str) -> KeyRead {
+    fn read_key<'a>(&self, rest: &'a str) -> KeyRead<'a> {
         match self.dialect.key {
-            KeyForm::Tag => match rest.find('>') {
-                Some(p) => KeyRead::Key(rest[..p].trim().to_string(), None, p + 1),
+            KeyForm::Tag => match scan::byte(b'>', rest.as_bytes()) {
+                Some(p) => KeyRead::Key(Cow::Borrowed(rest[..p].trim()), None, p + 1),
                 None => KeyRead::Pending,
             },
-            KeyForm::Attribute => match rest.find('>') {
+            KeyForm::Attribute => match scan::byte(b'>', rest.as_bytes()) {
                 Some(p) => match attr(&rest[..p], "name") {
-                    Some(key) => KeyRead::Key(key, attr(&rest[..p], "string"), p + 1),
+                    Some(key) => KeyRead::Key(Cow::Owned(key), attr(&rest[..p], "string"), p + 1),
                     None => KeyRead::Bad,
                 },
                 None => KeyRead::Pending,
@@ -330,14 +350,14 @@ impl XmlArgs {
             KeyForm::ArgKey => {
                 const KEY_END: &str = "</arg_key>";
                 const VALUE: &str = "<arg_value>";
-                let Some(p) = rest.find(KEY_END) else {
+                let Some(p) = find(rest, KEY_END) else {
                     return KeyRead::Pending;
                 };
                 let after = &rest[p + KEY_END.len()..];
                 let t = after.trim_start();
                 if t.starts_with(VALUE) {
                     let used = p + KEY_END.len() + (after.len() - t.len()) + VALUE.len();
-                    KeyRead::Key(rest[..p].trim().to_string(), None, used)
+                    KeyRead::Key(Cow::Borrowed(rest[..p].trim()), None, used)
                 } else if VALUE.starts_with(t) {
                     KeyRead::Pending
                 } else {
@@ -367,40 +387,37 @@ impl XmlArgs {
 }
 
 /// A parameter name read from its tag.
-enum KeyRead {
+enum KeyRead<'a> {
     /// Name, `string` attribute, bytes used (through the opening of the value).
-    Key(String, Option<String>, usize),
+    Key(Cow<'a, str>, Option<String>, usize),
     Pending,
     Bad,
 }
 
-/// The earliest value end in `text`: offset and which one. Every end tag starts with `<` (and
-/// holds no other), so only the positions of `<` are tried.
-fn first_end(text: &str, ends: &'static [&'static str]) -> Option<(usize, &'static str)> {
+/// The earliest value end in `text`: offset and which one; else, as `Err`, the length of a suffix
+/// that may begin one (from the last `<`, if what follows is a proper prefix of an end). Every end
+/// tag starts with `<` and holds no other, so only the positions of `<` are tried, once each.
+fn first_end(text: &str, ends: &'static [&'static str]) -> Result<(usize, &'static str), usize> {
     let bytes = text.as_bytes();
     let mut from = 0;
-    while let Some(off) = memchr::memchr(b'<', &bytes[from..]) {
+    let mut last = None;
+    while let Some(off) = scan::byte(b'<', &bytes[from..]) {
         let p = from + off;
         if let Some(end) = ends.iter().find(|e| bytes[p..].starts_with(e.as_bytes())) {
-            return Some((p, end));
+            return Ok((p, end));
         }
+        last = Some(p);
         from = p + 1;
     }
-    None
-}
-
-/// Length of a suffix of `text` that may begin an end tag: from its last `<`, if what follows is
-/// a proper prefix of one.
-fn held_tag(text: &str, ends: &[&str]) -> usize {
-    match memchr::memrchr(b'<', text.as_bytes()) {
+    match last {
         Some(q)
             if ends
                 .iter()
                 .any(|e| e.len() > text.len() - q && e.starts_with(&text[q..])) =>
         {
-            text.len() - q
+            Err(text.len() - q)
         }
-        _ => 0,
+        _ => Err(0),
     }
 }
 
@@ -413,7 +430,34 @@ fn write_text(text: &str, entities: bool, out: &mut String) {
     } else {
         text
     };
-    for c in text.chars() {
-        write_escaped(c, out);
+    write_escaped_str(text, out);
+}
+
+/// `text` as a JSON string.
+fn write_string(text: &str, out: &mut String) {
+    out.push('"');
+    write_escaped_str(text, out);
+    out.push('"');
+}
+
+/// A value without a string schema, as `xml::loose_json` reads it, written without building a
+/// `Value` for the common plain-text case. Only text starting like JSON can parse as JSON.
+fn write_loose(raw: &str, out: &mut String) {
+    let t = raw.trim();
+    match t {
+        "True" => out.push_str("true"),
+        "False" => out.push_str("false"),
+        "None" => out.push_str("null"),
+        _ if t.starts_with([
+            '{', '[', '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 't', 'f', 'n',
+        ]) =>
+        {
+            match serde_json::from_str::<Value>(t) {
+                Ok(Value::String(s)) => write_string(&s, out),
+                Ok(v) => out.push_str(&serde_json::to_string(&v).unwrap_or_default()),
+                Err(_) => write_string(raw, out),
+            }
+        }
+        _ => write_string(raw, out),
     }
 }
