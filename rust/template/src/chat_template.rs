@@ -1,6 +1,7 @@
 //! [`ChatTemplate`]: compile once, render from many threads.
 
 use crate::clock::DateTime;
+use crate::dict::pair_dict;
 use crate::environment::{build, RaisedByTemplate};
 use crate::host::{host_list, HostRenderArgs};
 use crate::inspect::TemplateInfo;
@@ -353,7 +354,7 @@ fn prepared_message<'a>(pairs: impl Iterator<Item = (&'a str, minijinja::Value)>
         .iter()
         .find_map(|f| kept.iter().find(|(k, _)| k == f).map(|(_, v)| v.clone()));
     let Some(reasoning) = reasoning else {
-        return kept.into_iter().map(|(k, v)| (minijinja::Value::from(k), v)).collect();
+        return pair_dict(kept.into_iter().map(|(k, v)| (minijinja::Value::from(k), v)).collect());
     };
     let mut out: Vec<(minijinja::Value, minijinja::Value)> = Vec::with_capacity(kept.len() + 2);
     out.push(("thinking".into(), reasoning.clone()));
@@ -371,7 +372,7 @@ fn prepared_message<'a>(pairs: impl Iterator<Item = (&'a str, minijinja::Value)>
     if !has_reasoning_content {
         out.push(("reasoning_content".into(), reasoning));
     }
-    out.into_iter().collect()
+    pair_dict(out)
 }
 
 /// Append transformers' continue tag to the final message's content; returns the text being continued.

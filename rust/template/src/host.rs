@@ -6,8 +6,8 @@
 //! value so that the binding crate can build one per Python object while minijinja stays private
 //! to this crate. Python semantics are kept: integers of any size stay exact, floats stay floats,
 //! dicts keep their key order.
+use crate::dict::pair_dict;
 use crate::none::py_none;
-
 /// One template value, built from a host object.
 #[derive(Debug, Clone)]
 pub struct HostValue(pub(crate) minijinja::Value);
@@ -46,7 +46,7 @@ impl HostValue {
 
     /// A dict, keys in order.
     pub fn dict(pairs: Vec<(HostValue, HostValue)>) -> Self {
-        Self(pairs.into_iter().map(|(k, v)| (k.0, v.0)).collect())
+        Self(pair_dict(pairs.into_iter().map(|(k, v)| (k.0, v.0)).collect()))
     }
 
     pub fn is_none(&self) -> bool {

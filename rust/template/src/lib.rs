@@ -10,6 +10,7 @@
 
 mod chat_template;
 mod clock;
+mod dict;
 mod discover;
 mod environment;
 mod generators;

@@ -28,6 +28,8 @@ pub fn to_jinja(v: &Json) -> Value {
         }
         Json::String(s) => Value::from(s.as_str()),
         Json::Array(a) => Value::from(a.iter().map(to_jinja).collect::<Vec<_>>()),
-        Json::Object(o) => o.iter().map(|(k, v)| (Value::from(k.as_str()), to_jinja(v))).collect(),
+        Json::Object(o) => {
+            crate::dict::pair_dict(o.iter().map(|(k, v)| (Value::from(k.as_str()), to_jinja(v))).collect())
+        }
     }
 }
