@@ -195,8 +195,20 @@ fn newline_indent(out: &mut String, opts: &DumpOptions, depth: usize) {
 
 /// A JSON string literal with Python's escapes.
 pub fn write_json_str(out: &mut String, s: &str, ensure_ascii: bool) {
+    out.reserve(s.len() + 2);
     out.push('"');
-    for c in s.chars() {
+    // Runs that need no escape are copied whole; only the bytes Python escapes stop the scan
+    // (each is ASCII, or with `ensure_ascii` the first byte of a character, so `i` stays on a
+    // character boundary).
+    let bytes = s.as_bytes();
+    let (mut run, mut i) = (0, 0);
+    while let Some(&b) = bytes.get(i) {
+        if b >= 0x20 && b != b'"' && b != b'\\' && !(ensure_ascii && b > 0x7e) {
+            i += 1;
+            continue;
+        }
+        out.push_str(&s[run..i]);
+        let Some(c) = s[i..].chars().next() else { break };
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
@@ -205,24 +217,40 @@ pub fn write_json_str(out: &mut String, s: &str, ensure_ascii: bool) {
             '\t' => out.push_str("\\t"),
             '\u{08}' => out.push_str("\\b"),
             '\u{0c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c if ensure_ascii && (c as u32) > 0x7e => {
+            c => {
                 let mut buf = [0u16; 2];
                 for unit in c.encode_utf16(&mut buf) {
                     let _ = write!(out, "\\u{:04x}", unit);
                 }
             }
-            c => out.push(c),
         }
+        i += c.len_utf8();
+        run = i;
     }
+    out.push_str(&s[run..]);
     out.push('"');
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Without `ensure_ascii`, Python's string escapes are serde_json's; with it, the text is
+        /// ASCII and reads back as the same string.
+        #[test]
+        fn strings_escape_as_python_does(s in "(\\PC|[\\x00-\\x1f\\x7f\"\\\\é😀])*") {
+            let mut plain = String::new();
+            write_json_str(&mut plain, &s, false);
+            prop_assert_eq!(&plain, &serde_json::to_string(&s).unwrap());
+            let mut ascii = String::new();
+            write_json_str(&mut ascii, &s, true);
+            let only_printable_ascii = ascii.bytes().all(|b| (0x20..0x7f).contains(&b));
+            prop_assert!(only_printable_ascii, "{}", ascii);
+            prop_assert_eq!(serde_json::from_str::<String>(&ascii).unwrap(), s);
+        }
+    }
 
     fn dumps(v: serde_json::Value, opts: &DumpOptions) -> String {
         let mut s = String::new();
