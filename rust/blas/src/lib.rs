@@ -18,13 +18,15 @@
 //!
 //! With up to 8 rows and a transposed weight operand (`X W^T`, how MLX multiplies activations by
 //! a linear layer's weights), the product goes to this crate's own kernel instead ([`skinny`]),
-//! which reads the weights once without packing them: a decode step of SmolLM2-135M with 1-8
-//! sequences took 1.2-1.4x less time than through OpenBLAS 0.3.21 `sgemm`. Its result for a row
-//! does not depend on how many other rows are in the batch.
+//! which reads the weights once without packing them; large products split their columns with
+//! one parked helper thread (`pool.rs`). A decode step of SmolLM2-135M with 1-8 sequences took
+//! 1.2-1.4x less time than through OpenBLAS 0.3.21 `sgemm`, on an idle 2-core machine and on a
+//! loaded one. Its result for a row does not depend on how many other rows are in the batch.
 //!
 //! The argument mapping is pure ([`plan`] and the row-major restatement), and every mode is
 //! tested against a naive product.
 
+mod pool;
 pub mod skinny;
 
 use std::ffi::{c_int, c_void, CString};
@@ -389,11 +391,9 @@ pub unsafe fn dispatch(gemm: SgemmFn, gemv: Option<SgemvFn>, mode: Mode, g: &Gem
                 c: g.c,
                 ldc: g.ldc.max(0) as usize,
             };
-            // One thread, the caller's: splitting the columns across threads per call measured
-            // slower on 2 cores, where the library's own threads still spin after each call.
             // SAFETY: the plan restates the caller's CBLAS operands as X (rows x k) and W
             // (cols x k) row-major, C (rows x cols) row-major at stride ldc.
-            unsafe { p.run(0..cols) };
+            unsafe { pool::run(p, cols) };
             FORWARDED.fetch_add(1, Ordering::Relaxed);
             return;
         }
