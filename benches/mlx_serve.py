@@ -238,6 +238,12 @@ def main() -> None:
         default="same",
         help="same: mlx_lm.server gets the BLAS smgpy uses (LD_PRELOAD); own: it runs as installed",
     )
+    parser.add_argument(
+        "--client-nice",
+        type=int,
+        default=0,
+        help="lower the bench client's priority by this much once the servers are up (e.g. 10)",
+    )
     args = parser.parse_args()
 
     from smgpy.mlx import demo_gguf_path, fast_blas, resolve_model
@@ -290,6 +296,11 @@ def main() -> None:
             for key in urls:  # warm-up (first MLX calls compile kernels)
                 asyncio.run(concurrent(urls[key], models[key], 2))
             raw = RawStreamGenerate(model_dir)
+            if args.client_nice:
+                # The load generator should not take CPU from the server it measures (on 2 cores both
+                # are saturated by MLX); the servers, started before, keep their priority. The raw
+                # loop runs in this process too, but alone, so its priority changes nothing.
+                os.nice(args.client_nice)
             for rnd in range(args.rounds):
                 for c in CONCURRENCY:
                     order = list(urls) if rnd % 2 == 0 else list(reversed(urls))
