@@ -112,7 +112,7 @@ pub fn register(env: &mut Environment<'static>) {
         let mut pairs = Vec::new();
         for key in value.try_iter()? {
             let item = value.get_item(&key)?;
-            pairs.push(Value::from(vec![key, item]));
+            pairs.push(crate::tuple::pair(key, item));
         }
         Ok(generator(pairs))
     });

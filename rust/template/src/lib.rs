@@ -23,6 +23,7 @@ mod none;
 mod normalize;
 mod pyrepr;
 mod source;
+mod tuple;
 mod value;
 
 pub use chat_template::ChatTemplate;

@@ -288,7 +288,7 @@ fn map_method(value: &Value, method: &str, args: &[Value]) -> Result<Option<Valu
             let mut out = Vec::new();
             for key in value.try_iter()? {
                 let item = value.get_item(&key)?;
-                out.push(Value::from(vec![key, item]));
+                out.push(crate::tuple::pair(key, item));
             }
             Value::from(out)
         }

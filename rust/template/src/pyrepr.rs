@@ -32,6 +32,23 @@ pub fn write_repr(out: &mut String, value: &Value) {
         ValueKind::Bool => out.push_str(if value.is_true() { "True" } else { "False" }),
         ValueKind::Number => write_number(out, value),
         ValueKind::String => write_str_repr(out, value.as_str().unwrap_or_default()),
+        ValueKind::Seq if value.downcast_object_ref::<crate::tuple::Tuple>().is_some() => {
+            let items = value
+                .downcast_object_ref::<crate::tuple::Tuple>()
+                .map_or(&[][..], |t| &t.0[..]);
+            out.push('(');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_repr(out, item);
+            }
+            // `(1,)`: a one-element tuple keeps its comma.
+            if items.len() == 1 {
+                out.push(',');
+            }
+            out.push(')');
+        }
         ValueKind::Seq | ValueKind::Iterable => {
             out.push('[');
             if let Ok(iter) = value.try_iter() {

@@ -264,3 +264,15 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn dict_items_are_tuples_as_in_python() {
+    let msgs = json!([{"role": "user", "content": "hi"}]);
+    let src = "{{ messages[0].items()|list }}|{% for k, v in messages[0].items() %}{{ k }}={{ v }};{% endfor %}\
+               |{{ (messages[0]|items|first) }}|{{ (messages[0].items()|first)[1] }}|{{ messages[0].items()|list|tojson }}";
+    assert_eq!(
+        render(src, msgs).unwrap(),
+        "[('role', 'user'), ('content', 'hi')]|role=user;content=hi;|('role', 'user')|user\
+         |[[\"role\", \"user\"], [\"content\", \"hi\"]]"
+    );
+}
