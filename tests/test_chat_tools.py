@@ -3,11 +3,14 @@ streaming accumulation (the SDK's `.stream()` helper) must give what non-streami
 
 from __future__ import annotations
 
+import asyncio
 import json
+from typing import Any
 
 import httpx
 import openai
 import pytest
+import smgpy
 from conftest import serve_in_thread
 from engines import ScriptedEngine
 
@@ -151,9 +154,84 @@ def test_named_tool_choice_drops_other_calls() -> None:
     assert names == ["get_weather", "get_weather"]
 
 
-def test_unknown_tool_parser_fails_at_startup() -> None:
-    with pytest.raises(RuntimeError, match="did not start"), serve_in_thread(ScriptedEngine(), tool_parser="nope"):
+@pytest.mark.parametrize(
+    ("option", "kind", "names"),
+    [
+        ("tool_parser", "tool-call", ["hermes", "qwen3_coder", "mistral", "deepseek_v31", "openai"]),
+        ("reasoning_parser", "reasoning", ["qwen3", "deepseek_r1", "mistral", "openai_gptoss", "gemma4"]),
+    ],
+)
+def test_unknown_parser_fails_at_startup_listing_the_choices(option: str, kind: str, names: list[str]) -> None:
+    bad: dict[str, Any] = {option: "no-such-parser"}
+
+    async def start() -> None:
+        await smgpy.serve_oai_async(ScriptedEngine(), port=0, log_level="warn", **bad)
+
+    with pytest.raises(ValueError, match=f"unknown {kind} parser `no-such-parser`") as info:
+        asyncio.run(start())
+    listed = [n.strip() for n in str(info.value).split("valid names:", 1)[1].split(",")]
+    assert set(names) <= set(listed), listed
+    # through the test harness too: the server never comes up
+    with pytest.raises(RuntimeError, match="did not start"), serve_in_thread(ScriptedEngine(), **{option: "nope"}):
         pass
+
+
+QWEN_XML_CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>"
+HERMES_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+# A template that writes Qwen-XML tool calls into the history and has a `<think>` switch.
+XML_THINK_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content or '' }}"
+    "{% for tc in m.tool_calls or [] %}<tool_call>\n<function={{ tc.function.name }}>\n"
+    "{% for k, v in tc.function.arguments.items() %}<parameter={{ k }}>\n{{ v }}\n</parameter>\n{% endfor %}"
+    "</function>\n</tool_call>{% endfor %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
+)
+
+
+@pytest.mark.parametrize(
+    ("model", "template", "options", "output", "calls", "reasoning"),
+    [
+        # from the model id
+        ("Qwen/Qwen2.5-7B-Instruct", None, {}, HERMES_CALL, ["get_weather"], None),
+        ("Qwen/Qwen3-Coder-30B-A3B-Instruct", None, {}, QWEN_XML_CALL, ["get_weather"], None),
+        ("Qwen/Qwen3-8B", None, {}, "<think>check</think>" + HERMES_CALL, ["get_weather"], "check"),
+        ("deepseek-ai/DeepSeek-R1", None, {}, "check</think>Oslo is sunny.", [], "check"),
+        # from the chat template when the model id says nothing
+        ("acme/house-model", XML_THINK_TEMPLATE, {}, "<think>check</think>" + QWEN_XML_CALL, ["get_weather"], "check"),
+        # an explicit name wins over the model id; None turns parsing off
+        ("Qwen/Qwen3-Coder-30B-A3B-Instruct", None, {"tool_parser": "hermes"}, HERMES_CALL, ["get_weather"], None),
+        ("Qwen/Qwen3-Coder-30B-A3B-Instruct", None, {}, HERMES_CALL, [], None),
+        ("Qwen/Qwen2.5-7B-Instruct", None, {"tool_parser": None}, HERMES_CALL, [], None),
+        ("deepseek-ai/DeepSeek-R1", None, {"reasoning_parser": "qwen3"}, "check</think>Oslo", [], None),
+    ],
+    ids=[
+        "model-hermes",
+        "model-qwen3-coder",
+        "model-qwen3-reasoning",
+        "model-deepseek-r1",
+        "template",
+        "explicit-wins",
+        "auto-differs",
+        "explicit-off",
+        "explicit-reasoning-wins",
+    ],
+)
+def test_parsers_chosen_automatically_unless_named(
+    model: str, template: str | None, options: dict[str, Any], output: str, calls: list[str], reasoning: str | None
+) -> None:
+    engine = ScriptedEngine(tokens(output))
+    if template is not None:
+        engine.chat_template = template
+    # serve_oai's defaults are tool_parser="auto", reasoning_parser="auto"
+    with serve_in_thread(engine, model_name=model, **options) as url:
+        r = httpx.post(url + "/v1/chat/completions", json={"messages": MSG, "tools": TOOLS}).json()
+    msg = r["choices"][0]["message"]
+    assert [tc["function"]["name"] for tc in msg.get("tool_calls") or []] == calls
+    assert msg.get("reasoning_content") == reasoning
+    assert r["choices"][0]["finish_reason"] == ("tool_calls" if calls else "stop")
+    if not calls:
+        assert (msg["content"] or "").endswith(output.split("</think>")[-1])
 
 
 @pytest.mark.parametrize("stream", [False, True])

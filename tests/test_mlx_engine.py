@@ -301,3 +301,42 @@ def test_decoder_keeps_markers_and_whole_characters(engine: MLXEngine) -> None:
     parts.append(dec.flush())
     assert all("\ufffd" not in p for p in parts)
     assert "".join(parts) == "<|im_start|>héllo 😀 世界"
+
+
+def test_prefix_cache_is_bounded_by_bytes_with_lru_eviction(reference: Any) -> None:
+    """Room for two prompts: a third evicts the least recently used one, not the oldest."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache
+
+    model, _ = reference
+    one = make_prompt_cache(model)
+    model(mx.array([[42]]), cache=one)
+    per_token = sum(c.keys[..., :1, :].nbytes + c.values[..., :1, :].nbytes for c in one)  # KV bytes of a token
+    length = 30
+    entry = (length + 1) * per_token  # prompt + the one generated token
+    bound = entry * 5 // 2
+    small = MLXEngine.from_pretrained(str(GGUF), prefix_cache_bytes=bound)
+    prompts = {name: [base + i for i in range(length)] for name, base in (("a", 1000), ("b", 2000), ("c", 3000))}
+
+    def cached(name: str) -> int:
+        async def go() -> int:
+            obj = GenerateReqInput(
+                input_ids=prompts[name], sampling_params={"temperature": 0, "max_new_tokens": 1, "ignore_eos": True}
+            )
+            return int((await collect(small, obj))["meta"]["cached_tokens"])
+
+        n = asyncio.run(go())
+        load = small.get_load()
+        assert 0 < load["prefix_cache_bytes"] <= bound
+        return n
+
+    try:
+        assert cached("a") == 0 and cached("b") == 0
+        assert small.get_load()["prefix_cache_bytes"] == 2 * entry
+        assert cached("a") == length - 1  # a hit, and now "b" is the least recently used
+        assert cached("c") == 0  # over the bound: "b" goes
+        assert small.get_load()["prefix_cache_entries"] == 2
+        assert cached("a") == length - 1
+        assert cached("b") == 0
+    finally:
+        small.shutdown()

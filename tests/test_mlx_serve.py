@@ -93,10 +93,80 @@ def test_capital_of_france_streaming_and_not(client: Any, engine: MLXEngine) -> 
     assert details is not None and (details.cached_tokens or 0) > 0
 
 
+def prompt_tokens(client: Any, messages: list[dict[str, str]]) -> list[int]:
+    """The prompt's token ids, as the server renders and tokenizes a chat request."""
+    r = client.post("/tokenize", cast_to=object, body={"messages": messages})
+    return list(r["tokens"])
+
+
 def test_context_overflow_is_a_400_naming_both_numbers(client: Any) -> None:
     long = [{"role": "user", "content": "hello " * 9000}]
-    with pytest.raises(openai.BadRequestError, match="8192"):
+    n = len(prompt_tokens(client, long))
+    assert n > 8192
+    with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=MODEL, messages=long, max_tokens=4)
+    assert f"{n} tokens" in info.value.message and "8192" in info.value.message
+    assert info.value.status_code == 400
+    # without max_tokens too: the prompt alone does not fit
+    with pytest.raises(openai.BadRequestError, match=f"{n} tokens"):
+        client.chat.completions.create(model=MODEL, messages=long)
+
+
+def test_prompt_plus_max_tokens_overflow_is_a_400(client: Any) -> None:
+    n = len(prompt_tokens(client, QUESTION))
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=8192 - n + 1)
+    message = info.value.message
+    assert f"({n} tokens)" in message and f"({8192 - n + 1})" in message and "8192" in message, message
+    # streaming requests are refused with the status too, before any event
+    with pytest.raises(openai.BadRequestError, match="8192"):
+        client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=8192 - n + 1, stream=True)
+
+
+def test_tokenize_matches_the_mlx_lm_tokenizer(client: Any, engine: MLXEngine) -> None:
+    from pathlib import Path
+
+    from mlx_lm.utils import load_tokenizer
+
+    tok = load_tokenizer(Path(engine.model_path))
+    text = "Hello world, héllo 😀 世界 <|im_start|>user"
+    r = client.post("/tokenize", cast_to=object, body={"prompt": text})
+    assert r["tokens"] == tok.encode(text) and r["count"] == len(r["tokens"])
+    assert r["max_model_len"] == 8192
+    # a chat request renders with the model's template exactly as mlx-lm's apply_chat_template
+    assert prompt_tokens(client, QUESTION) == tok.apply_chat_template(QUESTION, add_generation_prompt=True)
+    back = client.post("/detokenize", cast_to=object, body={"tokens": r["tokens"]})
+    assert back["text"] == text
+
+
+def test_penalties_change_greedy_output(client: Any) -> None:
+    """A prompt that makes the model repeat: penalising repetition changes the greedy tokens."""
+    repeat = [{"role": "user", "content": "Write the word cat ten times."}]
+
+    def greedy(**kw: Any) -> str:
+        r = client.chat.completions.create(model=MODEL, messages=repeat, temperature=0, max_tokens=12, **kw)
+        return str(r.choices[0].message.content)
+
+    plain = greedy()
+    assert plain.lower().count("cat") >= 3, plain  # it does repeat
+    assert greedy(frequency_penalty=2.0) != plain
+    assert greedy(extra_body={"repetition_penalty": 1.5}) != plain
+
+
+def test_without_max_tokens_generation_is_bounded_by_the_context() -> None:
+    """No max_tokens: accepted, and the default (what remains of the context) ends the answer."""
+    small = MLXEngine.from_pretrained(str(GGUF), context_length=48, prefix_cache_bytes=0)
+    try:
+        with serve_in_thread(small) as base:
+            c = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=120)
+            r = c.chat.completions.create(
+                model=MODEL, messages=QUESTION, temperature=0, extra_body={"ignore_eos": True}
+            )
+    finally:
+        small.shutdown()
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage is not None and r.usage.completion_tokens > 0
+    assert r.usage.prompt_tokens + r.usage.completion_tokens == 48
 
 
 def test_queue_full_is_503_or_429(client: Any, engine: MLXEngine) -> None:
