@@ -191,10 +191,30 @@ def test_unknown_parser_lists_valid_names() -> None:
 
 def test_aliases_and_model_mapping() -> None:
     assert native.ToolCallStream("qwen25").parser == "hermes"
+    # SGLang's `llama4` parser reads Llama 4's pythonic calls (its JSON mode is `llama4_json`).
+    assert native.ToolCallStream("llama4").parser == "pythonic"
+    assert native.ToolCallStream("llama4_json").parser == "llama3_json"
     assert native.tool_parser_for_model("Qwen/Qwen3-Coder-30B-A3B-Instruct") == "qwen3_coder"
     assert native.tool_parser_for_model("Qwen/Qwen2.5-7B-Instruct") == "hermes"
     assert native.tool_parser_for_model("deepseek-ai/DeepSeek-V3.1") == "deepseek_v31"
     assert native.tool_parser_for_model("no/such-model") is None
+
+
+@pytest.mark.parametrize(
+    ("parser", "output", "text", "calls"),
+    [
+        # xLAM's array may follow reasoning the reasoning parser did not take out.
+        ("xlam", 'I think.</think>\n[{"name": "f", "arguments": {"a": 1}}]', "I think.</think>\n", [("f", {"a": 1})]),
+        ("xlam", "I think.</think>\nNo call here: [1, 2].", "I think.</think>\nNo call here: [1, 2].", []),
+        # Granite 3.1 may close its `<tool_call>[...]` with `</tool_call>`, which is not text.
+        ("granite", '<tool_call>[{"name": "g", "arguments": {}}]</tool_call> done', " done", [("g", {})]),
+    ],
+)
+def test_reported_forms(parser: str, output: str, text: str, calls: list[tuple[str, Any]]) -> None:
+    got = native.parse_tool_call_complete(output, parser)
+    assert got["normal_text"] == text
+    assert [(c["name"], json.loads(c["arguments"])) for c in got["tool_calls"]] == calls
+    assert _stream(list(output), parser) == got
 
 
 def test_held_back_marker_prefix_is_not_emitted() -> None:

@@ -231,3 +231,44 @@ fn typed_xml_values_with_angle_brackets_stream() {
         check_streaming(input, format, None);
     }
 }
+
+/// Formats that write one call per turn: a parallel-call case cannot be written for them.
+const ONE_CALL_PER_TURN: &[&str] = &["internlm", "gigachat3"];
+
+/// The fixture matrix: every format has each kind of real-looking output it can express (single
+/// and parallel calls, calls next to text, non-ASCII and escaped strings, nested JSON, empty
+/// arguments, malformed input that stays text), so a new format cannot slip in half-tested.
+#[test]
+fn every_format_has_every_kind_of_case() {
+    type Kind = (&'static str, fn(&Case) -> bool);
+    let kinds: &[Kind] = &[
+        ("single call", |c| c.calls.len() == 1),
+        ("parallel calls", |c| c.calls.len() >= 2),
+        ("calls with text", |c| !c.calls.is_empty() && !c.text.trim().is_empty()),
+        ("non-ASCII argument", |c| c.calls.iter().any(|(_, _, a)| !a.is_ascii())),
+        ("escaped string", |c| {
+            c.calls.iter().any(|(_, _, a)| a.contains(r#"\""#))
+        }),
+        ("nested JSON", |c| {
+            c.calls.iter().any(|(_, _, a)| a[1..].contains(['{', '[']))
+        }),
+        ("empty arguments", |c| c.calls.iter().any(|(_, _, a)| *a == "{}")),
+        ("malformed", |c| {
+            c.calls.is_empty() && c.text == c.input && !c.input.is_empty()
+        }),
+    ];
+    let mut missing = Vec::new();
+    for f in ToolFormat::ALL {
+        let cases: Vec<&Case> = CASES
+            .iter()
+            .filter(|c| c.format.parse::<ToolFormat>().ok() == Some(*f))
+            .collect();
+        for (kind, has) in kinds {
+            let exempt = *kind == "parallel calls" && ONE_CALL_PER_TURN.contains(&f.name());
+            if !exempt && !cases.iter().any(|c| has(c)) {
+                missing.push(format!("{}: {kind}", f.name()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "missing fixture kinds:\n{}", missing.join("\n"));
+}

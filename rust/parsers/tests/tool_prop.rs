@@ -1,13 +1,17 @@
 //! Property tests over every tool-call format: any chunking of any input (fixtures, their
-//! mixtures and truncations, marker soup, arbitrary text, splits inside multibyte markers)
-//! streams to exactly the complete parse, and nothing panics. `PROPTEST_CASES` scales the run.
+//! mixtures and truncations, marker soup, arbitrary strings, splits inside multibyte markers)
+//! streams to exactly the complete parse, nothing panics, and in documents of plain text and
+//! well-formed calls all text and every call is accounted for. `PROPTEST_CASES` scales the run
+//! (default 512 per property).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod tool_common;
 
 use proptest::prelude::*;
-use smgpy_parsers::tool::{parse_complete, ToolDef, ToolFormat};
-use tool_common::{boundaries, stream, CASES};
+use smgpy_parsers::tool::{parse_complete, ToolCall, ToolDef, ToolFormat, ToolParseResult};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use tool_common::{boundaries, stream, Case, CASES};
 
 /// Marker pieces of all formats, so random soup hits real markers and their prefixes.
 const PIECES: &[&str] = &[
@@ -102,9 +106,38 @@ const PIECES: &[&str] = &[
     "😀",
 ];
 
+/// The markers of every format (as its parser declares them) plus `PIECES`, deduplicated.
+fn all_markers() -> &'static [&'static str] {
+    static ALL: OnceLock<Vec<&'static str>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut v: Vec<&'static str> = ToolFormat::ALL.iter().flat_map(|f| f.markers()).collect();
+        v.extend_from_slice(PIECES);
+        v.sort_unstable();
+        v.dedup();
+        v
+    })
+}
+
+/// A marker of any format, whole or cut short (at a char boundary).
+fn marker_piece() -> impl Strategy<Value = String> {
+    (
+        proptest::sample::select(all_markers()),
+        any::<proptest::sample::Index>(),
+        any::<bool>(),
+    )
+        .prop_map(|(m, cut, whole)| {
+            if whole {
+                m.to_string()
+            } else {
+                let b = boundaries(m);
+                m[..b[cut.index(b.len())]].to_string()
+            }
+        })
+}
+
 fn soup() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
-        4 => proptest::sample::select(PIECES).prop_map(str::to_string),
+        4 => marker_piece(),
         1 => "\\PC{0,6}",
         2 => proptest::sample::select(CASES).prop_map(|c| c.input.to_string()),
     ];
@@ -132,6 +165,117 @@ fn chunked(s: &str, cuts: &[proptest::sample::Index]) -> Vec<String> {
     points.sort_unstable();
     points.dedup();
     points.windows(2).map(|w| s[w[0]..w[1]].to_string()).collect()
+}
+
+/// The characters of plain text for the accounting property: none that markers are made of
+/// (`<`, `>`, brackets, bars, quotes, backticks) and no `f`, so no segment can spell or begin a
+/// word marker (`functools`, `function call<|role_sep|>`) either.
+const PLAIN_CHARS: &str = "abcdeghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,!?:;-\n\té日😀";
+
+fn plain() -> impl Strategy<Value = String> {
+    let chars: Vec<char> = PLAIN_CHARS.chars().collect();
+    proptest::collection::vec(proptest::sample::select(chars), 0..12).prop_map(String::from_iter)
+}
+
+/// Text a format needs in front of plain text: Functionary v3.2 reads the first line as a
+/// recipient, and `all` is its recipient for plain text.
+fn text_header(format: ToolFormat) -> &'static str {
+    match format {
+        ToolFormat::FunctionaryV32 => "all\n",
+        _ => "",
+    }
+}
+
+/// The well-formed call blocks of a format: fixture inputs that are calls only. `inner` ones
+/// read the same between any text; `initial` ones only at the start of output (a bare JSON
+/// array, a leading header), where nothing but a block may precede them.
+#[derive(Debug, Default)]
+struct Blocks {
+    inner: Vec<&'static Case>,
+    initial: Vec<&'static Case>,
+}
+
+fn blocks(format: ToolFormat) -> &'static Blocks {
+    static ALL: OnceLock<HashMap<ToolFormat, Blocks>> = OnceLock::new();
+    let all = ALL.get_or_init(|| {
+        let mut all: HashMap<ToolFormat, Blocks> = HashMap::new();
+        let parses_to = |f: ToolFormat, doc: &str, text: &str, blocks: &[&Case]| {
+            let calls = blocks.iter().flat_map(|b| expected_calls(b)).collect();
+            parse_complete(doc, f, None)
+                == ToolParseResult {
+                    normal_text: text.to_string(),
+                    calls,
+                }
+        };
+        let candidates = CASES
+            .iter()
+            .filter(|c| c.tools.is_none() && !c.calls.is_empty() && c.text.is_empty());
+        // A whole block reads the same with text after it, even text that could continue a
+        // value (`0`), and twice in a row; an input cut off inside its call would swallow what
+        // follows.
+        for b in candidates.clone() {
+            let f: ToolFormat = b.format.parse().unwrap();
+            let (h, i) = (text_header(f), b.input);
+            if parses_to(f, &format!("{h}zz{i}0 zz"), "zz0 zz", &[b])
+                && parses_to(f, &format!("{h}zz{i}zz{i}zz"), "zzzzzz", &[b, b])
+            {
+                all.entry(f).or_default().inner.push(b);
+            }
+        }
+        // An initial block is followed by text and then any inner block as it would be alone.
+        for b in candidates {
+            let f: ToolFormat = b.format.parse().unwrap();
+            let entry = all.entry(f).or_default();
+            if entry.inner.iter().any(|i| std::ptr::eq(*i, b)) {
+                continue;
+            }
+            let whole = parses_to(f, &format!("{}0 zz", b.input), "0 zz", &[b])
+                && entry
+                    .inner
+                    .iter()
+                    .all(|i| parses_to(f, &format!("{}0 zz{}", b.input, i.input), "0 zz", &[b, i]));
+            if whole {
+                entry.initial.push(b);
+            }
+        }
+        all
+    });
+    static NONE: Blocks = Blocks {
+        inner: Vec::new(),
+        initial: Vec::new(),
+    };
+    all.get(&format).unwrap_or(&NONE)
+}
+
+fn expected_calls(case: &Case) -> Vec<ToolCall> {
+    case.calls
+        .iter()
+        .map(|(id, name, arguments)| ToolCall {
+            id: id.map(str::to_string),
+            name: (*name).to_string(),
+            arguments: (*arguments).to_string(),
+        })
+        .collect()
+}
+
+/// Every format has call blocks to build documents from, so the accounting property covers it.
+#[test]
+fn every_format_has_call_blocks() {
+    let empty: Vec<&str> = ToolFormat::ALL
+        .iter()
+        .filter(|f| blocks(**f).inner.is_empty() && blocks(**f).initial.is_empty())
+        .map(|f| f.name())
+        .collect();
+    assert!(empty.is_empty(), "formats without call blocks: {empty:?}");
+}
+
+/// No marker of any format can be spelled with `PLAIN_CHARS` (Functionary v3.2's header ends at
+/// a newline; that format gets its `all` header in front of the text instead).
+#[test]
+fn plain_text_spells_no_marker() {
+    for m in ToolFormat::ALL.iter().flat_map(|f| f.markers()).filter(|m| *m != "\n") {
+        assert!(m.chars().any(|c| !PLAIN_CHARS.contains(c)), "{m:?}");
+    }
 }
 
 proptest! {
@@ -179,6 +323,58 @@ proptest! {
         let chunks = chunked(case.input, &cuts);
         let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
         prop_assert_eq!(stream(&refs, format, None), parse_complete(case.input, format, None));
+    }
+
+    /// All input text is accounted for: a document of plain-text segments and well-formed call
+    /// blocks parses to exactly the segments' text and the blocks' calls, in order, and streams
+    /// to the same under any chunking.
+    #[test]
+    fn all_text_and_calls_accounted_for(
+        format in proptest::sample::select(ToolFormat::ALL),
+        initial in any::<proptest::sample::Index>(),
+        use_initial in any::<bool>(),
+        parts in proptest::collection::vec((plain(), any::<proptest::sample::Index>()), 0..6),
+        tail in plain(),
+        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..16),
+    ) {
+        let Blocks { inner, initial: leading } = blocks(format);
+        let (mut doc, mut text, mut calls) = (String::new(), String::new(), Vec::new());
+        if use_initial && !leading.is_empty() {
+            let b = leading[initial.index(leading.len())];
+            doc += b.input;
+            calls.extend(expected_calls(b));
+        } else {
+            doc += text_header(format);
+        }
+        for (segment, pick) in &parts {
+            doc += segment;
+            text += segment;
+            if !inner.is_empty() {
+                let b = inner[pick.index(inner.len())];
+                doc += b.input;
+                calls.extend(expected_calls(b));
+            }
+        }
+        doc += &tail;
+        text += &tail;
+        let complete = parse_complete(&doc, format, None);
+        prop_assert_eq!(&complete, &ToolParseResult { normal_text: text, calls }, "{} {:?}", format.name(), doc);
+        let chunks = chunked(&doc, &cuts);
+        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
+        prop_assert_eq!(stream(&refs, format, None), complete);
+    }
+
+    /// Fuzz: arbitrary strings, arbitrary chunking, every format; must not panic and must agree.
+    #[test]
+    fn fuzz_arbitrary_strings(
+        format in proptest::sample::select(ToolFormat::ALL),
+        text in any::<String>(),
+        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..16),
+    ) {
+        let complete = parse_complete(&text, format, None);
+        let chunks = chunked(&text, &cuts);
+        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
+        prop_assert_eq!(stream(&refs, format, None), complete);
     }
 
     #[test]

@@ -47,11 +47,17 @@ struct Balance {
     depth: u32,
     quote: u8,
     escaped: bool,
+    /// Where the first group closed, once it has (`End::BalancedThen` may still wait for its
+    /// closing marker, and must not scan on into a second group meanwhile).
+    closed: Option<usize>,
 }
 
 impl Balance {
     /// Advance from `*pos`; returns the offset just past the closing bracket of the first group.
     fn advance(&mut self, buf: &str, pos: &mut usize, skip: &[&str], finishing: bool) -> Option<usize> {
+        if self.closed.is_some() {
+            return self.closed;
+        }
         let bytes = buf.as_bytes();
         while *pos < bytes.len() {
             let c = bytes[*pos];
@@ -87,7 +93,8 @@ impl Balance {
                     self.depth -= 1;
                     if self.depth == 0 {
                         *pos += 1;
-                        return Some(*pos);
+                        self.closed = Some(*pos);
+                        return self.closed;
                     }
                 }
                 b'"' | b'\'' if self.depth > 0 => self.quote = c,
@@ -118,7 +125,7 @@ enum Mode {
 #[derive(Debug)]
 pub(crate) struct Engine {
     spec: &'static Spec,
-    /// Region start markers, then strip markers.
+    /// Region start markers, then strip markers, then `lead_after` markers.
     markers: Vec<&'static str>,
     /// Distinct first bytes of `markers`: a slice without any of them holds no marker and no
     /// marker prefix, which settles most pushes with one `memchr` pass.
@@ -143,6 +150,7 @@ impl Engine {
             .iter()
             .map(|r| r.start)
             .chain(spec.strip.iter().copied())
+            .chain(spec.lead_after.iter().copied())
             .collect();
         let firsts = first_bytes(&markers);
         Self {
@@ -298,7 +306,11 @@ impl Engine {
                     live: Live::new(marker.len()),
                 };
             }
-            None => self.pos += marker.len(),
+            None if i < self.spec.regions.len() + self.spec.strip.len() => self.pos += marker.len(),
+            None => {
+                self.emit_text(marker.len(), out);
+                self.at_start = true;
+            }
         }
         true
     }
@@ -333,6 +345,9 @@ impl Engine {
                 }
             },
             End::Balanced => balance.advance(region, scan, self.spec.skip, finishing).map(|q| (q, q)),
+            End::BalancedThen(close) => balance
+                .advance(region, scan, self.spec.skip, finishing)
+                .and_then(|q| closing_marker(region, q, close, finishing)),
         };
         let ended = found.or(finishing.then_some((region.len(), region.len())));
         // Calls go live on text that is certainly inside the region.
@@ -397,6 +412,21 @@ impl Engine {
         self.mode = Mode::Text;
         true
     }
+}
+
+/// The end of a region whose bracket group closed at `q` and that may be closed by `close`
+/// (after whitespace): `(body_end, region_end)`, or `None` while the text after `q` could still
+/// become `close`.
+fn closing_marker(region: &str, q: usize, close: &str, finishing: bool) -> Option<(usize, usize)> {
+    let after = &region[q..];
+    let t = after.trim_start();
+    if t.starts_with(close) {
+        return Some((q, region.len() - t.len() + close.len()));
+    }
+    if !finishing && close.starts_with(t) {
+        return None;
+    }
+    Some((q, q))
 }
 
 /// Whether `hay` contains any of the bytes `set`.

@@ -41,8 +41,9 @@ formats! {
     Json => "json" | "openai_json";
     /// Llama 3.x JSON, optionally after `<|python_tag|>`; `;` separates calls.
     Llama3Json => "llama3_json" | "llama" | "llama3" | "llama4_json";
-    /// Python call list `[f(a=1), g()]` (Llama 4, Llama 3.2 model-card mode, ToolACE).
-    Pythonic => "pythonic" | "llama4_pythonic";
+    /// Python call list `[f(a=1), g()]` (Llama 4, Llama 3.2 model-card mode, ToolACE). SGLang
+    /// names its Llama 4 parser `llama4`; Llama 4's JSON mode is `llama4_json` instead.
+    Pythonic => "pythonic" | "llama4_pythonic" | "llama4";
     /// LFM2 `<|tool_call_start|>[f(a=1)]<|tool_call_end|>`.
     Lfm2 => "lfm2";
     /// OLMo 3 `<function_calls>` with one Python call per line.
@@ -259,6 +260,13 @@ impl ToolFormat {
             .map(|&(_, f)| f)
     }
 
+    /// The markers this format's parser looks for in text (region starts and ends, item
+    /// delimiters, stripped tokens), deduplicated: for tests and fuzzing, which build inputs
+    /// from them.
+    pub fn markers(self) -> Vec<&'static str> {
+        super::spec::spec(self).markers()
+    }
+
     /// Canonical names joined for error messages.
     pub(crate) fn valid_names() -> String {
         ToolFormat::ALL.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ")
@@ -287,6 +295,9 @@ mod tests {
         }
         assert_eq!("QWEN25".parse::<ToolFormat>(), Ok(ToolFormat::Hermes));
         assert_eq!("qwen_xml".parse::<ToolFormat>(), Ok(ToolFormat::Qwen3Coder));
+        // SGLang's `llama4` is the pythonic Llama 4 format, not the JSON one.
+        assert_eq!("llama4".parse::<ToolFormat>(), Ok(ToolFormat::Pythonic));
+        assert_eq!("llama4_json".parse::<ToolFormat>(), Ok(ToolFormat::Llama3Json));
         assert!(matches!(
             "nope".parse::<ToolFormat>(),
             Err(ParserError::UnknownParser { .. })

@@ -9,6 +9,10 @@ pub(crate) enum End {
     Marker(&'static [&'static str]),
     /// When the first bracket group (`{`, `[` or `(`) closes, strings respected.
     Balanced,
+    /// Like `Balanced`, but a closing marker right after the group (whitespace between allowed)
+    /// belongs to the region: some models close a format that needs no closing marker
+    /// (Granite 3.1 `<tool_call>[...]</tool_call>`).
+    BalancedThen(&'static str),
 }
 
 /// The grammar of a region's body.
@@ -87,6 +91,10 @@ pub(crate) struct Spec {
     pub strip: &'static [&'static str],
     /// Tokens the bracket matcher steps over (`[ARGS]` is not a bracket).
     pub skip: &'static [&'static str],
+    /// Markers after which the `leading` region may open again, as at the start of output. The
+    /// marker stays in normal text: it ends reasoning the reasoning parser did not take out
+    /// (xLAM writes its call array right after `</think>`).
+    pub lead_after: &'static [&'static str],
 }
 
 const fn regions(regions: &'static [Region]) -> Spec {
@@ -95,6 +103,7 @@ const fn regions(regions: &'static [Region]) -> Spec {
         leading: None,
         strip: &[],
         skip: &[],
+        lead_after: &[],
     }
 }
 
@@ -234,7 +243,14 @@ static COHERE: Spec = Spec {
     ],
     ..regions(&[tag("<|START_ACTION|>", &["<|END_ACTION|>"], Body::Json)])
 };
-static GRANITE: Spec = regions(&[open("<|tool_call|>", Body::Json), open("<tool_call>", Body::Json)]);
+static GRANITE: Spec = regions(&[
+    open("<|tool_call|>", Body::Json),
+    Region {
+        start: "<tool_call>",
+        end: End::BalancedThen("</tool_call>"),
+        body: Body::Json,
+    },
+]);
 static GRANITE_20B: Spec = regions(&[open("<function_call>", Body::Json)]);
 static GEMMA4: Spec = regions(&[tag("<|tool_call>", &["<tool_call|>"], Body::Gemma { delim: "<|\"|>" })]);
 static FUNCTIONGEMMA: Spec = regions(&[tag(
@@ -261,6 +277,7 @@ static XLAM: Spec = Spec {
         end: End::Balanced,
         body: Body::Json,
     }),
+    lead_after: &["</think>"],
     ..regions(&[
         tag("```json", &["```"], Body::Json),
         open("[TOOL_CALLS]", Body::Json),
@@ -291,6 +308,49 @@ static SARASHINA: Spec = Spec {
     ..regions(&[open("<|tool_calls|>", Body::PythonDicts)])
 };
 static INKLING: Spec = regions(&[tag("<|message_model|>", &["<|end_message|>"], Body::Inkling)]);
+
+impl Spec {
+    /// Every marker the engine itself looks for, deduplicated: region starts and ends, item
+    /// delimiters, stripped and skipped tokens. Body-internal separators are not included.
+    pub(crate) fn markers(&self) -> Vec<&'static str> {
+        let mut all: Vec<&'static str> = Vec::new();
+        let mut add = |list: &[&'static str]| {
+            for m in list {
+                if !all.contains(m) {
+                    all.push(m);
+                }
+            }
+        };
+        for r in self.regions {
+            add(&[r.start]);
+            add_end(r.end, &mut add);
+            add_body(r.body, &mut add);
+        }
+        if let Some(lead) = &self.leading {
+            add_end(lead.end, &mut add);
+            add_body(lead.body, &mut add);
+        }
+        add(self.strip);
+        add(self.skip);
+        add(self.lead_after);
+        all
+    }
+}
+
+fn add_end(end: End, add: &mut impl FnMut(&[&'static str])) {
+    match end {
+        End::Marker(ends) => add(ends),
+        End::BalancedThen(close) => add(&[close]),
+        End::Balanced => {}
+    }
+}
+
+fn add_body(body: Body, add: &mut impl FnMut(&[&'static str])) {
+    if let Body::Items { begin, end, item } = body {
+        add(&[begin, end]);
+        add_body(*item, add);
+    }
+}
 
 /// The spec of a format.
 pub(crate) fn spec(format: ToolFormat) -> &'static Spec {

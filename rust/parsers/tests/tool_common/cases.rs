@@ -65,6 +65,18 @@ pub static CASES: &[Case] = &[
     c("json", r#"Sure: {"name": "f"}"#, r#"Sure: {"name": "f"}"#, &[]),
     c("json", r#"{"name": "f", "arguments": {"a": "#, "", &[(None, "f", r#"{"a":null}"#)]),
     bad("json", r#"  {"a": 1} and more"#),
+    c(
+        "json",
+        r#"{"name": "search", "arguments": {"q": "caf\u00e9 \"naïve\" 😀", "filters": {"lang": ["fr", "en"], "safe": true}}}"#,
+        "",
+        &[(None, "search", r#"{"q":"café \"naïve\" 😀","filters":{"lang":["fr","en"],"safe":true}}"#)],
+    ),
+    c(
+        "json",
+        "[{\"name\": \"a\", \"arguments\": {}}]\nDone.",
+        "\nDone.",
+        &[(None, "a", "{}")],
+    ),
     // ---- llama3_json ----
     c(
         "llama3_json",
@@ -80,6 +92,12 @@ pub static CASES: &[Case] = &[
     ),
     c("llama3_json", r#"Hello {"x"}<|eot_id|>"#, r#"Hello {"x"}"#, &[]),
     bad("llama3_json", r#"<|python_tag|>{"name": "a", "para"#),
+    c(
+        "llama3_json",
+        r#"Let me look that up.<|python_tag|>{"name": "search", "parameters": {"q": "Zürich \"old town\"", "opts": {"n": [1, 2], "x": null}}}<|eom_id|>"#,
+        "Let me look that up.",
+        &[(None, "search", r#"{"q":"Zürich \"old town\"","opts":{"n":[1,2],"x":null}}"#)],
+    ),
     // ---- pythonic ----
     c(
         "pythonic",
@@ -96,9 +114,29 @@ pub static CASES: &[Case] = &[
     c("pythonic", r#"[say(text="日本語 \"q\"")]"#, "", &[(None, "say", r#"{"text":"日本語 \"q\""}"#)]),
     bad("pythonic", "[1, 2, 3] is a list"),
     bad("pythonic", "[f(x=1"),
+    c(
+        "pythonic",
+        r#"I'll check both.<|python_start|>[get_weather(city="Paris"), get_time()]<|python_end|>"#,
+        "I'll check both.",
+        &[(None, "get_weather", r#"{"city":"Paris"}"#), (None, "get_time", "{}")],
+    ),
+    // SGLang's name for the pythonic Llama 4 parser.
+    c(
+        "llama4",
+        r#"[get_weather(city="São Paulo", opts={"units": ["c"], "alerts": False})]"#,
+        "",
+        &[(None, "get_weather", r#"{"city":"São Paulo","opts":{"units":["c"],"alerts":false}}"#)],
+    ),
     // ---- lfm2 ----
     c("lfm2", "<|tool_call_start|>[f(x=1)]<|tool_call_end|>Done.", "Done.", &[(None, "f", r#"{"x":1}"#)]),
+    c("lfm2", "<|tool_call_start|>[get_time()]<|tool_call_end|>", "", &[(None, "get_time", "{}")]),
     bad("lfm2", "<|tool_call_start|>[f(x=]<|tool_call_end|>"),
+    c(
+        "lfm2",
+        r#"Checking.<|tool_call_start|>[get_weather(city="Zürich \"HB\"", opts={"units": ["c"], "alerts": True}), get_time()]<|tool_call_end|>The results follow."#,
+        "Checking.The results follow.",
+        &[(None, "get_weather", r#"{"city":"Zürich \"HB\"","opts":{"units":["c"],"alerts":true}}"#), (None, "get_time", "{}")],
+    ),
     // ---- olmo3 ----
     c(
         "olmo3",
@@ -106,7 +144,19 @@ pub static CASES: &[Case] = &[
         "",
         &[(None, "f", r#"{"a":1}"#), (None, "g", r#"{"b":"x","c":null}"#)],
     ),
+    c(
+        "olmo3",
+        "<function_calls>\nget_weather(city=\"Paris\")\n</function_calls>",
+        "",
+        &[(None, "get_weather", r#"{"city":"Paris"}"#)],
+    ),
     bad("olmo3", "<function_calls>\nnot python\n</function_calls>"),
+    c(
+        "olmo3",
+        "Let me do both.\n<function_calls>\nsearch(q=\"naïve \\\"quoted\\\"\", opts={\"k\": [1, 2]})\nnow()\n</function_calls>",
+        "Let me do both.\n",
+        &[(None, "search", r#"{"q":"naïve \"quoted\"","opts":{"k":[1,2]}}"#), (None, "now", "{}")],
+    ),
     // ---- mistral ----
     c(
         "mistral",
@@ -134,6 +184,14 @@ pub static CASES: &[Case] = &[
     ),
     c("mistral", r#"Sure.[TOOL_CALLS]get{"n": 1}</s>"#, "Sure.", &[(None, "get", r#"{"n":1}"#)]),
     c("mistral", r#"[TOOL_CALLS]get[ARGS]{"n": "#, "", &[(None, "get", r#"{"n":null}"#)]),
+    c(
+        "mistral",
+        r#"[TOOL_CALLS]search[ARGS]{"q": "東京 \"tower\"", "filter": {"tags": ["a", "b"], "n": {"min": 1}}}"#,
+        "",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","filter":{"tags":["a","b"],"n":{"min":1}}}"#)],
+    ),
+    bad("mistral", "[TOOL_CALLS]get[ARGS]{bad json}"),
+    bad("mistral", r#"[TOOL_CALLS][{"name": 1, "arguments": {}}]"#),
     // ---- deepseek_v3 ----
     c(
         "deepseek_v3",
@@ -147,6 +205,13 @@ pub static CASES: &[Case] = &[
         "",
         &[(None, "f", r#"{"a":null}"#)],
     ),
+    c(
+        "deepseek_v3",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{\"q\": \"Zürich \\\"HB\\\"\", \"opts\": {\"n\": [1, 2]}}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "",
+        &[(None, "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#)],
+    ),
+    bad("deepseek_v3", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get\n```json\n{not json}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
     // ---- deepseek_v31 ----
     c(
         "deepseek_v31",
@@ -161,6 +226,13 @@ pub static CASES: &[Case] = &[
         &[(None, "get", r#"{"a":1}"#)],
     ),
     c("deepseek_v31", r#"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get<｜tool▁sep｜>{"a": "#, "", &[(None, "get", r#"{"a":null}"#)]),
+    c(
+        "deepseek_v31",
+        r#"Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{"q": {"terms": ["a", "b \"c\""], "n": 2}}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"#,
+        "Sure.",
+        &[(None, "search", r#"{"q":{"terms":["a","b \"c\""],"n":2}}"#)],
+    ),
+    bad("deepseek_v31", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get<｜tool▁sep｜>{oops}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
     // ---- deepseek_v32 ----
     c(
         "deepseek_v32",
@@ -175,6 +247,12 @@ pub static CASES: &[Case] = &[
         &[(None, "a", r#"{"x":[1]}"#), (None, "b", "{}")],
     ),
     bad("deepseek_v32", "<｜DSML｜function_calls>garbage</｜DSML｜function_calls>"),
+    c(
+        "deepseek_v32",
+        "Checking.<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"search\">\n<｜DSML｜parameter name=\"q\" string=\"true\">Zürich \"HB\" & 東京</｜DSML｜parameter>\n<｜DSML｜parameter name=\"opts\" string=\"false\">{\"n\": [1, 2], \"safe\": true}</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"now\">\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+        "Checking.",
+        &[(None, "search", r#"{"q":"Zürich \"HB\" & 東京","opts":{"n":[1,2],"safe":true}}"#), (None, "now", "{}")],
+    ),
     // ---- kimi_k2 ----
     c(
         "kimi_k2",
@@ -195,6 +273,12 @@ pub static CASES: &[Case] = &[
         "kimi_k2",
         r#"<|tool_calls_section_begin|><|tool_call_begin|>functions.x:0<|tool_call_argument_begin|>{bad}<|tool_call_end|><|tool_calls_section_end|>"#,
     ),
+    c(
+        "kimi_k2",
+        r#"<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{"q": "東京 tower", "opts": {"n": [1, 2]}}<|tool_call_end|><|tool_calls_section_end|>"#,
+        "",
+        &[(Some("functions.search:0"), "search", r#"{"q":"東京 tower","opts":{"n":[1,2]}}"#)],
+    ),
     // ---- kimi_k3 ----
     c(
         "kimi_k3",
@@ -203,6 +287,12 @@ pub static CASES: &[Case] = &[
         &[(None, "get", r#"{"city":"Paris","n":2}"#)],
     ),
     bad("kimi_k3", "<|open|>tools<|sep|>junk<|close|>tools<|sep|>"),
+    c(
+        "kimi_k3",
+        r#"<|open|>tools<|sep|><|open|>call tool="search" index="0"<|sep|><|open|>argument key="q" type="string"<|sep|>Zürich "HB" 東京<|close|>argument<|sep|><|open|>argument key="opts" type="object"<|sep|>{"n": [1, 2]}<|close|>argument<|sep|><|close|>call<|sep|><|open|>call tool="now" index="1"<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"#,
+        "",
+        &[(None, "search", r#"{"q":"Zürich \"HB\" 東京","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
     // ---- qwen3_coder ----
     c(
         "qwen3_coder",
@@ -225,6 +315,12 @@ pub static CASES: &[Case] = &[
     ),
     c("qwen3_coder", "<function=f>\n<parameter=a>\n1\n</parameter>\n</function>", "", &[(None, "f", r#"{"a":1}"#)]),
     bad("qwen3_coder", "<tool_call>\nnot xml\n</tool_call>"),
+    c(
+        "qwen3_coder",
+        "<tool_call>\n<function=search>\n<parameter=q>\nZürich \"HB\" 東京\n</parameter>\n<parameter=opts>\n{\"n\": [1, 2], \"safe\": true}\n</parameter>\n</function>\n</tool_call>",
+        "",
+        &[(None, "search", r#"{"q":"Zürich \"HB\" 東京","opts":{"n":[1,2],"safe":true}}"#)],
+    ),
     // ---- seed_oss ----
     c(
         "seed_oss",
@@ -233,6 +329,13 @@ pub static CASES: &[Case] = &[
         &[(None, "f", r#"{"a":"x y"}"#)],
     ),
     bad("seed_oss", "<seed:tool_call>oops</seed:tool_call>"),
+    // As the Seed-OSS template writes calls: values without the Qwen-XML newlines.
+    c(
+        "seed_oss",
+        "Let me check.\n<seed:tool_call>\n<function=search>\n<parameter=q>Zürich \"HB\"</parameter>\n<parameter=opts>{\"n\": [1, 2]}</parameter>\n</function>\n</seed:tool_call>\n<seed:tool_call>\n<function=now>\n</function>\n</seed:tool_call>",
+        "Let me check.\n\n",
+        &[(None, "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
     // ---- glm45 ----
     c(
         "glm45",
@@ -247,6 +350,12 @@ pub static CASES: &[Case] = &[
         &[(None, "noargs", "{}"), (None, "f", r#"{"o":{"a":[1]}}"#)],
     ),
     bad("glm45", "<tool_call>bad name here\n<arg_key>x</arg_key></tool_call>"),
+    c(
+        "glm45",
+        "<tool_call>search\n<arg_key>q</arg_key>\n<arg_value>Zürich \"HB\" 東京</arg_value>\n</tool_call>",
+        "",
+        &[(None, "search", r#"{"q":"Zürich \"HB\" 東京"}"#)],
+    ),
     // ---- glm47 ----
     c(
         "glm47",
@@ -255,6 +364,12 @@ pub static CASES: &[Case] = &[
         &[(None, "get", r#"{"city":"Paris","n":1}"#)],
     ),
     bad("glm47", "<tool_call>get<arg_key>city</arg_key>Paris</tool_call>"),
+    c(
+        "glm47",
+        r#"Checking both.<tool_call>search<arg_key>q</arg_key><arg_value>Zürich "HB"</arg_value><arg_key>opts</arg_key><arg_value>{"n": [1, 2]}</arg_value></tool_call><tool_call>now</tool_call>"#,
+        "Checking both.",
+        &[(None, "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
     // ---- hy_v3 ----
     c(
         "hy_v3",
@@ -263,6 +378,12 @@ pub static CASES: &[Case] = &[
         &[(None, "get", r#"{"city":"Paris"}"#)],
     ),
     bad("hy_v3", "<tool_calls>\nnope\n</tool_calls>"),
+    c(
+        "hy_v3",
+        "Checking.\n<tool_calls>\n<tool_call>search<tool_sep>\n<arg_key>q</arg_key>\n<arg_value>Zürich \"HB\"</arg_value>\n<arg_key>opts</arg_key>\n<arg_value>{\"n\": [1, 2]}</arg_value>\n</tool_call>\n<tool_call>now<tool_sep>\n</tool_call>\n</tool_calls>",
+        "Checking.\n",
+        &[(None, "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
     // ---- step3 ----
     c(
         "step3",
@@ -271,6 +392,12 @@ pub static CASES: &[Case] = &[
         &[(None, "get", r#"{"city":"Paris"}"#)],
     ),
     bad("step3", "<｜tool_calls_begin｜><｜tool_call_begin｜>junk<｜tool_call_end｜><｜tool_calls_end｜>"),
+    c(
+        "step3",
+        r#"Checking.<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="search"><steptml:parameter name="q">Zürich "HB"</steptml:parameter><steptml:parameter name="opts">{"n": [1, 2]}</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="now"></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>"#,
+        "Checking.",
+        &[(None, "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
     // ---- minimax_m2 ----
     c(
         "minimax_m2",
@@ -279,6 +406,12 @@ pub static CASES: &[Case] = &[
         &[(None, "get", r#"{"city":"Paris & Co","n":3}"#), (None, "time", "{}")],
     ),
     bad("minimax_m2", "<minimax:tool_call>\n<invoke nam=\"x\">\n</invoke>\n</minimax:tool_call>"),
+    c(
+        "minimax_m2",
+        "<minimax:tool_call>\n<invoke name=\"search\">\n<parameter name=\"q\">東京 \"tower\"</parameter>\n<parameter name=\"opts\">{\"n\": [1, 2]}</parameter>\n</invoke>\n</minimax:tool_call>",
+        "",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2]}}"#)],
+    ),
     // ---- minimax (M1) ----
     c(
         "minimax",
@@ -287,6 +420,12 @@ pub static CASES: &[Case] = &[
         &[(None, "a", r#"{"x":1}"#), (None, "b", "{}")],
     ),
     bad("minimax", "<tool_calls>\n{\"name\": \n</tool_calls>"),
+    c(
+        "minimax",
+        "I'll search.\n<tool_calls>\n{\"name\": \"search\", \"arguments\": {\"q\": \"Zürich \\\"HB\\\"\", \"opts\": {\"n\": [1, 2]}}}\n</tool_calls>",
+        "I'll search.\n",
+        &[(None, "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#)],
+    ),
     // ---- openai (harmony) ----
     c(
         "openai",
@@ -307,6 +446,29 @@ pub static CASES: &[Case] = &[
         "",
         &[(None, "f", r#"{"a":null}"#)],
     ),
+    // `<|call|>` is a stop token, so one call per turn is the rule; with the stop token off, the
+    // calls follow one another as whole messages.
+    c(
+        "openai",
+        r#"<|channel|>analysis<|message|>Need both.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|><|start|>assistant<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{}<|call|>"#,
+        "Need both.",
+        &[(None, "get_weather", r#"{"city":"Paris"}"#), (None, "get_time", "{}")],
+    ),
+    c(
+        "openai",
+        r#"<|channel|>commentary to=functions.search <|constrain|>json<|message|>{"q": "東京 \"tower\"", "opts": {"n": [1, 2]}}<|call|>"#,
+        "",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2]}}"#)],
+    ),
+    // Malformed arguments: the message stays text.
+    bad("openai", "<|channel|>commentary to=functions.get <|constrain|>json<|message|>{not json}<|call|>"),
+    // A commentary message with no recipient is a visible preamble.
+    c(
+        "openai",
+        "<|channel|>commentary<|message|>Let me check.<|end|><|start|>assistant<|channel|>commentary to=functions.get <|constrain|>json<|message|>{}<|call|>",
+        "Let me check.",
+        &[(None, "get", "{}")],
+    ),
     // ---- cohere ----
     c(
         "cohere_command3",
@@ -316,10 +478,35 @@ pub static CASES: &[Case] = &[
     ),
     c("cohere", "<|START_RESPONSE|>Hi there<|END_RESPONSE|>", "Hi there", &[]),
     bad("cohere_command4", "<|START_ACTION|>[{\"tool_name\": }]<|END_ACTION|>"),
+    c(
+        "cohere",
+        r#"I will look this up.<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "search", "parameters": {"q": "Zürich \"HB\"", "opts": {"n": [1, 2]}}}]<|END_ACTION|>"#,
+        "I will look this up.",
+        &[(Some("0"), "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#)],
+    ),
     // ---- granite ----
     c("granite", r#"<|tool_call|>[{"name": "f", "arguments": {"a": 1}}]"#, "", &[(None, "f", r#"{"a":1}"#)]),
     c("granite", r#"<tool_call>[{"name": "g", "arguments": {}}] done"#, " done", &[(None, "g", "{}")]),
     bad("granite", r#"<|tool_call|>[{"name": 1}]"#),
+    c(
+        "granite",
+        "<|tool_call|>[\n    {\n        \"name\": \"search\",\n        \"arguments\": {\n            \"q\": \"Zürich \\\"HB\\\"\",\n            \"opts\": {\n                \"n\": [1, 2]\n            }\n        }\n    },\n    {\n        \"name\": \"now\",\n        \"arguments\": {}\n    }\n]",
+        "",
+        &[(None, "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
+    // Granite 3.1 may close `<tool_call>[...]` with `</tool_call>`: the marker belongs to the call.
+    c(
+        "granite",
+        r#"Sure.<tool_call>[{"name": "g", "arguments": {"q": "x"}}]</tool_call>"#,
+        "Sure.",
+        &[(None, "g", r#"{"q":"x"}"#)],
+    ),
+    c(
+        "granite",
+        "<tool_call>[{\"name\": \"g\", \"arguments\": {}}]\n</tool_call>\nDone.",
+        "\nDone.",
+        &[(None, "g", "{}")],
+    ),
     // ---- granite-20b-fc ----
     c(
         "granite-20b-fc",
@@ -327,7 +514,14 @@ pub static CASES: &[Case] = &[
         " ",
         &[(None, "a", r#"{"x":1}"#), (None, "b", "{}")],
     ),
+    c("granite-20b-fc", r#"<function_call> {"name": "a", "arguments": {"x": 1}}"#, "", &[(None, "a", r#"{"x":1}"#)]),
     bad("granite-20b-fc", r#"<function_call> {"name": "a""#),
+    c(
+        "granite-20b-fc",
+        r#"I'll search. <function_call> {"name": "search", "arguments": {"q": "東京 \"tower\"", "opts": {"n": [1, 2]}}}"#,
+        "I'll search. ",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2]}}"#)],
+    ),
     // ---- gemma4 ----
     c(
         "gemma4",
@@ -336,6 +530,12 @@ pub static CASES: &[Case] = &[
         &[(None, "get_weather", r#"{"city":"Paris, \"FR\"","days":3,"metric":true}"#), (None, "noop", "{}")],
     ),
     bad("gemma4", r#"<|tool_call>call:get{city:<|"|>Paris}<tool_call|>"#),
+    c(
+        "gemma4",
+        r#"Let me check.<|tool_call>call:search{q:<|"|>Zürich "HB" 東京<|"|>,opts:{n:[1,2],safe:true}}<tool_call|>"#,
+        "Let me check.",
+        &[(None, "search", r#"{"q":"Zürich \"HB\" 東京","opts":{"n":[1,2],"safe":true}}"#)],
+    ),
     // ---- functiongemma ----
     c(
         "functiongemma",
@@ -344,6 +544,12 @@ pub static CASES: &[Case] = &[
         &[(None, "get", r#"{"city":"New York","n":[1,2]}"#)],
     ),
     bad("functiongemma", "<start_function_call>nonsense<end_function_call>"),
+    c(
+        "functiongemma",
+        r#"Sure.<start_function_call>call:search{q:<escape>東京 "tower"<escape>,opts:{n:[1,2]}}<end_function_call><start_function_call>call:now{}<end_function_call>"#,
+        "Sure.",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
     // ---- <tool_calls> JSON families ----
     c("jamba", r#"<tool_calls>[{"name": "f", "arguments": {"k": "v"}}]</tool_calls>"#, "", &[(None, "f", r#"{"k":"v"}"#)]),
     bad("jamba", "<tool_calls>[{]</tool_calls>"),
@@ -351,12 +557,52 @@ pub static CASES: &[Case] = &[
     bad("hunyuan_a13b", "<tool_calls>[1]</tool_calls>"),
     c("apriel", r#"<tool_calls>[{"name": "f", "arguments": {"n": -2e3}}]</tool_calls>"#, "", &[(None, "f", r#"{"n":-2000.0}"#)]),
     bad("apriel", "<tool_calls>nope</tool_calls>"),
+    c(
+        "jamba",
+        "Sure.\n<tool_calls>[{\"name\": \"search\", \"arguments\": {\"q\": \"Zürich \\\"HB\\\"\", \"opts\": {\"n\": [1, 2]}}}, {\"name\": \"now\", \"arguments\": {}}]</tool_calls>",
+        "Sure.\n",
+        &[(None, "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
+    c(
+        "hunyuan_a13b",
+        r#"<tool_calls>[{"name": "search", "arguments": {"q": "東京 \"tower\"", "opts": {"n": [1, 2]}}}, {"name": "now", "arguments": {}}]</tool_calls>"#,
+        "",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
+    // The Apriel template writes `arguments` as a JSON-encoded string.
+    c(
+        "apriel",
+        concat!(
+            "Checking.\n",
+            r#"<tool_calls>[{"name": "search", "arguments": "{\"q\": \"Zürich \\\"HB\\\"\", \"opts\": {\"n\": [1, 2]}}"}, {"name": "now", "arguments": "{}"}]</tool_calls>"#
+        ),
+        "Checking.\n",
+        &[(None, "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
     // ---- nemotron ----
     c("nemotron_json", r#"<TOOLCALL>[{"name": "f", "arguments": {}}]</TOOLCALL>"#, "", &[(None, "f", "{}")]),
     bad("nemotron_json", "<TOOLCALL>[</TOOLCALL>"),
+    c(
+        "nemotron_json",
+        r#"Sure.<TOOLCALL>[{"name": "search", "arguments": {"q": "東京 \"tower\"", "opts": {"n": [1, 2]}}}, {"name": "now", "arguments": {}}]</TOOLCALL>"#,
+        "Sure.",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
     // ---- phi4 ----
     c("phi4_mini_json", r#"functools[{"name": "f", "arguments": {"a": "b"}}]"#, "", &[(None, "f", r#"{"a":"b"}"#)]),
     bad("phi4_mini_json", r#"functools[{"name""#),
+    c(
+        "phi4_mini_json",
+        r#"functools[{"name": "search", "arguments": {"q": "Zürich \"HB\"", "opts": {"n": [1, 2]}}}, {"name": "now", "arguments": {}}]"#,
+        "",
+        &[(None, "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
+    c(
+        "phi4_mini_json",
+        r#"Let me check. functools[{"name": "now", "arguments": {}}]"#,
+        "Let me check. ",
+        &[(None, "now", "{}")],
+    ),
     // ---- internlm ----
     c(
         "internlm",
@@ -365,6 +611,18 @@ pub static CASES: &[Case] = &[
         &[(None, "f", r#"{"x":2}"#)],
     ),
     bad("internlm", "<|action_start|><|plugin|>\nno<|action_end|>"),
+    c(
+        "internlm",
+        "<|action_start|><|plugin|>\n{\"name\": \"search\", \"parameters\": {\"q\": \"東京 \\\"tower\\\"\", \"opts\": {\"n\": [1, 2]}}}<|action_end|>",
+        "",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2]}}"#)],
+    ),
+    c(
+        "internlm",
+        "<|action_start|><|plugin|>\n{\"name\": \"now\", \"parameters\": {}}<|action_end|>",
+        "",
+        &[(None, "now", "{}")],
+    ),
     // ---- apertus ----
     c(
         "apertus",
@@ -373,13 +631,38 @@ pub static CASES: &[Case] = &[
         &[(None, "get", r#"{"city":"Paris"}"#), (None, "time", "{}")],
     ),
     bad("apertus", "<|tools_prefix|>[1]<|tools_suffix|>"),
+    c(
+        "apertus",
+        r#"Let me look.<|tools_prefix|>[{"search": {"q": "Zürich \"HB\"", "opts": {"n": [1, 2]}}}]<|tools_suffix|>"#,
+        "Let me look.",
+        &[(None, "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#)],
+    ),
     // ---- gigachat3 ----
     c("gigachat3", r#"<|function_call|>{"name": "f", "arguments": {"a": 1}}"#, "", &[(None, "f", r#"{"a":1}"#)]),
     c("gigachat3", "function call<|role_sep|>\n{\"name\": \"g\", \"arguments\": {}}", "", &[(None, "g", "{}")]),
     c("gigachat3", "Hi<|message_sep|>", "Hi", &[]),
+    c(
+        "gigachat3",
+        r#"<|function_call|>{"name": "search", "arguments": {"q": "Москва \"центр\"", "opts": {"n": [1, 2]}}}"#,
+        "",
+        &[(None, "search", r#"{"q":"Москва \"центр\"","opts":{"n":[1,2]}}"#)],
+    ),
+    bad("gigachat3", r#"<|function_call|>{"name": "f", "arguments": }"#),
+    c(
+        "gigachat3",
+        r#"Let me check.<|function_call|>{"name": "now", "arguments": {}}"#,
+        "Let me check.",
+        &[(None, "now", "{}")],
+    ),
     // ---- longcat ----
     c("longcat", r#"<longcat_tool_call>{"name": "f", "arguments": {}}</longcat_tool_call>"#, "", &[(None, "f", "{}")]),
     bad("longcat", "<longcat_tool_call>{</longcat_tool_call>"),
+    c(
+        "longcat",
+        "Checking.<longcat_tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"東京 \\\"tower\\\"\", \"opts\": {\"n\": [1, 2]}}}</longcat_tool_call>\n<longcat_tool_call>{\"name\": \"now\", \"arguments\": {}}</longcat_tool_call>",
+        "Checking.\n",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
     // ---- solar_open ----
     c(
         "solar_open",
@@ -388,10 +671,43 @@ pub static CASES: &[Case] = &[
         &[(Some("abc123"), "get", r#"{"q":1}"#)],
     ),
     bad("solar_open", "<|tool_call:begin|>x<|tool_call:end|>"),
+    c(
+        "solar_open",
+        r#"Checking.<|tool_call:begin|>c1<|tool_call:name|>search<|tool_call:args|>{"q": "Zürich \"HB\"", "opts": {"n": [1, 2]}}<|tool_call:end|><|tool_call:begin|>c2<|tool_call:name|>now<|tool_call:args|>{}<|tool_call:end|>"#,
+        "Checking.",
+        &[(Some("c1"), "search", r#"{"q":"Zürich \"HB\"","opts":{"n":[1,2]}}"#), (Some("c2"), "now", "{}")],
+    ),
     // ---- xlam ----
     c("xlam", r#"[{"name": "f", "arguments": {"a": 1}}]"#, "", &[(None, "f", r#"{"a":1}"#)]),
     c("xlam", "Here:\n```json\n[{\"name\": \"g\", \"arguments\": {}}]\n```", "Here:\n", &[(None, "g", "{}")]),
     c("xlam", r#"[TOOL_CALLS][{"name": "h", "arguments": {}}]"#, "", &[(None, "h", "{}")]),
+    c(
+        "xlam",
+        r#"[{"name": "search", "arguments": {"q": "東京 \"tower\"", "opts": {"n": [1, 2]}}}, {"name": "now", "arguments": {}}]"#,
+        "",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
+    // The array may follow reasoning the reasoning parser left in (`</think>` stays text).
+    c(
+        "xlam",
+        "I need the weather.</think>\n[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]",
+        "I need the weather.</think>\n",
+        &[(None, "f", r#"{"a":1}"#)],
+    ),
+    c(
+        "xlam",
+        "Plan.</think>\n```json\n[{\"name\": \"g\", \"arguments\": {}}]\n```",
+        "Plan.</think>\n",
+        &[(None, "g", "{}")],
+    ),
+    c(
+        "xlam",
+        r#"<tool_call>[{"name": "h", "arguments": {"x": [1]}}]</tool_call>"#,
+        "",
+        &[(None, "h", r#"{"x":[1]}"#)],
+    ),
+    bad("xlam", r#"[{"name": f, "arguments": {}}]"#),
+    bad("xlam", "Thinking.</think>\nThe answer is 4."),
     // ---- functionary ----
     c("functionary_v3_1", r#"<function=get>{"city": "Paris"}</function>"#, "", &[(None, "get", r#"{"city":"Paris"}"#)]),
     c("functionary", "<|python_tag|>print(1)\n<|eom_id|>", "", &[(None, "python", r#"{"code":"print(1)"}"#)]),
@@ -402,12 +718,32 @@ pub static CASES: &[Case] = &[
         "",
         &[(None, "get_weather", r#"{"city":"Paris"}"#), (None, "time", "{}")],
     ),
+    // The prompt ends in `>>>`; a call after text opens with its own `>>>`.
+    c("functionary_v3_2", ">>>get_time\n{\"tz\": \"UTC\"}", "", &[(None, "get_time", r#"{"tz":"UTC"}"#)]),
     c("functionary_v3_2", "all\nHello there", "Hello there", &[]),
     bad("functionary_v3_2", "Hi there\nsecond line"),
+    c(
+        "functionary_v3_1",
+        r#"Let me check.<function=search>{"q": "東京 \"tower\"", "opts": {"n": [1, 2]}}</function><function=now>{}</function>"#,
+        "Let me check.",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
+    c(
+        "functionary_v3_2",
+        "all\nLet me check.>>>search\n{\"q\": \"東京 \\\"tower\\\"\", \"opts\": {\"n\": [1, 2]}}",
+        "Let me check.",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2]}}"#)],
+    ),
     // ---- sarashina ----
     c("sarashina", "<|tool_calls|>[{'name': 'f', 'arguments': {'a': 'b'}}]", "", &[(None, "f", r#"{"a":"b"}"#)]),
     c("sarashina", "[{'name': 'g', 'arguments': {}}]", "", &[(None, "g", "{}")]),
     bad("sarashina", "[{'name': ]"),
+    c(
+        "sarashina",
+        r#"Let me check.<|tool_calls|>[{'name': 'search', 'arguments': {'q': '東京 "tower"', 'opts': {'n': [1, 2], 'safe': True}}}, {'name': 'now', 'arguments': {}}]"#,
+        "Let me check.",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2],"safe":true}}"#), (None, "now", "{}")],
+    ),
     // ---- inkling ----
     c(
         "inkling",
@@ -416,4 +752,10 @@ pub static CASES: &[Case] = &[
         &[(None, "get", r#"{"a":1}"#)],
     ),
     bad("inkling", "<|message_model|>hello<|end_message|>"),
+    c(
+        "inkling",
+        r#"Let me check.<|message_model|>search<|content_invoke_tool_json|>{"name": "search", "args": {"q": "東京 \"tower\"", "opts": {"n": [1, 2]}}}<|end_message|><|message_model|>now<|content_invoke_tool_json|>{"name": "now", "args": {}}<|end_message|>"#,
+        "Let me check.",
+        &[(None, "search", r#"{"q":"東京 \"tower\"","opts":{"n":[1,2]}}"#), (None, "now", "{}")],
+    ),
 ];
