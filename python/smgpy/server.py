@@ -194,11 +194,16 @@ async def serve_oai_async(
         )
         if on_ready is not None:
             on_ready(bound_host, bound_port)
+        # One waiter for the server's whole life, shielded from cancellation: a cancelled waiter
+        # would leave its Rust side to resolve later, from a Rust thread, possibly while the
+        # interpreter is already shutting down (a crash at exit). On cancellation (SIGINT/SIGTERM
+        # in `serve_oai`) the same waiter is awaited again after asking the server to stop.
+        waiter = native.wait()
         try:
-            await native.wait()
+            await asyncio.shield(waiter)
         except asyncio.CancelledError:
             native.shutdown()
-            await native.wait()
+            await asyncio.shield(waiter)
             raise
     finally:
         pump.on_wake()  # cancellations queued by the last aborted streams
