@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 from conftest import serve_in_thread
-from engines import CHATML, ScriptedEngine
+from engines import CHATML, ScriptedEngine, TokenizingEngine
 
 MSG = [{"role": "user", "content": "Weather in Paris?"}]
 TOOLS: list[dict[str, Any]] = [
@@ -123,6 +123,32 @@ def test_chat_template_kwargs_reach_the_template() -> None:
             extra_body={"chat_template_kwargs": {"reasoning_effort": "high", "custom_flag": [1, "a"]}},
         )
     assert prompt_of(engine).endswith('<|im_start|>assistant\n[effort=high flag=[1, "a"]]')
+
+
+DOCS_TEMPLATE = CHATML + (
+    "{% if documents %}[docs:{% for d in documents %} {{ d.title }}={{ d.text }}{% endfor %}]{% endif %}"
+)
+DOCS = [{"title": "Paris", "text": "Sunny, 21 C."}, {"title": "Tokyo", "text": "Rain."}]
+
+
+def test_documents_reach_the_template() -> None:
+    """`documents` (retrieval-augmented templates: Cohere, Granite) through chat and /v1/tokenize."""
+    engine = TokenizingEngine()
+    engine.chat_template = DOCS_TEMPLATE
+    with serve_in_thread(engine) as url:
+        client(url).chat.completions.create(
+            model="x",
+            messages=MSG,  # type: ignore[arg-type]
+            extra_body={"documents": DOCS},
+        )
+        assert prompt_of(engine).endswith("[docs: Paris=Sunny, 21 C. Tokyo=Rain.]")
+        without = httpx.post(url + "/v1/tokenize", json={"messages": MSG})
+        with_docs = httpx.post(url + "/v1/tokenize", json={"messages": MSG, "documents": DOCS})
+        assert without.status_code == with_docs.status_code == 200
+        assert with_docs.json()["count"] > without.json()["count"]
+        bad = httpx.post(url + "/v1/chat/completions", json={"messages": MSG, "documents": "not a list"})
+        assert bad.status_code == 400
+        assert set(bad.json()["error"]) >= {"message", "type", "param", "code"}
 
 
 # ---- raise_exception is the caller's 400 ----

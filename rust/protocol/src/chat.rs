@@ -64,6 +64,10 @@ pub struct ChatCompletionRequest {
     pub response_format: Option<Value>,
     #[serde(default)]
     pub chat_template_kwargs: Option<Map<String, Value>>,
+    /// Documents for retrieval-augmented templates (Cohere Command, Granite), handed to the chat
+    /// template as `documents`, as vLLM and transformers do.
+    #[serde(default)]
+    pub documents: Option<Vec<Value>>,
     #[serde(default)]
     pub reasoning_effort: Option<String>,
     #[serde(default)]

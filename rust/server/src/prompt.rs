@@ -15,6 +15,8 @@ use crate::state::AppState;
 pub struct ChatPrompt {
     pub messages: Vec<Value>,
     pub tools: Option<Vec<Value>>,
+    /// `documents` for retrieval-augmented templates.
+    pub documents: Option<Vec<Value>>,
     pub add_generation_prompt: bool,
     pub continue_final_message: bool,
     pub kwargs: Map<String, Value>,
@@ -79,7 +81,7 @@ pub fn render(state: &AppState, p: ChatPrompt) -> Result<String, ApiError> {
     let args = RenderArgs {
         messages,
         tools,
-        documents: None,
+        documents: p.documents,
         add_generation_prompt: p.add_generation_prompt,
         continue_final_message: p.continue_final_message,
         kwargs: p.kwargs,

@@ -40,6 +40,7 @@ pub async fn chat_completions(
         ChatPrompt {
             messages: req.messages.clone(),
             tools: prompt::tools_for_template(req.tools.as_deref(), &tool_choice),
+            documents: req.documents.clone(),
             add_generation_prompt: req.add_generation_prompt && !req.continue_final_message,
             continue_final_message: req.continue_final_message,
             kwargs,

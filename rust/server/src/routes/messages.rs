@@ -95,6 +95,7 @@ fn render(state: &AppState, form: &ChatForm) -> Result<String, ApiError> {
         ChatPrompt {
             messages: form.messages.clone(),
             tools: prompt::tools_for_template(form.tools.as_deref(), &form.tool_choice),
+            documents: None,
             add_generation_prompt: true,
             continue_final_message: false,
             kwargs,

@@ -103,6 +103,7 @@ pub fn document() -> Value {
                 "tool_choice": {"oneOf": [{"type": "string", "enum": ["none", "auto", "required"]}, {"type": "object"}]},
                 "response_format": {"type": "object"},
                 "chat_template_kwargs": {"type": "object"},
+                "documents": {"type": "array", "items": {"type": "object"}, "description": "documents for retrieval-augmented chat templates (Cohere, Granite)"},
                 "reasoning_effort": {"type": "string"},
             }),
         ),

@@ -58,6 +58,7 @@ pub async fn create(
         ChatPrompt {
             messages,
             tools: prompt::tools_for_template(form.tools.as_deref(), &form.tool_choice),
+            documents: None,
             add_generation_prompt: true,
             continue_final_message: false,
             kwargs,

@@ -30,6 +30,8 @@ pub struct TokenizeRequest {
     pub tools: Option<Vec<Value>>,
     #[serde(default)]
     pub chat_template_kwargs: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub documents: Option<Vec<Value>>,
 }
 
 fn default_true() -> bool {
@@ -83,6 +85,7 @@ pub async fn tokenize(
             ChatPrompt {
                 messages,
                 tools: req.tools,
+                documents: req.documents,
                 add_generation_prompt: req.add_generation_prompt,
                 continue_final_message: false,
                 kwargs: req.chat_template_kwargs.unwrap_or_default(),
