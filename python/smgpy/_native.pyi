@@ -5,7 +5,6 @@ Each area keeps its own section; keep the sections in this order.
 
 import datetime
 import os
-from collections.abc import Awaitable
 from typing import Any, Literal, final
 
 __all__ = [
@@ -288,8 +287,9 @@ class Server:
         """The bound `(host, port)` once started."""
     def shutdown(self) -> None:
         """Begin a graceful shutdown."""
-    def wait(self) -> Awaitable[None]:
-        """Awaitable that completes when the server has stopped."""
+    @property
+    def stopped(self) -> bool:
+        """Whether the server has stopped; `wake_fd` becomes readable when this turns true."""
 
 # ---- BLAS (MLX on Linux) ----
 

@@ -179,8 +179,15 @@ async def serve_oai_async(
         get_load=get_load if callable(get_load) else None,
     )
     pump = _Pump(engine, native, request_class)
+    stopped: asyncio.Future[None] = loop.create_future()
+
+    def on_wake() -> None:
+        pump.on_wake()
+        if native.stopped and not stopped.done():
+            stopped.set_result(None)
+
     fd = native.wake_fd()
-    loop.add_reader(fd, pump.on_wake)
+    loop.add_reader(fd, on_wake)
     try:
         bound_host, bound_port = native.start()
         tool, reasoning = native.parsers
@@ -194,16 +201,15 @@ async def serve_oai_async(
         )
         if on_ready is not None:
             on_ready(bound_host, bound_port)
-        # One waiter for the server's whole life, shielded from cancellation: a cancelled waiter
-        # would leave its Rust side to resolve later, from a Rust thread, possibly while the
-        # interpreter is already shutting down (a crash at exit). On cancellation (SIGINT/SIGTERM
-        # in `serve_oai`) the same waiter is awaited again after asking the server to stop.
-        waiter = native.wait()
+        # The server's end arrives through the wake-up socket (see `on_wake`), so no Rust thread
+        # calls into Python to report it; a Rust thread that did could still be inside Python
+        # while the interpreter shuts down after `serve_oai` returns (a crash at exit). On
+        # cancellation (SIGINT/SIGTERM in `serve_oai`) ask the server to stop, then wait for it.
         try:
-            await asyncio.shield(waiter)
+            await asyncio.shield(stopped)
         except asyncio.CancelledError:
             native.shutdown()
-            await asyncio.shield(waiter)
+            await asyncio.shield(stopped)
             raise
     finally:
         pump.on_wake()  # cancellations queued by the last aborted streams

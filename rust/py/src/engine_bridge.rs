@@ -67,7 +67,7 @@ impl Bridge {
         self.wake_rx.as_raw_fd()
     }
 
-    fn wake(&self) {
+    pub(crate) fn wake(&self) {
         // A full socket buffer means a wake-up is already pending: nothing is lost.
         let _ = (&self.wake_tx).write(&[1]);
     }

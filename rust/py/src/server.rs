@@ -204,6 +204,7 @@ impl Server {
         let state = AppState::new(Arc::new(PyEngine(self.bridge.clone())), config);
         let mut sd = self.shutdown.subscribe();
         let mut sd2 = self.shutdown.subscribe();
+        let bridge = self.bridge.clone();
         rt.spawn(async move {
             let signal = async move {
                 let _ = sd.wait_for(|v| *v).await;
@@ -223,6 +224,10 @@ impl Server {
                 }
             }
             let _ = done_tx.send(true);
+            // The loop learns it through the wake-up socket, like queued work: no Rust thread
+            // calls into Python to report it (one that did could still be inside Python while
+            // the interpreter shuts down after `serve_oai` returns).
+            bridge.wake();
         });
         self.address = Some(addr);
         Ok((addr.ip().to_string(), addr.port()))
@@ -240,12 +245,10 @@ impl Server {
         let _ = self.shutdown.send(true);
     }
 
-    /// Awaitable that completes when the server has stopped.
-    fn wait<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let mut done = self.done.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let _ = done.wait_for(|v| *v).await.map(|_| ());
-            Ok(())
-        })
+    /// Whether the server has stopped (after `shutdown()`, or on its own after an error). The
+    /// wake-up file descriptor becomes readable when this turns true.
+    #[getter]
+    fn stopped(&self) -> bool {
+        *self.done.borrow()
     }
 }
