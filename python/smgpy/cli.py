@@ -74,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto: sampling defaults from the model's generation_config.json; none: ignore it",
     )
+    s.add_argument(
+        "--no-graph-rewrites",
+        dest="graph_rewrites",
+        action="store_false",
+        help="run the model as mlx-lm wrote it (default: fused projections and table rotary embeddings, "
+        "bit-identical results, fewer graph nodes per step)",
+    )
     s.add_argument("--api-key", default=os.environ.get("SMGPY_API_KEY"), help="require this bearer token")
     s.add_argument("--allowed-origins", nargs="*", help="CORS origins allowed to call the API")
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "warn", "error"])
@@ -141,6 +148,7 @@ def _serve(args: argparse.Namespace) -> int:
         model_name=args.served_model_name,
         default_sampling={k: v for k, v in defaults.items() if v is not None},
         generation_config=args.generation_config != "none",
+        graph_rewrites=args.graph_rewrites,
     )
     name = engine.model_name
     log.info("model %s loaded: context %d tokens", name, engine.context_length)

