@@ -37,7 +37,14 @@ from mlx_lm.models.cache import BatchKVCache, make_prompt_cache  # noqa: E402
 from smgpy.engine import GenerateReqInput  # noqa: E402
 from smgpy.mlx import MLXEngine  # noqa: E402
 from smgpy.mlx.gguf import convert_gguf  # noqa: E402
-from smgpy.mlx.rewrite import FusedProjection, ProjectionPart, TableRope, rewrite_model  # noqa: E402
+from smgpy.mlx.rewrite import (  # noqa: E402
+    CompiledRMSNorm,
+    FusedProjection,
+    PretransposedLinear,
+    ProjectionPart,
+    TableRope,
+    rewrite_model,
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +57,8 @@ def models() -> tuple[Any, Any, Any]:
     report = rewrite_model(rewritten, ropes=True)
     assert report.projection_groups == 2 * len(rewritten.model.layers)
     assert report.rope_modules == len(rewritten.model.layers)
+    assert report.norm_modules == 2 * len(rewritten.model.layers) + 1
+    assert report.linear_modules == 2 * len(rewritten.model.layers)  # o_proj, down_proj
     assert not report.skipped
     return original, rewritten, tok
 
@@ -61,6 +70,8 @@ def test_model_modules_are_replaced(models: tuple[Any, Any, Any]) -> None:
     assert isinstance(layer.self_attn.v_proj, ProjectionPart)
     assert isinstance(layer.mlp.gate_proj, FusedProjection)
     assert isinstance(layer.self_attn.rope, TableRope)
+    assert isinstance(layer.input_layernorm, CompiledRMSNorm)
+    assert isinstance(layer.self_attn.o_proj, PretransposedLinear)
 
 
 def test_single_sequence_logits_are_bit_identical(models: tuple[Any, Any, Any]) -> None:
@@ -208,7 +219,7 @@ def test_a_fused_product_that_differs_is_not_installed() -> None:
     reference.update(block.parameters())
     report = rewrite_model(block, ropes=False)
     if report.skipped:
-        assert "fused product differs" in report.skipped[0] and type(block.q_proj) is nn.Linear
+        assert "fused product differs" in report.skipped[0] and not isinstance(block.q_proj, FusedProjection)
     for rows in range(1, 70):
         x = mx.random.normal((1, rows, 32))
         assert mx.array_equal(reference.q_proj(x), block.q_proj(x)).item()
@@ -230,6 +241,34 @@ def test_projections_called_on_different_inputs_fall_back_to_separate_products()
 
 def test_rewrites_can_be_turned_off_one_by_one() -> None:
     block = Block(64, 4, nn.RoPE(16), False)
-    report = rewrite_model(block, ropes=False, projections=False)
-    assert (report.projection_groups, report.rope_modules) == (0, 0)
+    report = rewrite_model(block, ropes=False, norms=False, projections=False)
+    assert (report.projection_groups, report.rope_modules, report.linear_modules) == (0, 0, 0)
     assert type(block.q_proj) is nn.Linear and type(block.rope) is nn.RoPE
+
+
+class Normed(nn.Module):
+    def __init__(self, dims: int, eps: float) -> None:
+        super().__init__()
+        self.norm = nn.RMSNorm(dims, eps=eps)
+        self.out = nn.Linear(dims, dims, bias=True)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return self.out(self.norm(x))
+
+
+@pytest.mark.parametrize("dims_eps", [(576, 1e-5), (96, 1e-6), (1000, 0.1)])
+def test_rms_norm_and_linear_are_bit_identical(dims_eps: tuple[int, float]) -> None:
+    dims, eps = dims_eps
+    block = Normed(dims, eps)
+    block.norm.weight = mx.random.normal((dims,))
+    mx.eval(block.parameters())
+    reference = Normed(dims, eps)
+    reference.update(block.parameters())
+    report = rewrite_model(block, norms=True)
+    assert (report.norm_modules, report.linear_modules, report.skipped) == (1, 1, [])
+    for shape in ((1, 1, dims), (4, 1, dims), (2, 33, dims)):
+        x = 5 * mx.random.normal(shape)
+        assert mx.array_equal(reference(x), block(x)).item()
+    # Other dtypes go to mx.fast.rms_norm unchanged.
+    x16 = mx.random.normal((1, 3, dims)).astype(mx.float16)
+    assert mx.array_equal(reference.norm(x16), block.norm(x16)).item()

@@ -11,9 +11,13 @@ Each rewrite here removes nodes and computes the same float32 values, bit for bi
 
 - ``RopeTable``: the cosines and sines of every position are read once from the model's own rope
   (a probe input of ones and zeros makes it output them exactly), then each call is a table slice,
-  one small product with a fixed rotation matrix (entries 0 and +-1, so exact) and three
-  element-wise ops, in the order MLX's fallback uses. CPU only: on a GPU ``mx.fast.rope`` is a
-  kernel.
+  one small product with a fixed rotation matrix (entries 0 and +-1, so exact) and one compiled
+  element-wise node computing ``x*cos + rot(x)*sin`` (MLX's fallback order). CPU only: on a GPU
+  ``mx.fast.rope`` is a kernel.
+- ``CompiledRMSNorm``: ``mx.fast.rms_norm`` has no CPU kernel either (~9 nodes); the sum of squares
+  stays two nodes, the rest (scale by 1/n, add eps, rsqrt, two products) is one compiled node.
+  MLX compiles element-wise graphs to C++ without FMA contraction, so each op rounds as it does
+  alone.
 - ``ProjectionGroup``: sibling linear layers called on the same input (``q_proj``/``k_proj``/
   ``v_proj``, ``gate_proj``/``up_proj``) become one product whose result is split, for inputs of
   up to ``FUSED_MAX_ROWS`` rows (decode steps; prefill is bound by arithmetic, not by nodes). A
@@ -58,6 +62,8 @@ class Rewrites:
 
     projection_groups: int = 0
     rope_modules: int = 0
+    norm_modules: int = 0
+    linear_modules: int = 0
     skipped: list[str] = field(default_factory=list)
     tables: list[RopeTable] = field(default_factory=list)
 
@@ -68,13 +74,23 @@ class Rewrites:
             t.reserve(n)
 
     def summary(self) -> str:
-        parts = [f"{self.projection_groups} fused projection groups", f"{self.rope_modules} table ropes"]
+        parts = [
+            f"{self.projection_groups} fused projection groups",
+            f"{self.rope_modules} table ropes",
+            f"{self.norm_modules} compiled RMS norms",
+            f"{self.linear_modules} pretransposed linears",
+        ]
         if self.skipped:
             parts.append("skipped: " + "; ".join(self.skipped))
         return ", ".join(parts)
 
 
 # ----- rotary embeddings -----
+
+
+@mx.compile
+def _rope_tail(x: mx.array, rotated: mx.array, cos: mx.array, sin: mx.array) -> mx.array:
+    return (x * cos) + (rotated * sin)
 
 
 class RopeTable:
@@ -165,10 +181,18 @@ class TableRope(nn.Module):
         cos, sin = found
         # MLX's fallback computes x1*cos - x2*sin and x1*sin + x2*cos; (x @ rotation) holds -x2 and
         # x1 exactly, and a + (-b) == a - b, a + b == b + a in IEEE arithmetic.
-        return (x * cos) + ((x @ t.rotation) * sin)
+        return _rope_tail(x, x @ t.rotation, cos, sin)
 
 
 def _rope_matches(original: nn.RoPE, replacement: TableRope) -> bool:
+    try:
+        return _rope_matches_inner(original, replacement)
+    except Exception as e:  # e.g. MLX cannot compile (no C++ compiler): keep the original
+        log.debug("rope rewrite check failed: %s", e)
+        return False
+
+
+def _rope_matches_inner(original: nn.RoPE, replacement: TableRope) -> bool:
     replacement._table.reserve(64)
     rng = np.random.default_rng(0)
     cases: list[tuple[int, int, int | mx.array]] = [
@@ -211,7 +235,86 @@ def _rewrite_ropes(model: nn.Module, out: Rewrites) -> None:
     out.tables = [t for k, t in tables.items() if checked.get(k)]
 
 
+# ----- RMS normalisation -----
+
+
+@mx.compile
+def _rms_norm_tail(x: mx.array, sum_sq: mx.array, inv_n: mx.array, eps: mx.array, weight: mx.array) -> mx.array:
+    # MLX's fallback: x * rsqrt(mean(x^2) + eps) * weight, where mean = sum * float32(1/n).
+    return (x * mx.rsqrt(sum_sq * inv_n + eps)) * weight
+
+
+class CompiledRMSNorm(nn.Module):
+    """A drop-in for ``nn.RMSNorm`` (float32) with the element-wise tail as one compiled node."""
+
+    def __init__(self, original: nn.RMSNorm) -> None:
+        super().__init__()
+        self.weight = original.weight
+        self.eps = original.eps
+        self._eps = mx.array(original.eps, dtype=mx.float32)
+        self._inv_n = mx.array(np.float32(1.0 / original.weight.shape[-1]))
+
+    def __call__(self, x: mx.array) -> mx.array:
+        if x.dtype != mx.float32 or self.weight.dtype != mx.float32 or x.shape[-1] != self.weight.shape[-1]:
+            return mx.fast.rms_norm(x, self.weight, self.eps)
+        sum_sq = mx.sum(mx.square(x), axis=-1, keepdims=True)
+        return _rms_norm_tail(x, sum_sq, self._inv_n, self._eps, self.weight)
+
+
+def _norm_matches(original: nn.RMSNorm, replacement: CompiledRMSNorm) -> bool:
+    rng = np.random.default_rng(2)
+    dim = original.weight.shape[-1]
+    try:
+        for shape in ((1, 1, dim), (3, 1, dim), (1, 17, dim), (2, 64, dim)):
+            x = mx.array((3 * rng.standard_normal(shape)).astype(np.float32))
+            if not mx.array_equal(original(x), replacement(x)).item():
+                return False
+    except Exception as e:  # e.g. MLX cannot compile (no C++ compiler): keep the original
+        log.debug("RMS norm rewrite check failed: %s", e)
+        return False
+    return True
+
+
+def _rewrite_norms(model: nn.Module, out: Rewrites) -> None:
+    checked: dict[tuple[Any, ...], bool] = {}
+    for parent in model.modules():
+        for name, child in list(parent.items()):
+            if type(child) is not nn.RMSNorm or child.weight.dtype != mx.float32:
+                continue
+            replacement = CompiledRMSNorm(child)
+            key = (child.weight.shape[-1], child.eps)
+            if key not in checked:
+                checked[key] = _norm_matches(child, replacement)
+                if not checked[key]:
+                    out.skipped.append(f"RMS norm {key}: compiled tail differs or cannot compile")
+            if checked[key]:
+                parent[name] = replacement
+                out.norm_modules += 1
+
+
 # ----- projections sharing an input -----
+
+
+def _transposed(w: mx.array) -> mx.array:
+    t = w.T
+    mx.eval(t)
+    return t
+
+
+class PretransposedLinear(nn.Module):
+    """A drop-in for ``nn.Linear`` that keeps its weight's transposed view instead of making one per call."""
+
+    def __init__(self, original: nn.Linear) -> None:
+        super().__init__()
+        self.weight = original.weight
+        if "bias" in original:
+            self.bias = original.bias
+        self._weight_t = _transposed(original.weight)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        if "bias" in self:
+            return mx.addmm(self.bias, x, self._weight_t)
+        return x @ self._weight_t
 
 
 class ProjectionGroup:
@@ -223,23 +326,24 @@ class ProjectionGroup:
         self.bounds = [0]
         for s in sizes:
             self.bounds.append(self.bounds[-1] + s)
+        # Transposed views made once (no copy): ``weight.T`` per call would be a graph node per call.
+        self.weight_t = _transposed(weight)
+        self.parts_t = [_transposed(weight[lo:hi]) for lo, hi in zip(self.bounds, self.bounds[1:], strict=False)]
         self.fused = True
         self._input: mx.array | None = None
         self._outputs: list[mx.array] = []
         self._taken: set[int] = set()
 
     def _separate(self, x: mx.array, i: int) -> mx.array:
-        lo, hi = self.bounds[i], self.bounds[i + 1]
-        w = self.weight[lo:hi]
         if self.bias is None:
-            return x @ w.T
-        return mx.addmm(self.bias[lo:hi], x, w.T)
+            return x @ self.parts_t[i]
+        return mx.addmm(self.bias[self.bounds[i] : self.bounds[i + 1]], x, self.parts_t[i])
 
     def output(self, x: mx.array, i: int) -> mx.array:
         if not self.fused or x.size > FUSED_MAX_ROWS * x.shape[-1]:
             return self._separate(x, i)
         if self._input is None:
-            y = x @ self.weight.T if self.bias is None else mx.addmm(self.bias, x, self.weight.T)
+            y = x @ self.weight_t if self.bias is None else mx.addmm(self.bias, x, self.weight_t)
             self._input, self._outputs, self._taken = x, mx.split(y, self.bounds[1:-1], axis=-1), set()
         elif self._input is not x or i in self._taken:
             # Not called as one group: go back to separate products for good.
@@ -323,19 +427,38 @@ def _rewrite_projections(model: nn.Module, out: Rewrites) -> None:
             for i, n in enumerate(names[1:], start=1):
                 parent[n] = ProjectionPart(group, i)
             out.projection_groups += 1
+    # The other linear layers keep their transposed weight view.
+    for parent in model.modules():
+        for name, child in list(parent.items()):
+            if type(child) is nn.Linear and _linear_matches(child, PretransposedLinear(child)):
+                parent[name] = PretransposedLinear(child)
+                out.linear_modules += 1
 
 
-def rewrite_model(model: nn.Module, *, ropes: bool | None = None, projections: bool = True) -> Rewrites:
+def _linear_matches(original: nn.Linear, replacement: PretransposedLinear) -> bool:
+    rng = np.random.default_rng(3)
+    for rows in (1, 9):
+        x = mx.array(rng.standard_normal((1, rows, original.weight.shape[1])).astype(np.float32))
+        x = x.astype(original.weight.dtype)
+        if not mx.array_equal(original(x), replacement(x)).item():
+            return False
+    return True
+
+
+def rewrite_model(
+    model: nn.Module, *, ropes: bool | None = None, norms: bool | None = None, projections: bool = True
+) -> Rewrites:
     """Install the exact rewrites into ``model`` (in place) and report them.
 
-    ``ropes`` defaults to True on the CPU (where ``mx.fast.rope`` has no kernel) and False on a GPU.
-    Call it on the thread that runs the model.
+    ``ropes`` and ``norms`` default to True on the CPU (where ``mx.fast.rope`` and
+    ``mx.fast.rms_norm`` have no kernel) and False on a GPU. Call it on the thread that runs the model.
     """
     out = Rewrites()
-    if ropes is None:
-        ropes = mx.default_device() == mx.cpu
+    on_cpu = mx.default_device() == mx.cpu
     if projections:
         _rewrite_projections(model, out)
-    if ropes:
+    if on_cpu if ropes is None else ropes:
         _rewrite_ropes(model, out)
+    if on_cpu if norms is None else norms:
+        _rewrite_norms(model, out)
     return out
