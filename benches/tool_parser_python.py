@@ -286,10 +286,10 @@ def main() -> None:
         oc = rate(lambda: native.parse_tool_call_complete(text, parser), nbytes, args.seconds)  # noqa: B023
         os_ = rate(lambda: smgpy_stream(parser, pieces), nbytes, args.seconds)  # noqa: B023
         nat = run_native(parser, pieces, workdir)
-        nc = ns = float("nan")
+        nc = ns = nr = float("nan")
         native_ok = False
         if nat is not None:
-            ns, nc = nat["mb_per_s"], nat["complete_mb_per_s"]
+            ns, nc, nr = nat["mb_per_s"], nat["complete_mb_per_s"], nat["reused_mb_per_s"]
             native_ok = [(c["name"], c["arguments"]) for c in nat["calls"]] == ours_calls
         pc = ps = float("nan")
         peer_ok, peer_note = False, "—"
@@ -316,8 +316,8 @@ def main() -> None:
         )
         ours_note = ("yes" if ours_ok else "NO") + ("" if nat is None else " / " + ("yes" if native_ok else "NO"))
         stream_rows.append(
-            f"| {parser} | {len(pieces)} | {os_:.1f} | {ns:.0f} | {ps:.2f} | {ratio(os_, ps, both)} | "
-            f"{ratio(ns, ps, both and native_ok)} | {ours_note} | {peer_note} |"
+            f"| {parser} | {len(pieces)} | {os_:.1f} | {ns:.0f} | {nr:.0f} | {ps:.2f} | {ratio(os_, ps, both)} | "
+            f"{ratio(ns, ps, both and native_ok)} | {ratio(nr, ps, both and native_ok)} | {ours_note} | {peer_note} |"
         )
     print("Complete parse, MB/s:\n")
     print("| format | smgpy (Python) | smgpy (native) | vllm-mlx | ratio (Python) | ratio (native) |")
@@ -325,10 +325,11 @@ def main() -> None:
     print("\n".join(complete_rows))
     print("\nStreamed, ~4-character pieces with markers whole, MB/s:\n")
     print(
-        "| format | pieces | smgpy (Python) | smgpy (native) | vllm-mlx | ratio (Python) | ratio (native) "
+        "| format | pieces | smgpy (Python) | smgpy (native) | smgpy (native, reused delta) | vllm-mlx "
+        "| ratio (Python) | ratio (native) | ratio (native, reused) "
         "| smgpy streamed = complete (Python / native) | vllm-mlx streamed = complete |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     print("\n".join(stream_rows))
     for n in notes:
         print(f"\nnote: {n}")

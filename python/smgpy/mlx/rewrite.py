@@ -40,8 +40,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
+
+# The layer classes from their own modules: mypy does not see through ``mlx.nn``'s star imports.
+from mlx.nn.layers.base import Module
+from mlx.nn.layers.linear import Linear
+from mlx.nn.layers.normalization import RMSNorm
+from mlx.nn.layers.positional_encoding import RoPE
 
 __all__ = ["Rewrites", "rewrite_model"]
 
@@ -85,6 +90,11 @@ class Rewrites:
         return ", ".join(parts)
 
 
+def _modules(model: Module) -> list[Module]:
+    found: list[Module] = model.modules()  # type: ignore[no-untyped-call]
+    return found
+
+
 # ----- rotary embeddings -----
 
 
@@ -96,7 +106,7 @@ def _rope_tail(x: mx.array, rotated: mx.array, cos: mx.array, sin: mx.array) -> 
 class RopeTable:
     """Cosines and sines per position for one rope configuration, taken from the rope itself."""
 
-    def __init__(self, rope: nn.RoPE) -> None:
+    def __init__(self, rope: RoPE) -> None:
         self.rope = rope
         self.dims: int = rope.dims
         self.traditional: bool = rope.traditional
@@ -163,28 +173,33 @@ class RopeTable:
         return found
 
 
-class TableRope(nn.Module):
-    """A drop-in for ``nn.RoPE`` that reads a ``RopeTable``."""
+class TableRope(Module):
+    """A drop-in for ``RoPE`` that reads a ``RopeTable``."""
 
-    def __init__(self, original: nn.RoPE, table: RopeTable) -> None:
-        super().__init__()
+    def __init__(self, original: RoPE, table: RopeTable) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
         self.original = original
         self._table = table  # a plain attribute: not a parameter of the model
+
+    def _fallback(self, x: mx.array, offset: int | mx.array) -> mx.array:
+        rope: Any = self.original  # nn.RoPE accepts an array offset too; its annotation says int
+        out: mx.array = rope(x, offset=offset)
+        return out
 
     def __call__(self, x: mx.array, offset: int | mx.array = 0) -> mx.array:
         t = self._table
         if x.ndim != 4 or x.shape[-1] != t.dims:
-            return self.original(x, offset=offset)
+            return self._fallback(x, offset)
         found = t.lookup(offset, x.shape[-2])
         if found is None:
-            return self.original(x, offset=offset)
+            return self._fallback(x, offset)
         cos, sin = found
         # MLX's fallback computes x1*cos - x2*sin and x1*sin + x2*cos; (x @ rotation) holds -x2 and
         # x1 exactly, and a + (-b) == a - b, a + b == b + a in IEEE arithmetic.
         return _rope_tail(x, x @ t.rotation, cos, sin)
 
 
-def _rope_matches(original: nn.RoPE, replacement: TableRope) -> bool:
+def _rope_matches(original: RoPE, replacement: TableRope) -> bool:
     try:
         return _rope_matches_inner(original, replacement)
     except Exception as e:  # e.g. MLX cannot compile (no C++ compiler): keep the original
@@ -192,7 +207,7 @@ def _rope_matches(original: nn.RoPE, replacement: TableRope) -> bool:
         return False
 
 
-def _rope_matches_inner(original: nn.RoPE, replacement: TableRope) -> bool:
+def _rope_matches_inner(original: RoPE, replacement: TableRope) -> bool:
     replacement._table.reserve(64)
     rng = np.random.default_rng(0)
     cases: list[tuple[int, int, int | mx.array]] = [
@@ -204,7 +219,7 @@ def _rope_matches_inner(original: nn.RoPE, replacement: TableRope) -> bool:
     ]
     for batch, rows, offset in cases:
         x = mx.array(rng.standard_normal((batch, 3, rows, original.dims)).astype(np.float32))
-        a = original(x, offset=offset)
+        a = replacement._fallback(x, offset)
         b = replacement(x, offset=offset)
         if isinstance(offset, mx.array):  # left padding: only real (non-negative) positions count
             keep = (offset.reshape(-1, 1) + mx.arange(rows)) >= 0
@@ -214,12 +229,12 @@ def _rope_matches_inner(original: nn.RoPE, replacement: TableRope) -> bool:
     return True
 
 
-def _rewrite_ropes(model: nn.Module, out: Rewrites) -> None:
+def _rewrite_ropes(model: Module, out: Rewrites) -> None:
     tables: dict[tuple[Any, ...], RopeTable] = {}
     checked: dict[tuple[Any, ...], bool] = {}
-    for parent in model.modules():
+    for parent in _modules(model):
         for name, child in list(parent.items()):
-            if type(child) is not nn.RoPE:
+            if type(child) is not RoPE:
                 continue
             key = (child.dims, child.traditional, child.base, child.scale)
             if key not in tables:
@@ -244,11 +259,11 @@ def _rms_norm_tail(x: mx.array, sum_sq: mx.array, inv_n: mx.array, eps: mx.array
     return (x * mx.rsqrt(sum_sq * inv_n + eps)) * weight
 
 
-class CompiledRMSNorm(nn.Module):
-    """A drop-in for ``nn.RMSNorm`` (float32) with the element-wise tail as one compiled node."""
+class CompiledRMSNorm(Module):
+    """A drop-in for ``RMSNorm`` (float32) with the element-wise tail as one compiled node."""
 
-    def __init__(self, original: nn.RMSNorm) -> None:
-        super().__init__()
+    def __init__(self, original: RMSNorm) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
         self.weight = original.weight
         self.eps = original.eps
         self._eps = mx.array(original.eps, dtype=mx.float32)
@@ -261,7 +276,7 @@ class CompiledRMSNorm(nn.Module):
         return _rms_norm_tail(x, sum_sq, self._inv_n, self._eps, self.weight)
 
 
-def _norm_matches(original: nn.RMSNorm, replacement: CompiledRMSNorm) -> bool:
+def _norm_matches(original: RMSNorm, replacement: CompiledRMSNorm) -> bool:
     rng = np.random.default_rng(2)
     dim = original.weight.shape[-1]
     try:
@@ -275,11 +290,11 @@ def _norm_matches(original: nn.RMSNorm, replacement: CompiledRMSNorm) -> bool:
     return True
 
 
-def _rewrite_norms(model: nn.Module, out: Rewrites) -> None:
+def _rewrite_norms(model: Module, out: Rewrites) -> None:
     checked: dict[tuple[Any, ...], bool] = {}
-    for parent in model.modules():
+    for parent in _modules(model):
         for name, child in list(parent.items()):
-            if type(child) is not nn.RMSNorm or child.weight.dtype != mx.float32:
+            if type(child) is not RMSNorm or child.weight.dtype != mx.float32:
                 continue
             replacement = CompiledRMSNorm(child)
             key = (child.weight.shape[-1], child.eps)
@@ -301,11 +316,11 @@ def _transposed(w: mx.array) -> mx.array:
     return t
 
 
-class PretransposedLinear(nn.Module):
-    """A drop-in for ``nn.Linear`` that keeps its weight's transposed view instead of making one per call."""
+class PretransposedLinear(Module):
+    """A drop-in for ``Linear`` that keeps its weight's transposed view instead of making one per call."""
 
-    def __init__(self, original: nn.Linear) -> None:
-        super().__init__()
+    def __init__(self, original: Linear) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
         self.weight = original.weight
         if "bias" in original:
             self.bias = original.bias
@@ -344,7 +359,8 @@ class ProjectionGroup:
             return self._separate(x, i)
         if self._input is None:
             y = x @ self.weight_t if self.bias is None else mx.addmm(self.bias, x, self.weight_t)
-            self._input, self._outputs, self._taken = x, mx.split(y, self.bounds[1:-1], axis=-1), set()
+            parts: list[mx.array] = list(mx.split(y, self.bounds[1:-1], axis=-1))
+            self._input, self._outputs, self._taken = x, parts, set()
         elif self._input is not x or i in self._taken:
             # Not called as one group: go back to separate products for good.
             self.fused = False
@@ -357,11 +373,11 @@ class ProjectionGroup:
         return out
 
 
-class FusedProjection(nn.Module):
+class FusedProjection(Module):
     """The first part of a group: owns the concatenated weight (so it stays a model parameter)."""
 
     def __init__(self, group: ProjectionGroup) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.weight = group.weight
         if group.bias is not None:
             self.bias = group.bias
@@ -371,11 +387,11 @@ class FusedProjection(nn.Module):
         return self._group.output(x, 0)
 
 
-class ProjectionPart(nn.Module):
+class ProjectionPart(Module):
     """Another part of a group: its slice of the fused product."""
 
     def __init__(self, group: ProjectionGroup, index: int) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self._group = group
         self._index = index
 
@@ -383,7 +399,7 @@ class ProjectionPart(nn.Module):
         return self._group.output(x, self._index)
 
 
-def _group_matches(originals: list[nn.Linear], group: ProjectionGroup) -> bool:
+def _group_matches(originals: list[Linear], group: ProjectionGroup) -> bool:
     rng = np.random.default_rng(1)
     dim = originals[0].weight.shape[1]
     dtype = originals[0].weight.dtype
@@ -396,14 +412,13 @@ def _group_matches(originals: list[nn.Linear], group: ProjectionGroup) -> bool:
     return True
 
 
-def _rewrite_projections(model: nn.Module, out: Rewrites) -> None:
+def _rewrite_projections(model: Module, out: Rewrites) -> None:
     checked: dict[tuple[Any, ...], bool] = {}
-    for parent in model.modules():
+    for parent in _modules(model):
         for names in _GROUPS:
-            parts = [parent.get(n) for n in names]
-            if not all(type(p) is nn.Linear for p in parts):
+            linears: list[Linear] = [p for n in names if type(p := parent.get(n)) is Linear]
+            if len(linears) != len(names):
                 continue
-            linears: list[nn.Linear] = parts  # type: ignore[assignment]
             w0 = linears[0].weight
             has_bias = ["bias" in p for p in linears]
             if any(p.weight.shape[1] != w0.shape[1] or p.weight.dtype != w0.dtype for p in linears) or (
@@ -428,14 +443,14 @@ def _rewrite_projections(model: nn.Module, out: Rewrites) -> None:
                 parent[n] = ProjectionPart(group, i)
             out.projection_groups += 1
     # The other linear layers keep their transposed weight view.
-    for parent in model.modules():
+    for parent in _modules(model):
         for name, child in list(parent.items()):
-            if type(child) is nn.Linear and _linear_matches(child, PretransposedLinear(child)):
+            if type(child) is Linear and _linear_matches(child, PretransposedLinear(child)):
                 parent[name] = PretransposedLinear(child)
                 out.linear_modules += 1
 
 
-def _linear_matches(original: nn.Linear, replacement: PretransposedLinear) -> bool:
+def _linear_matches(original: Linear, replacement: PretransposedLinear) -> bool:
     rng = np.random.default_rng(3)
     for rows in (1, 9):
         x = mx.array(rng.standard_normal((1, rows, original.weight.shape[1])).astype(np.float32))
@@ -446,7 +461,7 @@ def _linear_matches(original: nn.Linear, replacement: PretransposedLinear) -> bo
 
 
 def rewrite_model(
-    model: nn.Module, *, ropes: bool | None = None, norms: bool | None = None, projections: bool = True
+    model: Module, *, ropes: bool | None = None, norms: bool | None = None, projections: bool = True
 ) -> Rewrites:
     """Install the exact rewrites into ``model`` (in place) and report them.
 

@@ -69,6 +69,11 @@ fn chunks(file: &str, iterations: Option<&String>) -> Result<(), Box<dyn std::er
         }
     };
     let per = best_of(5, iterations, || stream_count(format, std::hint::black_box(&pieces)));
+    // The same stream through `push_into` with one delta reused for every piece (no per-piece
+    // allocation of the delta itself), as the Python binding's `feed` does.
+    let reused_per = best_of(5, iterations, || {
+        stream_count_reused(format, std::hint::black_box(&pieces))
+    });
     // The same text parsed whole; a complete parse costs a fraction of a streamed one.
     let text = pieces.concat();
     let whole_per = best_of(5, iterations * 8, || {
@@ -85,6 +90,7 @@ fn chunks(file: &str, iterations: Option<&String>) -> Result<(), Box<dyn std::er
         "iterations": iterations,
         "us_per_response": per * 1e6,
         "mb_per_s": bytes as f64 / per / 1e6,
+        "reused_mb_per_s": bytes as f64 / reused_per / 1e6,
         "complete_mb_per_s": bytes as f64 / whole_per / 1e6,
         "calls": calls,
     });
@@ -130,6 +136,20 @@ fn stream_count(format: ToolFormat, pieces: &[String]) -> usize {
     let mut n = 0;
     for piece in pieces {
         let d = p.push(piece);
+        n += d.normal_text.len() + d.calls.len();
+    }
+    n + p.finish().calls.len()
+}
+
+/// `stream_count` through `push_into`, clearing and reusing one delta.
+fn stream_count_reused(format: ToolFormat, pieces: &[String]) -> usize {
+    let mut p = ToolCallParser::new(format, None);
+    let mut d = ToolDelta::default();
+    let mut n = 0;
+    for piece in pieces {
+        d.normal_text.clear();
+        d.calls.clear();
+        p.push_into(piece, &mut d);
         n += d.normal_text.len() + d.calls.len();
     }
     n + p.finish().calls.len()

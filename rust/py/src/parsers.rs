@@ -121,11 +121,16 @@ fn tool_parser_for_model(model: &str) -> Option<&'static str> {
 #[pyclass(name = "ToolCallStream", module = "smgpy._native")]
 struct PyToolCallStream {
     inner: ToolCallParser,
+    /// Reused by every `feed` (cleared first), so a feed allocates only the Python objects it returns.
+    out: ToolDelta,
 }
 
 impl From<ToolCallParser> for PyToolCallStream {
     fn from(inner: ToolCallParser) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            out: ToolDelta::default(),
+        }
     }
 }
 
@@ -139,8 +144,10 @@ impl PyToolCallStream {
 
     /// Feed the next piece of output; returns `{"normal_text", "calls"}` to emit now.
     fn feed<'py>(&mut self, py: Python<'py>, delta: &str) -> PyResult<Bound<'py, PyDict>> {
-        let d = self.inner.push(delta);
-        delta_to_dict(py, &d)
+        self.out.normal_text.clear();
+        self.out.calls.clear();
+        self.inner.push_into(delta, &mut self.out);
+        delta_to_dict(py, &self.out)
     }
 
     /// End of output: flush everything held back.

@@ -86,11 +86,17 @@ fn reasoning_parser_for_model(model: &str) -> Option<&'static str> {
 #[pyclass(name = "ReasoningStream", module = "smgpy._native")]
 struct PyReasoningStream {
     inner: ReasoningParser,
+    /// Reused by every `feed`: its strings keep their capacity, so a feed allocates only the
+    /// Python objects it returns.
+    out: ReasoningDelta,
 }
 
 impl From<ReasoningParser> for PyReasoningStream {
     fn from(inner: ReasoningParser) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            out: ReasoningDelta::default(),
+        }
     }
 }
 
@@ -111,8 +117,10 @@ impl PyReasoningStream {
 
     /// Feed the next piece of output; returns `{"reasoning_text", "normal_text"}` to emit now.
     fn feed<'py>(&mut self, py: Python<'py>, delta: &str) -> PyResult<Bound<'py, PyDict>> {
-        let d = self.inner.push(delta);
-        delta_to_dict(py, &d)
+        self.out.reasoning.clear();
+        self.out.content.clear();
+        self.inner.push_into(delta, &mut self.out);
+        delta_to_dict(py, &self.out)
     }
 
     /// End of output: flush everything held back.

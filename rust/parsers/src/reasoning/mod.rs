@@ -70,6 +70,12 @@ impl ReasoningParser {
         out
     }
 
+    /// `push`, appending to `out` instead of returning a new delta: a caller that clears and
+    /// reuses one delta per stream allocates nothing per piece once its buffers have grown.
+    pub fn push_into(&mut self, text: &str, out: &mut ReasoningDelta) {
+        self.engine.push(text, out);
+    }
+
     /// End of output: flush everything held back.
     pub fn finish(&mut self) -> ReasoningDelta {
         let mut out = ReasoningDelta::default();

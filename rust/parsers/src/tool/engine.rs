@@ -167,13 +167,13 @@ impl Engine {
         }
     }
 
-    pub(crate) fn push(&mut self, text: &str) -> ToolDelta {
+    pub(crate) fn push(&mut self, text: &str, out: &mut ToolDelta) {
         let before = self.buf.len() - self.pos;
         self.buf.push_str(text);
         if self.idle_push(before, text) {
-            return ToolDelta::default();
+            return;
         }
-        self.run(false)
+        self.run(false, out);
     }
 
     /// Whether `text`, just appended to a region of `before` bytes, changes nothing but how far
@@ -209,16 +209,15 @@ impl Engine {
         quiet
     }
 
-    pub(crate) fn finish(&mut self) -> ToolDelta {
-        self.run(true)
+    pub(crate) fn finish(&mut self, out: &mut ToolDelta) {
+        self.run(true, out);
     }
 
-    fn run(&mut self, finishing: bool) -> ToolDelta {
-        let mut out = ToolDelta::default();
+    fn run(&mut self, finishing: bool, out: &mut ToolDelta) {
         loop {
             let progressed = match self.mode {
-                Mode::Text => self.text_step(finishing, &mut out),
-                Mode::Region { .. } => self.region_step(finishing, &mut out),
+                Mode::Text => self.text_step(finishing, out),
+                Mode::Region { .. } => self.region_step(finishing, out),
             };
             if !progressed {
                 break;
@@ -226,7 +225,6 @@ impl Engine {
         }
         self.buf.drain(..self.pos);
         self.pos = 0;
-        out
     }
 
     /// The unconsumed text.

@@ -90,13 +90,23 @@ impl ToolCallParser {
     /// Feed a text delta; returns what can be emitted now. Text that could begin a marker is
     /// held back until the next delta settles it.
     pub fn push(&mut self, text: &str) -> ToolDelta {
-        self.engine.push(text)
+        let mut out = ToolDelta::default();
+        self.engine.push(text, &mut out);
+        out
+    }
+
+    /// `push`, appending to `out` instead of returning a new delta: a caller that clears and
+    /// reuses one delta per stream does not allocate its text buffer or call list per piece.
+    pub fn push_into(&mut self, text: &str, out: &mut ToolDelta) {
+        self.engine.push(text, out);
     }
 
     /// End of output: flush held text; an unfinished region is parsed if it can be, else
     /// returned as text.
     pub fn finish(&mut self) -> ToolDelta {
-        self.engine.finish()
+        let mut out = ToolDelta::default();
+        self.engine.finish(&mut out);
+        out
     }
 }
 
