@@ -185,6 +185,31 @@ def test_synthetic_block_is_bit_identical(traditional: bool, bias: bool, base_sc
         assert mx.array_equal(reference(x, offset=offset), block(x, offset=offset)).item()
 
 
+@pytest.mark.parametrize("kind", ["llama3", "proportional"])
+def test_mlx_lm_rope_variants_are_bit_identical(kind: str) -> None:
+    """Llama 3.x's frequency-scaled rope and the proportional rope are tables too."""
+    from mlx_lm.models.rope_utils import Llama3RoPE, ProportionalRoPE
+
+    def make() -> Any:
+        if kind == "llama3":
+            scaling = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+            return Llama3RoPE(16, max_position_embeddings=4096, base=500000.0, scaling_config=scaling)
+        return ProportionalRoPE(16, 8, base=10000.0)
+
+    block = Block(256, 16, make(), False)
+    mx.eval(block.parameters())
+    reference = Block(256, 16, make(), False)
+    reference.update(block.parameters())
+    report = rewrite_model(block, ropes=True)
+    assert report.rope_modules == 1 and not [s for s in report.skipped if "rope" in s]
+    rng = np.random.default_rng(9)
+    for rows, offset in ((1, 0), (1, 3000), (5, 9), (2, mx.array([7, 0]))):
+        x = mx.array(rng.standard_normal((2, rows, 256)).astype(np.float32))
+        for t in rewritten_tables(block):
+            t.reserve(3100)
+        assert mx.array_equal(reference(x, offset=offset), block(x, offset=offset)).item()
+
+
 def test_partial_rotary_dims_use_the_original_rope() -> None:
     """A rope over part of the head (dims < head size) is left to mx.fast.rope at call time."""
     rope = nn.RoPE(8)

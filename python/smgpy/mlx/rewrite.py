@@ -9,7 +9,8 @@ expands into ~20 nodes that recompute the same angles, twice per layer.
 
 Each rewrite here removes nodes and computes the same float32 values, bit for bit:
 
-- ``RopeTable``: the cosines and sines of every position are read once from the model's own rope
+- ``RopeTable`` (``nn.RoPE`` and mlx-lm's ``Llama3RoPE`` / ``ProportionalRoPE``, whose calls are
+  ``mx.fast.rope`` alone): the cosines and sines of every position are read once from the model's own rope
   (a probe input of ones and zeros makes it output them exactly), then each call is a table slice,
   one small product with a fixed rotation matrix (entries 0 and +-1, so exact) and one compiled
   element-wise node computing ``x*cos + rot(x)*sin`` (MLX's fallback order). CPU only: on a GPU
@@ -106,10 +107,10 @@ def _rope_tail(x: mx.array, rotated: mx.array, cos: mx.array, sin: mx.array) -> 
 class RopeTable:
     """Cosines and sines per position for one rope configuration, taken from the rope itself."""
 
-    def __init__(self, rope: RoPE) -> None:
-        self.rope = rope
-        self.dims: int = rope.dims
-        self.traditional: bool = rope.traditional
+    def __init__(self, rope: Module) -> None:
+        self.rope: Any = rope
+        self.dims: int = self.rope.dims
+        self.traditional: bool = self.rope.traditional
         half = self.dims // 2
         rot = np.zeros((self.dims, self.dims), dtype=np.float32)
         for k in range(half):
@@ -176,7 +177,7 @@ class RopeTable:
 class TableRope(Module):
     """A drop-in for ``RoPE`` that reads a ``RopeTable``."""
 
-    def __init__(self, original: RoPE, table: RopeTable) -> None:
+    def __init__(self, original: Module, table: RopeTable) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.original = original
         self._table = table  # a plain attribute: not a parameter of the model
@@ -199,7 +200,7 @@ class TableRope(Module):
         return _rope_tail(x, x @ t.rotation, cos, sin)
 
 
-def _rope_matches(original: RoPE, replacement: TableRope) -> bool:
+def _rope_matches(original: Module, replacement: TableRope) -> bool:
     try:
         return _rope_matches_inner(original, replacement)
     except Exception as e:  # e.g. MLX cannot compile (no C++ compiler): keep the original
@@ -207,7 +208,7 @@ def _rope_matches(original: RoPE, replacement: TableRope) -> bool:
         return False
 
 
-def _rope_matches_inner(original: RoPE, replacement: TableRope) -> bool:
+def _rope_matches_inner(original: Module, replacement: TableRope) -> bool:
     replacement._table.reserve(64)
     rng = np.random.default_rng(0)
     cases: list[tuple[int, int, int | mx.array]] = [
@@ -218,7 +219,7 @@ def _rope_matches_inner(original: RoPE, replacement: TableRope) -> bool:
         (3, 4, mx.array([-2, 0, 7])),
     ]
     for batch, rows, offset in cases:
-        x = mx.array(rng.standard_normal((batch, 3, rows, original.dims)).astype(np.float32))
+        x = mx.array(rng.standard_normal((batch, 3, rows, replacement._table.dims)).astype(np.float32))
         a = replacement._fallback(x, offset)
         b = replacement(x, offset=offset)
         if isinstance(offset, mx.array):  # left padding: only real (non-negative) positions count
@@ -229,21 +230,50 @@ def _rope_matches_inner(original: RoPE, replacement: TableRope) -> bool:
     return True
 
 
+def _rope_classes() -> tuple[type, ...]:
+    """Rope modules whose call is ``mx.fast.rope`` alone: its output depends on the position only
+    through cos/sin, so a table read from the module itself reproduces it. (mlx-lm's YaRN and
+    SuScaled ropes also scale the input, and DynamicNTK changes its base with the length: not here.)"""
+    classes: list[type] = [RoPE]
+    try:
+        from mlx_lm.models import rope_utils
+    except ImportError:
+        return tuple(classes)
+    for name in ("Llama3RoPE", "ProportionalRoPE"):
+        cls = getattr(rope_utils, name, None)
+        if isinstance(cls, type):
+            classes.append(cls)
+    return tuple(classes)
+
+
+def _rope_key(rope: Any) -> tuple[Any, ...]:
+    freqs = getattr(rope, "_freqs", None)
+    return (
+        type(rope).__name__,
+        rope.dims,
+        rope.traditional,
+        getattr(rope, "base", None),
+        getattr(rope, "scale", None),
+        None if freqs is None else np.array(freqs).tobytes(),
+    )
+
+
 def _rewrite_ropes(model: Module, out: Rewrites) -> None:
     tables: dict[tuple[Any, ...], RopeTable] = {}
     checked: dict[tuple[Any, ...], bool] = {}
+    classes = _rope_classes()
     for parent in _modules(model):
         for name, child in list(parent.items()):
-            if type(child) is not RoPE:
+            if type(child) not in classes:
                 continue
-            key = (child.dims, child.traditional, child.base, child.scale)
+            key = _rope_key(child)
             if key not in tables:
                 tables[key] = RopeTable(child)
             replacement = TableRope(child, tables[key])
             if key not in checked:
                 checked[key] = _rope_matches(child, replacement)
                 if not checked[key]:
-                    out.skipped.append(f"rope {key}: table differs from mx.fast.rope")
+                    out.skipped.append(f"rope {key[:5]}: table differs from mx.fast.rope")
             if checked[key]:
                 parent[name] = replacement
                 out.rope_modules += 1
