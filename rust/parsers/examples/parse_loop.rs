@@ -141,14 +141,13 @@ fn stream_count(format: ToolFormat, pieces: &[String]) -> usize {
     n + p.finish().calls.len()
 }
 
-/// `stream_count` through `push_into`, clearing and reusing one delta.
+/// `stream_count` through `push_into`, clearing (`ToolDelta::clear`) and reusing one delta.
 fn stream_count_reused(format: ToolFormat, pieces: &[String]) -> usize {
     let mut p = ToolCallParser::new(format, None);
     let mut d = ToolDelta::default();
     let mut n = 0;
     for piece in pieces {
-        d.normal_text.clear();
-        d.calls.clear();
+        d.clear();
         p.push_into(piece, &mut d);
         n += d.normal_text.len() + d.calls.len();
     }

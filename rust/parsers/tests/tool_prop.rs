@@ -8,7 +8,7 @@
 mod tool_common;
 
 use proptest::prelude::*;
-use smgpy_parsers::tool::{parse_complete, ToolCall, ToolDef, ToolFormat, ToolParseResult};
+use smgpy_parsers::tool::{parse_complete, ToolCall, ToolCallParser, ToolDef, ToolDelta, ToolFormat, ToolParseResult};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use tool_common::{boundaries, stream, Case, CASES};
@@ -294,6 +294,25 @@ proptest! {
         let chunks = chunked(&text, &cuts);
         let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
         prop_assert_eq!(stream(&refs, format, None), complete);
+    }
+
+    /// One delta cleared (`ToolDelta::clear`, which recycles argument buffers) and reused by
+    /// `push_into` for every piece yields exactly the deltas of `push`.
+    #[test]
+    fn reused_delta_equals_fresh_deltas(
+        format in proptest::sample::select(ToolFormat::ALL),
+        text in input(),
+        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..16),
+    ) {
+        let chunks = chunked(&text, &cuts);
+        let mut fresh = ToolCallParser::new(format, None);
+        let mut reused = ToolCallParser::new(format, None);
+        let mut delta = ToolDelta::default();
+        for chunk in &chunks {
+            delta.clear();
+            reused.push_into(chunk, &mut delta);
+            prop_assert_eq!(&delta, &fresh.push(chunk));
+        }
     }
 
     /// With declared tools: undeclared names stay text, and `string` parameters of XML formats

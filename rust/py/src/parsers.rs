@@ -144,8 +144,7 @@ impl PyToolCallStream {
 
     /// Feed the next piece of output; returns `{"normal_text", "calls"}` to emit now.
     fn feed<'py>(&mut self, py: Python<'py>, delta: &str) -> PyResult<Bound<'py, PyDict>> {
-        self.out.normal_text.clear();
-        self.out.calls.clear();
+        self.out.clear();
         self.inner.push_into(delta, &mut self.out);
         delta_to_dict(py, &self.out)
     }

@@ -170,18 +170,19 @@ impl Engine {
     pub(crate) fn push(&mut self, text: &str, out: &mut ToolDelta) {
         let before = self.buf.len() - self.pos;
         self.buf.push_str(text);
-        if self.idle_push(before, text) {
+        if self.quick_push(before, text, out) {
             return;
         }
         self.run(false, out);
     }
 
-    /// Whether `text`, just appended to a region of `before` bytes, changes nothing but how far
-    /// the region was scanned, which is then recorded. True when the region was scanned to its
-    /// end, `text` holds no byte an end marker starts with, and the live call waits for nothing
-    /// or for a byte `text` does not hold: inside a long value that is most pushes, and they
-    /// skip the whole step machinery.
-    fn idle_push(&mut self, before: usize, text: &str) -> bool {
+    /// Settle `text`, just appended to a region of `before` bytes, without the step machinery
+    /// when it cannot end the region nor change the live call's course; true when settled.
+    /// That holds when the region was scanned to its end, `text` holds no byte an end marker
+    /// starts with, and either the live call waits for nothing or for a byte `text` does not
+    /// hold, or `text` is plain characters inside a JSON string value, written through as a
+    /// fragment. Inside a long value that is most pushes.
+    fn quick_push(&mut self, before: usize, text: &str, out: &mut ToolDelta) -> bool {
         let Mode::Region {
             end: End::Marker(ends),
             scan: scanned,
@@ -194,19 +195,22 @@ impl Engine {
         if *scanned != before {
             return false;
         }
-        let Some(wake) = live.idle(&self.readers, before) else {
-            return false;
-        };
         let bytes = text.as_bytes();
-        let quiet = ends
+        if !ends
             .iter()
             .filter_map(|e| e.as_bytes().first())
-            .chain(wake.as_ref())
-            .all(|b| scan::byte(*b, bytes).is_none());
-        if quiet {
+            .all(|b| scan::byte(*b, bytes).is_none())
+        {
+            return false;
+        }
+        let settled = match live.idle(&self.readers, before) {
+            Some(wake) => wake.is_none_or(|b| scan::byte(b, bytes).is_none()),
+            None => live.pass_string(&self.readers, before, text, out),
+        };
+        if settled {
             *scanned = self.buf.len() - self.pos;
         }
-        quiet
+        settled
     }
 
     pub(crate) fn finish(&mut self, out: &mut ToolDelta) {

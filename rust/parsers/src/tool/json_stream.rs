@@ -105,6 +105,12 @@ impl JsonStream {
         matches!(self.state, State::Done | State::Failed)
     }
 
+    /// Inside a value string with no escape under way: plain characters would be written
+    /// through unchanged.
+    pub(crate) fn in_plain_value(&self) -> bool {
+        self.state == State::Text && !self.in_key && self.escape.is_empty() && self.high.is_none()
+    }
+
     /// Read `text`, appending certain output to `out`.
     pub(crate) fn feed(&mut self, text: &str, out: &mut String) -> Fed {
         let bytes = text.as_bytes();

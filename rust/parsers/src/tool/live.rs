@@ -14,7 +14,7 @@
 //! follows the live calls is read by `body::continuation`.
 use super::body::{valid_name, Target};
 use super::engine::Ctx;
-use super::json_stream::{Fed, JsonStream};
+use super::json_stream::{special, Fed, JsonStream};
 use super::spec::Body;
 use super::xml_stream::{invoke_dialect, Dialect, XmlArgs, XmlFed, GLM, QWEN};
 use super::ToolCallDelta;
@@ -65,8 +65,6 @@ enum Reader {
 pub(crate) struct Readers {
     json: JsonStream,
     xml: XmlArgs,
-    /// Output of a push that has no delta of its call yet.
-    scratch: String,
 }
 
 impl Readers {
@@ -74,7 +72,6 @@ impl Readers {
         Self {
             json: JsonStream::new(),
             xml: XmlArgs::new(&QWEN, ""),
-            scratch: String::new(),
         }
     }
 }
@@ -124,6 +121,42 @@ impl Live {
             }
             _ => None,
         }
+    }
+
+    /// Write `text`, which follows the `read` bytes of region read so far, straight through
+    /// as an arguments fragment when it is plain characters (nothing JSON escapes) inside a
+    /// string value of a live JSON call that has read everything before it: what
+    /// `JsonStream::feed` would do, without its steps. False (nothing done) otherwise.
+    pub(crate) fn pass_string(&mut self, readers: &Readers, read: usize, text: &str, out: &mut ToolDelta) -> bool {
+        let Phase::Args {
+            index,
+            reader: Reader::Json,
+            ..
+        } = self.phase
+        else {
+            return false;
+        };
+        if self.cursor != read || !readers.json.in_plain_value() || special(text.as_bytes()).is_some() {
+            return false;
+        }
+        if text.is_empty() {
+            return true;
+        }
+        match out.calls.last_mut() {
+            Some(last) if last.index == index => last.arguments.push_str(text),
+            _ => {
+                let mut arguments = out.fragment_buffer();
+                arguments.push_str(text);
+                out.calls.push(ToolCallDelta {
+                    index,
+                    id: None,
+                    name: None,
+                    arguments,
+                });
+            }
+        }
+        self.cursor += text.len();
+        true
     }
 
     /// Read `region` (cut where the region's end is certain not to lie) from the cursor.
@@ -180,14 +213,20 @@ impl Live {
                 },
                 Phase::Args { index, reader, tail } => {
                     let (index, reader, tail) = (*index, *reader, *tail);
-                    // Write into this push's delta of the call when it has one, else into the
-                    // scratch buffer, copied out only if something was written.
-                    let (frag, direct) = match out.calls.last_mut() {
-                        Some(last) if last.index == index => (&mut last.arguments, true),
-                        _ => {
-                            readers.scratch.clear();
-                            (&mut readers.scratch, false)
-                        }
+                    // Write into this push's delta of the call when it has one, else into a new
+                    // delta (with a recycled buffer), removed again if nothing was written.
+                    let added = out.calls.last().is_none_or(|last| last.index != index);
+                    if added {
+                        let arguments = out.fragment_buffer();
+                        out.calls.push(ToolCallDelta {
+                            index,
+                            id: None,
+                            name: None,
+                            arguments,
+                        });
+                    }
+                    let Some(frag) = out.calls.last_mut().map(|last| &mut last.arguments) else {
+                        return;
                     };
                     let fed = match reader {
                         Reader::Xml => match readers.xml.feed(rest, ended, ctx, frag) {
@@ -208,13 +247,10 @@ impl Live {
                             }
                         }
                     };
-                    if !direct && !readers.scratch.is_empty() {
-                        out.calls.push(ToolCallDelta {
-                            index,
-                            id: None,
-                            name: None,
-                            arguments: readers.scratch.clone(),
-                        });
+                    if added && out.calls.last().is_some_and(|last| last.arguments.is_empty()) {
+                        if let Some(empty) = out.calls.pop() {
+                            out.recycle(empty.arguments);
+                        }
                     }
                     match fed {
                         Step::More(n) => {
@@ -430,7 +466,9 @@ fn glm_head(c: &mut Cursor) -> Result<Found, Stop> {
 fn invoke_head(c: &mut Cursor, prefix: &str) -> Result<Found, Stop> {
     let dialect = invoke_dialect(prefix).ok_or(Stop::No)?;
     c.ws();
-    c.lit(&format!("<{prefix}invoke"))?;
+    c.lit("<")?;
+    c.lit(prefix)?;
+    c.lit("invoke")?;
     let header = c.until(">")?;
     let name = super::xml::attr(header, "name").ok_or(Stop::No)?;
     let mut peek = Cursor { s: c.s, i: c.i };

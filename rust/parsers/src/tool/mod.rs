@@ -59,10 +59,52 @@ pub struct ToolCallDelta {
 }
 
 /// What one `push` / `finish` produced.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ToolDelta {
     pub normal_text: String,
     pub calls: Vec<ToolCallDelta>,
+    /// Argument buffers of cleared calls, handed to the next fragments: a stream that clears and
+    /// reuses one delta allocates no fragment string per piece.
+    spare: Vec<String>,
+}
+
+impl PartialEq for ToolDelta {
+    fn eq(&self, other: &Self) -> bool {
+        self.normal_text == other.normal_text && self.calls == other.calls
+    }
+}
+
+impl Eq for ToolDelta {}
+
+impl ToolDelta {
+    /// At most this many argument buffers are kept for reuse.
+    const SPARE: usize = 8;
+
+    /// Empty the delta for the next `push_into`, keeping its buffers (the text's, the call
+    /// list's and the argument strings').
+    pub fn clear(&mut self) {
+        self.normal_text.clear();
+        for call in &mut self.calls {
+            if self.spare.len() < Self::SPARE {
+                let mut arguments = std::mem::take(&mut call.arguments);
+                arguments.clear();
+                self.spare.push(arguments);
+            }
+        }
+        self.calls.clear();
+    }
+
+    /// An empty string for a new fragment, reusing a cleared one when there is one.
+    pub(crate) fn fragment_buffer(&mut self) -> String {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    /// Give back the buffer of a fragment that stayed empty and was removed.
+    pub(crate) fn recycle(&mut self, buffer: String) {
+        if self.spare.len() < Self::SPARE {
+            self.spare.push(buffer);
+        }
+    }
 }
 
 /// Per-request streaming tool-call parser.
@@ -95,8 +137,9 @@ impl ToolCallParser {
         out
     }
 
-    /// `push`, appending to `out` instead of returning a new delta: a caller that clears and
-    /// reuses one delta per stream does not allocate its text buffer or call list per piece.
+    /// `push`, appending to `out` instead of returning a new delta: a caller that empties one
+    /// delta with `ToolDelta::clear` and reuses it for the whole stream allocates no text buffer,
+    /// call list or argument string per piece.
     pub fn push_into(&mut self, text: &str, out: &mut ToolDelta) {
         self.engine.push(text, out);
     }

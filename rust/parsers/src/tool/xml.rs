@@ -124,10 +124,22 @@ pub(crate) fn glm(text: &str, ctx: &Ctx) -> Option<Vec<Call>> {
 
 /// Value of attribute `name="..."` in a tag's attribute text.
 pub(crate) fn attr(tag: &str, name: &str) -> Option<String> {
-    let pat = format!("{name}=\"");
-    let start = tag.find(&pat)? + pat.len();
+    // `name="`, found without building the pattern (this runs while a head streams in).
+    let mut from = 0;
+    let start = loop {
+        let at = from + tag[from..].find(name)?;
+        let after = at + name.len();
+        if tag[after..].starts_with("=\"") {
+            break after + 2;
+        }
+        from = at + 1;
+    };
     let end = tag[start..].find('"')? + start;
-    Some(tag[start..end].replace("&quot;", "\"").replace("&amp;", "&"))
+    let value = &tag[start..end];
+    if !value.contains('&') {
+        return Some(value.to_string());
+    }
+    Some(value.replace("&quot;", "\"").replace("&amp;", "&"))
 }
 
 pub(crate) fn decode_entities(s: &str) -> String {
