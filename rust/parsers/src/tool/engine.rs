@@ -10,7 +10,7 @@
 //! streamed parse equals a complete one.
 use super::body::{continuation, parse_body, Call, Outcome, Target};
 use super::live::{Live, Readers};
-use super::spec::{End, Spec};
+use super::spec::{End, Spec, TextMarkers};
 use super::{ToolCallDelta, ToolDef, ToolDelta};
 use crate::scan::{self, partial_suffix_len};
 
@@ -126,10 +126,10 @@ enum Mode {
 pub(crate) struct Engine {
     spec: &'static Spec,
     /// Region start markers, then strip markers, then `lead_after` markers.
-    markers: Vec<&'static str>,
+    markers: &'static [&'static str],
     /// Distinct first bytes of `markers`: a slice without any of them holds no marker and no
     /// marker prefix, which settles most pushes with one `memchr` pass.
-    firsts: Vec<u8>,
+    firsts: &'static [u8],
     ctx: Ctx,
     /// Arguments readers shared by the regions' live calls.
     readers: Readers,
@@ -144,19 +144,11 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
-    pub(crate) fn new(spec: &'static Spec, ctx: Ctx) -> Self {
-        let markers: Vec<&'static str> = spec
-            .regions
-            .iter()
-            .map(|r| r.start)
-            .chain(spec.strip.iter().copied())
-            .chain(spec.lead_after.iter().copied())
-            .collect();
-        let firsts = first_bytes(&markers);
+    pub(crate) fn new(spec: &'static Spec, text: &'static TextMarkers, ctx: Ctx) -> Self {
         Self {
             spec,
-            markers,
-            firsts,
+            markers: &text.markers,
+            firsts: &text.firsts,
             ctx,
             readers: Readers::new(),
             buf: String::new(),
@@ -276,15 +268,15 @@ impl Engine {
             }
         }
         let rest = self.rest();
-        if !finishing && !contains_any(rest, &self.firsts) {
+        if !finishing && !contains_any(rest, self.firsts) {
             self.emit_text(rest.len(), out);
             return false;
         }
-        let Some((pos, i)) = next_marker(rest, &self.markers, &self.firsts) else {
+        let Some((pos, i)) = next_marker(rest, self.markers, self.firsts) else {
             let hold = if finishing {
                 0
             } else {
-                partial_suffix_len(rest, &self.markers)
+                partial_suffix_len(rest, self.markers)
             };
             self.emit_text(rest.len() - hold, out);
             return false;
@@ -479,14 +471,6 @@ impl FirstBytes {
     fn as_slice(&self) -> &[u8] {
         &self.bytes[..self.len]
     }
-}
-
-/// Distinct first bytes of `markers`.
-fn first_bytes(markers: &[&str]) -> Vec<u8> {
-    let mut firsts: Vec<u8> = markers.iter().filter_map(|m| m.as_bytes().first().copied()).collect();
-    firsts.sort_unstable();
-    firsts.dedup();
-    firsts
 }
 
 fn position_of_any(h: &[u8], set: &[u8]) -> Option<usize> {

@@ -120,7 +120,7 @@ impl ToolCallParser {
     pub fn new(format: ToolFormat, tools: Option<Vec<ToolDef>>) -> Self {
         Self {
             format,
-            engine: engine::Engine::new(spec::spec(format), engine::Ctx::new(tools)),
+            engine: engine::Engine::new(spec::spec(format), spec::text_markers(format), engine::Ctx::new(tools)),
         }
     }
 

@@ -1,6 +1,7 @@
 //! Declarative per-format specs: which markers open a tool region, how the region ends and how
 //! its body is read. The streaming engine (`engine.rs`) is the same for every format.
 use super::format::ToolFormat;
+use std::sync::OnceLock;
 
 /// How a tool region ends. The end marker is consumed with the region.
 #[derive(Debug, Clone, Copy)]
@@ -350,6 +351,38 @@ fn add_body(body: Body, add: &mut impl FnMut(&[&'static str])) {
         add(&[begin, end]);
         add_body(*item, add);
     }
+}
+
+/// The markers text mode scans for: region starts, then strip markers, then `lead_after`
+/// markers (an index below `regions.len()` is a region), and their distinct first bytes.
+#[derive(Debug)]
+pub(crate) struct TextMarkers {
+    pub markers: Vec<&'static str>,
+    /// A slice without any of these bytes holds no marker and no marker prefix, which settles
+    /// most pushes with one `memchr` pass.
+    pub firsts: Vec<u8>,
+}
+
+static TEXT_MARKERS: [OnceLock<TextMarkers>; ToolFormat::ALL.len()] =
+    [const { OnceLock::new() }; ToolFormat::ALL.len()];
+
+/// A format's text-mode markers, computed on first use, so that a parser per request costs no
+/// allocation for them.
+pub(crate) fn text_markers(format: ToolFormat) -> &'static TextMarkers {
+    TEXT_MARKERS[format as usize].get_or_init(|| {
+        let spec = spec(format);
+        let markers: Vec<&'static str> = spec
+            .regions
+            .iter()
+            .map(|r| r.start)
+            .chain(spec.strip.iter().copied())
+            .chain(spec.lead_after.iter().copied())
+            .collect();
+        let mut firsts: Vec<u8> = markers.iter().filter_map(|m| m.as_bytes().first().copied()).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        TextMarkers { markers, firsts }
+    })
 }
 
 /// The spec of a format.
