@@ -65,6 +65,8 @@ enum Reader {
 pub(crate) struct Readers {
     json: JsonStream,
     xml: XmlArgs,
+    /// Output of a push that has no delta of its call yet.
+    scratch: String,
 }
 
 impl Readers {
@@ -72,6 +74,7 @@ impl Readers {
         Self {
             json: JsonStream::new(),
             xml: XmlArgs::new(&QWEN, ""),
+            scratch: String::new(),
         }
     }
 }
@@ -213,20 +216,16 @@ impl Live {
                 },
                 Phase::Args { index, reader, tail } => {
                     let (index, reader, tail) = (*index, *reader, *tail);
-                    // Write into this push's delta of the call when it has one, else into a new
-                    // delta (with a recycled buffer), removed again if nothing was written.
-                    let added = out.calls.last().is_none_or(|last| last.index != index);
-                    if added {
-                        let arguments = out.fragment_buffer();
-                        out.calls.push(ToolCallDelta {
-                            index,
-                            id: None,
-                            name: None,
-                            arguments,
-                        });
-                    }
-                    let Some(frag) = out.calls.last_mut().map(|last| &mut last.arguments) else {
-                        return;
+                    // Write into this push's delta of the call when it has one, else into the
+                    // scratch buffer, copied into a new delta (with a recycled buffer) only if
+                    // something was written: a push that writes nothing allocates nothing.
+                    let direct = out.calls.last().is_some_and(|last| last.index == index);
+                    let frag = match out.calls.last_mut() {
+                        Some(last) if direct => &mut last.arguments,
+                        _ => {
+                            readers.scratch.clear();
+                            &mut readers.scratch
+                        }
                     };
                     let fed = match reader {
                         Reader::Xml => match readers.xml.feed(rest, ended, ctx, frag) {
@@ -247,10 +246,15 @@ impl Live {
                             }
                         }
                     };
-                    if added && out.calls.last().is_some_and(|last| last.arguments.is_empty()) {
-                        if let Some(empty) = out.calls.pop() {
-                            out.recycle(empty.arguments);
-                        }
+                    if !direct && !readers.scratch.is_empty() {
+                        let mut arguments = out.fragment_buffer();
+                        arguments.push_str(&readers.scratch);
+                        out.calls.push(ToolCallDelta {
+                            index,
+                            id: None,
+                            name: None,
+                            arguments,
+                        });
                     }
                     match fed {
                         Step::More(n) => {

@@ -85,7 +85,7 @@ impl ToolDelta {
     pub fn clear(&mut self) {
         self.normal_text.clear();
         for call in &mut self.calls {
-            if self.spare.len() < Self::SPARE {
+            if self.spare.len() < Self::SPARE && call.arguments.capacity() > 0 {
                 let mut arguments = std::mem::take(&mut call.arguments);
                 arguments.clear();
                 self.spare.push(arguments);
@@ -97,13 +97,6 @@ impl ToolDelta {
     /// An empty string for a new fragment, reusing a cleared one when there is one.
     pub(crate) fn fragment_buffer(&mut self) -> String {
         self.spare.pop().unwrap_or_default()
-    }
-
-    /// Give back the buffer of a fragment that stayed empty and was removed.
-    pub(crate) fn recycle(&mut self, buffer: String) {
-        if self.spare.len() < Self::SPARE {
-            self.spare.push(buffer);
-        }
     }
 }
 
