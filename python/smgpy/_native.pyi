@@ -9,6 +9,8 @@ from typing import Any, Literal, final
 
 __all__ = [
     "ChatTemplate",
+    "JsonMatcher",
+    "JsonVocab",
     "OutputSink",
     "ReasoningStream",
     "Server",
@@ -193,6 +195,34 @@ def normalize_messages(messages: list[dict[str, Any]], template: ChatTemplate | 
 
 def normalize_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Nest Responses-API flat function tools as ``{"type": "function", "function": {...}}``."""
+
+# ---- structured output ----
+
+@final
+class JsonVocab:
+    """A tokenizer's vocabulary as bytes, ready for JSON masks (structured output).
+
+    ``tokens[id]`` is the bytes token ``id`` stands for in text, or ``None`` for tokens that never
+    belong in a JSON document (special tokens); ``end_ids`` end the output and are allowed once
+    the document is complete.
+    """
+
+    def __new__(cls, tokens: list[bytes | None], end_ids: list[int]) -> JsonVocab: ...
+    def matcher(self, object_only: bool = True, max_whitespace: int = 64) -> JsonMatcher:
+        """A matcher for one sequence; ``object_only``: the document must be a JSON object."""
+    def __len__(self) -> int: ...
+
+@final
+class JsonMatcher:
+    """Keeps one sequence's output a JSON document."""
+
+    def accept(self, token: int) -> None:
+        """Advance past a sampled token; ``ValueError`` when it cannot continue the document."""
+    def mask(self, size: int) -> bytes:
+        """``size`` bytes, one per logit: 1 where the token may come next, else 0."""
+    @property
+    def is_complete(self) -> bool:
+        """Whether the output so far is a complete document."""
 
 # ---- stop ----
 

@@ -15,11 +15,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from smgpy._native import JsonVocab
 from smgpy.engine import EngineOverloaded, EngineRequestError
 from smgpy.mlx.batching import Outlet, Scheduler, Sequence
 from smgpy.mlx.blas import report as _report_blas
 from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids
 from smgpy.mlx.sampling import SamplingParams
+from smgpy.mlx.structured import build_vocab, json_object_only
 
 __all__ = ["MLXEngine", "resolve_model"]
 
@@ -164,6 +166,9 @@ class MLXEngine:
         }
         self.tokenizer = _Tokenizer(self._hf)
         self._bos = self.special_tokens.get("bos_token")
+        # The vocabulary as bytes for JSON masks, built by the first request that asks for JSON.
+        self._json_vocab: JsonVocab | None = None
+        self._json_vocab_lock = asyncio.Lock()
         # Sampling defaults for keys a request leaves out, as vLLM does: the model's
         # generation_config.json first, explicit defaults (``smgpy serve --temp ...``) over it.
         from_model = model_generation_defaults(model_path) if generation_config else {}
@@ -241,6 +246,8 @@ class MLXEngine:
         )
         logprobs = bool(getattr(obj, "return_logprob", False))
         top = int(getattr(obj, "top_logprobs_num", 0) or 0) if logprobs else None
+        object_only = json_object_only(requested)
+        vocab = None if object_only is None else await self._vocab_for_json()
 
         loop = asyncio.get_running_loop()
         q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -257,6 +264,7 @@ class MLXEngine:
                 outlet=outlet,
                 top_logprobs=top,
                 with_index=params.n > 1,
+                json_matcher=None if vocab is None else vocab.matcher(object_only=bool(object_only)),
             )
             for i in range(params.n)
         ]
@@ -271,6 +279,13 @@ class MLXEngine:
         finally:
             if remaining:  # the consumer went away (client disconnect): free the slots
                 self.abort_request(rid)
+
+    async def _vocab_for_json(self) -> JsonVocab:
+        """The vocabulary for JSON masks, built once (off the event loop) on first use."""
+        async with self._json_vocab_lock:
+            if self._json_vocab is None:
+                self._json_vocab = await asyncio.to_thread(build_vocab, self._hf, self.eos_token_ids)
+            return self._json_vocab
 
     def abort_request(self, rid: str) -> None:
         """Stop request ``rid``; its batch slot is freed before the next decode step."""

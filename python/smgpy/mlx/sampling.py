@@ -6,6 +6,7 @@ its random key and splits it once per token, whatever else runs beside it).
 
 Penalties follow the OpenAI / vLLM meaning: ``frequency_penalty`` and ``presence_penalty`` count
 the generated tokens only; ``repetition_penalty`` (multiplicative) looks at prompt and output.
+Structured output (``response_format``) is one more processor, the mask of ``smgpy.mlx.structured``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p, greedy_sampler, make_repetition_penalty
 
+from smgpy._native import JsonMatcher
 from smgpy.engine import EngineRequestError
 
 __all__ = ["SamplingParams", "make_logits_processors", "make_sampler"]
@@ -151,7 +154,37 @@ def _ban_until(token_ids: Sequence[int], min_new: int, prompt_len: int) -> Logit
     return processor
 
 
-def make_logits_processors(params: SamplingParams, prompt_len: int, end_ids: Sequence[int]) -> list[LogitsProcessor]:
+def _json_mask(matcher: JsonMatcher) -> LogitsProcessor:
+    """Keep the output a JSON document (structured output): mask every token that cannot
+    continue it. The first call samples the first token; each later call first accepts the
+    token sampled at the step before, which is the newest token of the context."""
+    started = [False]
+    failed = [False]
+
+    def processor(tokens: mx.array, logits: mx.array) -> mx.array:
+        if failed[0]:
+            return logits
+        if started[0]:
+            try:
+                matcher.accept(int(tokens[-1].item()))  # type: ignore[arg-type]  # an int array
+            except ValueError:
+                # Not reachable through the mask; never leave a row with no token to sample.
+                failed[0] = True
+                return logits
+        started[0] = True
+        mask = np.frombuffer(matcher.mask(logits.shape[-1]), dtype=np.uint8)
+        if not mask.any():
+            # Complete, and no end token may be sampled (``ignore_eos``): stop constraining.
+            failed[0] = True
+            return logits
+        return mx.where(mx.array(mask, dtype=mx.bool_), logits, -float("inf"))
+
+    return processor
+
+
+def make_logits_processors(
+    params: SamplingParams, prompt_len: int, end_ids: Sequence[int], json_matcher: JsonMatcher | None = None
+) -> list[LogitsProcessor]:
     """The processors a request needs; empty for plain requests, which keeps the batch fast."""
     out: list[LogitsProcessor] = []
     if params.logit_bias:
@@ -168,4 +201,7 @@ def make_logits_processors(params: SamplingParams, prompt_len: int, end_ids: Seq
         out.append(_openai_penalties(params.frequency_penalty, params.presence_penalty, prompt_len))
     if params.min_new_tokens > 0 and end_ids:
         out.append(_ban_until(end_ids, params.min_new_tokens, prompt_len))
+    if json_matcher is not None:
+        # Last, so that no later processor can lift a masked token back.
+        out.append(_json_mask(json_matcher))
     return out

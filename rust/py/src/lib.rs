@@ -11,6 +11,7 @@ mod parsers;
 mod reasoning;
 mod server;
 mod stop;
+mod structured;
 mod template;
 
 #[pymodule]
@@ -21,6 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     reasoning::register(m)?;
     template::register(m)?;
     stop::register(m)?;
+    structured::register(m)?;
     server::register(m)?;
     blas::register(m)?;
     Ok(())
