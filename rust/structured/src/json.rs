@@ -153,6 +153,12 @@ impl JsonState {
             }
     }
 
+    /// Inside a string, between characters: any run of plain text (see `plain_text`) may
+    /// follow and leaves the state as it is.
+    pub fn in_string(&self) -> bool {
+        matches!(self.mode, Mode::Str { .. }) && self.utf8 == 0
+    }
+
     /// The state after `bytes`, or `None` when they cannot continue a JSON document.
     pub fn feed(self, bytes: &[u8]) -> Option<Self> {
         bytes.iter().try_fold(self, |s, &b| s.step(b))
@@ -360,6 +366,12 @@ impl JsonState {
     fn top_is_object(&self) -> bool {
         self.depth > 0 && self.stack & (1u64 << (self.depth - 1)) != 0
     }
+}
+
+/// Whether `bytes` are text a JSON string holds as is: whole UTF-8 characters, no quote, no
+/// backslash, no control character. Inside a string, such bytes change nothing but the text.
+pub fn plain_text(bytes: &[u8]) -> bool {
+    std::str::from_utf8(bytes).is_ok() && !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! previous token's prefixes and steps only through the bytes that differ: every distinct prefix
 //! is read once per mask (the work of a trie walk, without a trie). When a byte fails, the
 //! following tokens that share it are skipped without stepping.
-use crate::json::JsonState;
+use crate::json::{plain_text, JsonState};
 
 /// Token bytes, in byte order, with what a mask needs to walk them.
 #[derive(Debug, Clone)]
@@ -23,6 +23,11 @@ pub struct Vocab {
     end_ids: Vec<u32>,
     /// Longest token, in bytes.
     longest: usize,
+    /// Indexed by id: 1 for tokens that are plain text (`json::plain_text`). Inside a string,
+    /// those are exactly the tokens allowed without looking further, most of the vocabulary.
+    plain: Vec<u8>,
+    /// Tokens of `order` that are not plain text: the only ones a mask inside a string tries.
+    not_plain: Vec<u32>,
 }
 
 impl Vocab {
@@ -55,6 +60,15 @@ impl Vocab {
             previous = t;
         }
         offsets.push(bytes.len());
+        let mut plain = vec![0u8; size];
+        let mut not_plain = Vec::new();
+        for &id in &ids {
+            if plain_text(text(id)) {
+                plain[id as usize] = 1;
+            } else {
+                not_plain.push(id);
+            }
+        }
         Self {
             order: ids,
             lcp,
@@ -63,6 +77,8 @@ impl Vocab {
             position,
             end_ids,
             longest,
+            plain,
+            not_plain,
         }
     }
 
@@ -91,6 +107,10 @@ impl Vocab {
     /// the document is complete. `out` may be longer than the vocabulary (a model's padded
     /// output layer); the extra ids are 0.
     pub fn mask_into(&self, state: JsonState, out: &mut [u8]) {
+        if state.in_string() {
+            self.string_mask_into(state, out);
+            return;
+        }
         out.fill(0);
         if state.is_complete() {
             for &id in &self.end_ids {
@@ -130,6 +150,19 @@ impl Vocab {
                 if let Some(slot) = out.get_mut(id as usize) {
                     *slot = 1;
                 }
+            }
+        }
+    }
+
+    /// `mask_into` inside a string: plain-text tokens are allowed as they are (a copy), and
+    /// only the others are tried. A string is never a complete document, so no end token.
+    fn string_mask_into(&self, state: JsonState, out: &mut [u8]) {
+        let n = out.len().min(self.plain.len());
+        out[..n].copy_from_slice(&self.plain[..n]);
+        out[n..].fill(0);
+        for &id in &self.not_plain {
+            if let (Some(slot), Some(bytes)) = (out.get_mut(id as usize), self.bytes_of(id)) {
+                *slot = u8::from(state.feed(bytes).is_some());
             }
         }
     }

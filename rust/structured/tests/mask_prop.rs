@@ -51,7 +51,17 @@ proptest! {
     })]
 
     #[test]
-    fn mask_equals_each_token_alone(tokens in vocab(), options in options(), prefix in token()) {
+    fn mask_equals_each_token_alone(
+        tokens in vocab(),
+        options in options(),
+        // Random pieces, and prefixes that end inside a key or a value string (the masks that
+        // copy the plain-text tokens and try only the others).
+        prefix in prop_oneof![
+            3 => token(),
+            1 => proptest::sample::select(vec![&b"{\""[..], b"{\"k\": \"v", b"[\"\xe6\x97", b"[\"\\u00"])
+                .prop_map(|p| p.to_vec()),
+        ],
+    ) {
         let end = tokens.len() as u32;
         let mut all = tokens.clone();
         all.push(None);
