@@ -12,6 +12,7 @@ its output (``mlx_lm.server`` accepts ``response_format`` and ignores it), so th
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -37,22 +38,43 @@ STATES = {
 }
 
 
+SCHEMA = json.dumps(
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "tags": {"type": "array"}},
+        "required": ["name", "age", "tags"],
+        "additionalProperties": False,
+    }
+)
+SCHEMA_STATES = {
+    "start": "",
+    "inside a key": '{"na',
+    "inside a string": '{"name": "Fe',
+    "integer": '{"name": "Ann", "age": 3',
+    "free array": '{"name": "Ann", "age": 3, "tags": [1, ',
+}
+
+
 def mask_times(engine: MLXEngine) -> None:
     hf = engine._hf
     t = time.perf_counter()
     vocab = build_vocab(hf, engine.eos_token_ids)
     print(f"vocabulary of {len(vocab)} tokens read as bytes in {(time.perf_counter() - t) * 1e3:.0f} ms\n")
-    print("| state | allowed tokens | mask time (ms) |\n|---|---:|---:|")
-    for label, prefix in STATES.items():
-        m = vocab.matcher()
-        for token in hf.encode(prefix) if prefix else []:
-            m.accept(token)
-        runs = []
-        for _ in range(20):
-            t = time.perf_counter()
-            mask = m.mask(engine.vocab_size)
-            runs.append(time.perf_counter() - t)
-        print(f"| {label} | {sum(mask)} | {min(runs) * 1e3:.2f} |")
+    print("| matcher | state | allowed tokens | mask time (ms) |\n|---|---|---:|---:|")
+    for name, states, make in (
+        ("json_object", STATES, lambda: vocab.matcher()),
+        ("json_schema", SCHEMA_STATES, lambda: vocab.matcher(schema=SCHEMA)),
+    ):
+        for label, prefix in states.items():
+            m = make()
+            for token in hf.encode(prefix) if prefix else []:
+                m.accept(token)
+            runs = []
+            for _ in range(20):
+                t = time.perf_counter()
+                mask = m.mask(engine.vocab_size)
+                runs.append(time.perf_counter() - t)
+            print(f"| {name} | {label} | {sum(mask)} | {min(runs) * 1e3:.2f} |")
 
 
 def throughput(engine: MLXEngine, rounds: int) -> None:

@@ -34,7 +34,7 @@ from conftest import serve_in_thread  # noqa: E402
 from smgpy import _native  # noqa: E402
 from smgpy.engine import EngineRequestError  # noqa: E402
 from smgpy.mlx import MLXEngine  # noqa: E402
-from smgpy.mlx.structured import json_object_only, token_bytes  # noqa: E402
+from smgpy.mlx.structured import JsonSpec, json_spec, token_bytes  # noqa: E402
 
 CAPITAL = [{"role": "user", "content": 'What is the capital of France? Answer in JSON with the key "capital".'}]
 PERSON = [
@@ -126,7 +126,61 @@ def test_sampled_choices_and_json_schema(client: Any) -> None:
         },
     }
     r = client.chat.completions.create(model="m", messages=PERSON, max_tokens=60, response_format=schema, temperature=0)
+    person = json.loads(r.choices[0].message.content)
+    assert list(person) == ["name", "age"] and isinstance(person["name"], str) and type(person["age"]) is int
+
+
+def test_schema_values_are_enforced(client: Any) -> None:
+    colors = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "pick",
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "color": {"enum": ["red", "green", "blue"]},
+                    "count": {"type": "integer"},
+                    "sizes": {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 3},
+                    "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                },
+                "required": ["color", "count", "sizes", "note"],
+                "additionalProperties": False,
+            },
+        },
+    }
+    messages = [{"role": "user", "content": "What color is the sky? Give a count of clouds and their sizes."}]
+    r = client.chat.completions.create(
+        model="m", messages=messages, max_tokens=80, response_format=colors, temperature=0
+    )
+    assert r.choices[0].finish_reason == "stop"
+    doc = json.loads(r.choices[0].message.content)
+    assert list(doc) == ["color", "count", "sizes", "note"]
+    assert doc["color"] in ("red", "green", "blue") and type(doc["count"]) is int
+    assert 1 <= len(doc["sizes"]) <= 3 and all(isinstance(x, (int, float)) for x in doc["sizes"])
+    assert doc["note"] is None or isinstance(doc["note"], str)
+
+
+def test_openai_sdk_parse_with_a_pydantic_model(client: Any) -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Person(pydantic.BaseModel):  # type: ignore[name-defined,misc]
+        name: str
+        age: int
+
+    r = client.chat.completions.parse(model="m", messages=PERSON, max_tokens=60, response_format=Person, temperature=0)
+    person = r.choices[0].message.parsed
+    assert isinstance(person, Person) and person.name and isinstance(person.age, int)
+
+
+def test_a_schema_that_cannot_be_enforced_still_gives_json(client: Any, caplog: Any) -> None:
+    schema = {"type": "object", "properties": {"when": {"type": "string", "format": "date"}}, "required": ["when"]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "d", "schema": schema}}
+    with caplog.at_level("WARNING", logger="smgpy.mlx"):
+        r = client.chat.completions.create(
+            model="m", messages=CAPITAL, max_tokens=40, response_format=fmt, temperature=0
+        )
     assert isinstance(json.loads(r.choices[0].message.content), dict)
+    assert any("`format`" in rec.getMessage() for rec in caplog.records)
 
 
 def test_responses_text_format(client: Any) -> None:
@@ -184,16 +238,16 @@ def test_sentencepiece_vocabulary() -> None:
 
 
 def test_which_requests_ask_for_json() -> None:
-    assert json_object_only({}) is None
-    assert json_object_only({"response_format": {"type": "text"}}) is None
-    assert json_object_only({"response_format": {"type": "json_object"}}) is True
-    assert json_object_only({"json_schema": {"type": "object"}}) is True
-    assert json_object_only({"json_schema": '{"type": "array"}'}) is False
-    assert json_object_only({"json_schema": {"properties": {"a": {}}}}) is True
+    assert json_spec({}) is None
+    assert json_spec({"response_format": {"type": "text"}}) is None
+    assert json_spec({"response_format": {"type": "json_object"}}) == JsonSpec(object_only=True)
+    assert json_spec({"json_schema": {"type": "object"}}) == JsonSpec(True, '{"type": "object"}')
+    assert json_spec({"json_schema": '{"type": "array"}'}) == JsonSpec(False, '{"type": "array"}')
+    assert json_spec({"json_schema": {"properties": {"a": {}}}}) == JsonSpec(True, '{"properties": {"a": {}}}')
     with pytest.raises(EngineRequestError, match="not valid JSON"):
-        json_object_only({"json_schema": "{nope"})
+        json_spec({"json_schema": "{nope"})
     with pytest.raises(EngineRequestError, match="JSON object"):
-        json_object_only({"json_schema": [1]})
+        json_spec({"json_schema": [1]})
 
 
 def test_native_matcher() -> None:
@@ -211,3 +265,11 @@ def test_native_matcher() -> None:
     assert list(m.mask(7)) == [0, 0, 0, 0, 0, 0, 1]
     any_value = vocab.matcher(object_only=False)
     assert list(any_value.mask(7))[:5] == [1, 0, 1, 0, 1]
+    keyed = vocab.matcher(schema='{"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]}')
+    for t in (0, 2, 3):
+        keyed.accept(t)
+    assert list(keyed.mask(7)) == [0, 0, 0, 0, 1, 0, 0]
+    with pytest.raises(ValueError, match="pattern"):
+        vocab.matcher(schema='{"type": "string", "pattern": "x"}')
+    with pytest.raises(ValueError, match="not valid JSON"):
+        vocab.matcher(schema="{")

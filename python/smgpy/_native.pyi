@@ -208,8 +208,10 @@ class JsonVocab:
     """
 
     def __new__(cls, tokens: list[bytes | None], end_ids: list[int]) -> JsonVocab: ...
-    def matcher(self, object_only: bool = True, max_whitespace: int = 64) -> JsonMatcher:
-        """A matcher for one sequence; ``object_only``: the document must be a JSON object."""
+    def matcher(self, object_only: bool = True, max_whitespace: int = 64, schema: str | None = None) -> JsonMatcher:
+        """A matcher for one sequence; ``object_only``: the document must be a JSON object;
+        ``schema``: a JSON Schema (JSON text) the document must be valid against (``ValueError``
+        naming the keyword when the schema uses one that cannot be enforced)."""
     def __len__(self) -> int: ...
 
 @final

@@ -21,7 +21,7 @@ from smgpy.mlx.batching import Outlet, Scheduler, Sequence
 from smgpy.mlx.blas import report as _report_blas
 from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids
 from smgpy.mlx.sampling import SamplingParams
-from smgpy.mlx.structured import build_vocab, json_object_only
+from smgpy.mlx.structured import build_vocab, json_spec, make_matcher
 
 __all__ = ["MLXEngine", "resolve_model"]
 
@@ -246,8 +246,8 @@ class MLXEngine:
         )
         logprobs = bool(getattr(obj, "return_logprob", False))
         top = int(getattr(obj, "top_logprobs_num", 0) or 0) if logprobs else None
-        object_only = json_object_only(requested)
-        vocab = None if object_only is None else await self._vocab_for_json()
+        spec = json_spec(requested)
+        vocab = None if spec is None else await self._vocab_for_json()
 
         loop = asyncio.get_running_loop()
         q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -264,7 +264,7 @@ class MLXEngine:
                 outlet=outlet,
                 top_logprobs=top,
                 with_index=params.n > 1,
-                json_matcher=None if vocab is None else vocab.matcher(object_only=bool(object_only)),
+                json_matcher=None if vocab is None or spec is None else make_matcher(vocab, spec),
             )
             for i in range(params.n)
         ]

@@ -7,22 +7,28 @@ allowed only once the document is complete. The masks are computed in Rust
 bytes and turns a request's parameters into matcher options.
 
 What is enforced: the output is one JSON document (RFC 8259, UTF-8, no lone surrogates); an
-object for ``json_object`` and for a ``json_schema`` whose top level is an object. The schema's
-properties, types and required keys are not enforced: the model is steered by the schema only
-through the prompt.
+object for ``json_object``; for ``json_schema``, a document valid against the schema, for the
+keywords structured outputs use (``type``, ``properties``, ``required``, ``items``,
+``minItems``/``maxItems``, ``enum``, ``const``, ``anyOf``, local ``$ref``). Keys are written in the
+schema's order. A schema with other constraints (``pattern``, ``format``, ``minimum``...) is not
+enforced beyond being valid JSON (an object when its top level is one), and a warning is logged.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from smgpy._native import JsonVocab
+from smgpy._native import JsonMatcher, JsonVocab
 from smgpy.engine import EngineRequestError
 
-__all__ = ["json_object_only", "token_bytes", "build_vocab"]
+__all__ = ["JsonSpec", "build_vocab", "json_spec", "make_matcher", "token_bytes"]
+
+log = logging.getLogger("smgpy.mlx")
 
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -95,15 +101,24 @@ def build_vocab(hf_tokenizer: Any, end_ids: Iterable[int]) -> JsonVocab:
     return JsonVocab(token_bytes(hf_tokenizer), sorted(int(t) for t in end_ids))
 
 
-def json_object_only(sampling_params: Mapping[str, Any]) -> bool | None:
-    """Whether a request asked for JSON: None if not, else whether the document must be an
-    object (``json_object``, or a ``json_schema`` whose top level is an object)."""
+@dataclass(frozen=True)
+class JsonSpec:
+    """What a request asked for: a JSON document, an object or not, maybe under a schema."""
+
+    object_only: bool
+    #: The JSON Schema to enforce, as JSON text; None for any document.
+    schema: str | None = None
+
+
+def json_spec(sampling_params: Mapping[str, Any]) -> JsonSpec | None:
+    """The structured output a request asked for (``response_format`` or sglang's
+    ``json_schema``), or None."""
     fmt = sampling_params.get("response_format")
     schema: Any = sampling_params.get("json_schema")
     if isinstance(fmt, Mapping):
         kind = fmt.get("type")
         if kind == "json_object":
-            return True
+            return JsonSpec(object_only=True)
         if kind == "json_schema":
             spec = fmt.get("json_schema")
             schema = (spec.get("schema") if isinstance(spec, Mapping) else None) or schema or {}
@@ -116,4 +131,16 @@ def json_object_only(sampling_params: Mapping[str, Any]) -> bool | None:
             raise EngineRequestError(f"json_schema is not valid JSON: {e}") from None
     if not isinstance(schema, Mapping):
         raise EngineRequestError("json_schema must be a JSON object (a JSON Schema)")
-    return bool(schema.get("type") == "object" or "properties" in schema or not schema)
+    object_only = bool(schema.get("type") == "object" or "properties" in schema or not schema)
+    return JsonSpec(object_only=object_only, schema=json.dumps(schema) if schema else None)
+
+
+def make_matcher(vocab: JsonVocab, spec: JsonSpec) -> JsonMatcher:
+    """A matcher for one sequence. A schema that uses what cannot be enforced (``pattern``,
+    ``format``, ``minimum``...) is logged and the output kept a valid JSON document."""
+    if spec.schema is not None:
+        try:
+            return vocab.matcher(schema=spec.schema)
+        except ValueError as e:
+            log.warning("structured output: %s; the output is kept valid JSON, not checked against the schema", e)
+    return vocab.matcher(object_only=spec.object_only)

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use smgpy_structured::{JsonMatcher, JsonOptions, Vocab};
+use smgpy_structured::{JsonMatcher, JsonOptions, Schema, Vocab};
 
 /// A tokenizer's vocabulary as bytes, ready for JSON masks. Built once per model.
 ///
@@ -26,17 +26,30 @@ impl PyJsonVocab {
     }
 
     /// A matcher for one sequence. `object_only`: the document must be an object
-    /// (`json_object`); `max_whitespace`: the longest run of whitespace between JSON tokens.
-    #[pyo3(signature = (object_only = true, max_whitespace = 64))]
-    fn matcher(&self, object_only: bool, max_whitespace: u8) -> PyJsonMatcher {
-        let options = JsonOptions {
-            object_only,
-            max_whitespace,
+    /// (`json_object`); `max_whitespace`: the longest run of whitespace between JSON tokens;
+    /// `schema`: a JSON Schema (as JSON text) the document must be valid against. `ValueError`
+    /// when the schema uses what cannot be enforced (the message names it).
+    #[pyo3(signature = (object_only = true, max_whitespace = 64, schema = None))]
+    fn matcher(&self, object_only: bool, max_whitespace: u8, schema: Option<&str>) -> PyResult<PyJsonMatcher> {
+        let inner = match schema {
+            Some(text) => {
+                let value: serde_json::Value = serde_json::from_str(text)
+                    .map_err(|e| PyValueError::new_err(format!("the schema is not valid JSON: {e}")))?;
+                let compiled = Schema::compile(&value).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                JsonMatcher::with_schema(self.inner.clone(), Arc::new(compiled), max_whitespace)
+            }
+            None => JsonMatcher::new(
+                self.inner.clone(),
+                JsonOptions {
+                    object_only,
+                    max_whitespace,
+                },
+            ),
         };
-        PyJsonMatcher {
-            inner: JsonMatcher::new(self.inner.clone(), options),
+        Ok(PyJsonMatcher {
+            inner,
             mask: Vec::new(),
-        }
+        })
     }
 
     /// Number of token ids.

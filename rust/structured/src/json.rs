@@ -368,6 +368,22 @@ impl JsonState {
     }
 }
 
+impl crate::Recognizer for JsonState {
+    type Ctx = ();
+
+    fn step(self, _: &(), b: u8) -> Option<Self> {
+        JsonState::step(self, b)
+    }
+
+    fn is_complete(&self, _: &()) -> bool {
+        JsonState::is_complete(self)
+    }
+
+    fn in_string(&self) -> bool {
+        JsonState::in_string(self)
+    }
+}
+
 /// Whether `bytes` are text a JSON string holds as is: whole UTF-8 characters, no quote, no
 /// backslash, no control character. Inside a string, such bytes change nothing but the text.
 pub fn plain_text(bytes: &[u8]) -> bool {

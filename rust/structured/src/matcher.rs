@@ -2,23 +2,44 @@
 use std::sync::Arc;
 
 use crate::json::{JsonOptions, JsonState};
+use crate::schema::{Schema, SchemaState};
 use crate::vocab::Vocab;
-use crate::StructuredError;
+use crate::{Recognizer, StructuredError};
+
+/// What the output must be.
+#[derive(Debug, Clone)]
+enum Machine {
+    /// Any JSON document (an object when asked).
+    Json(JsonState),
+    /// A document valid against a schema (boxed: its frame stack is a few hundred bytes).
+    Schema(Arc<Schema>, Box<SchemaState>),
+}
 
 /// Keeps one sequence's output a JSON document; see the crate docs.
 #[derive(Debug, Clone)]
 pub struct JsonMatcher {
     vocab: Arc<Vocab>,
-    state: JsonState,
+    machine: Machine,
     /// An end token was accepted: nothing more may follow.
     ended: bool,
 }
 
 impl JsonMatcher {
+    /// Any JSON document (an object when `options.object_only`).
     pub fn new(vocab: Arc<Vocab>, options: JsonOptions) -> Self {
         Self {
             vocab,
-            state: JsonState::new(options),
+            machine: Machine::Json(JsonState::new(options)),
+            ended: false,
+        }
+    }
+
+    /// A document valid against `schema`.
+    pub fn with_schema(vocab: Arc<Vocab>, schema: Arc<Schema>, max_whitespace: u8) -> Self {
+        let state = schema.start(max_whitespace);
+        Self {
+            vocab,
+            machine: Machine::Schema(schema, Box::new(state)),
             ended: false,
         }
     }
@@ -27,7 +48,7 @@ impl JsonMatcher {
     /// is left as it was.
     pub fn accept(&mut self, token: u32) -> Result<(), StructuredError> {
         if self.vocab.end_ids().contains(&token) {
-            if !self.state.is_complete() {
+            if !self.is_complete() {
                 return Err(StructuredError::Incomplete);
             }
             self.ended = true;
@@ -47,7 +68,13 @@ impl JsonMatcher {
             return Err(rejected());
         }
         let bytes = self.vocab.bytes_of(token).ok_or_else(rejected)?;
-        self.state = self.state.feed(bytes).ok_or_else(rejected)?;
+        let next = match &self.machine {
+            Machine::Json(s) => s.feed(bytes).map(Machine::Json),
+            Machine::Schema(schema, s) => s
+                .feed(schema, bytes)
+                .map(|s| Machine::Schema(schema.clone(), Box::new(s))),
+        };
+        self.machine = next.ok_or_else(rejected)?;
         Ok(())
     }
 
@@ -57,11 +84,17 @@ impl JsonMatcher {
             out.fill(0);
             return;
         }
-        self.vocab.mask_into(self.state, out);
+        match &self.machine {
+            Machine::Json(s) => self.vocab.mask_into(&(), *s, out),
+            Machine::Schema(schema, s) => self.vocab.mask_into(schema.as_ref(), **s, out),
+        }
     }
 
     /// Whether the output so far is a complete document.
     pub fn is_complete(&self) -> bool {
-        self.state.is_complete()
+        match &self.machine {
+            Machine::Json(s) => s.is_complete(),
+            Machine::Schema(schema, s) => s.is_complete(schema),
+        }
     }
 }

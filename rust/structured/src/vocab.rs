@@ -5,7 +5,8 @@
 //! previous token's prefixes and steps only through the bytes that differ: every distinct prefix
 //! is read once per mask (the work of a trie walk, without a trie). When a byte fails, the
 //! following tokens that share it are skipped without stepping.
-use crate::json::{plain_text, JsonState};
+use crate::json::plain_text;
+use crate::Recognizer;
 
 /// Token bytes, in byte order, with what a mask needs to walk them.
 #[derive(Debug, Clone)]
@@ -106,13 +107,13 @@ impl Vocab {
     /// the tokens whose bytes keep the output a prefix of a document, and the end tokens when
     /// the document is complete. `out` may be longer than the vocabulary (a model's padded
     /// output layer); the extra ids are 0.
-    pub fn mask_into(&self, state: JsonState, out: &mut [u8]) {
+    pub fn mask_into<R: Recognizer>(&self, ctx: &R::Ctx, state: R, out: &mut [u8]) {
         if state.in_string() {
-            self.string_mask_into(state, out);
+            self.string_mask_into(ctx, state, out);
             return;
         }
         out.fill(0);
-        if state.is_complete() {
+        if state.is_complete(ctx) {
             for &id in &self.end_ids {
                 if let Some(slot) = out.get_mut(id as usize) {
                     *slot = 1;
@@ -120,7 +121,7 @@ impl Vocab {
             }
         }
         // states[k]: the state after the first k bytes of the previous token.
-        let mut states: Vec<JsonState> = Vec::with_capacity(self.longest + 1);
+        let mut states: Vec<R> = Vec::with_capacity(self.longest + 1);
         states.push(state);
         // Bytes of the previous token known good; when it failed, the failing byte's offset.
         let mut failed_at: Option<usize> = None;
@@ -135,7 +136,7 @@ impl Vocab {
             failed_at = None;
             let mut s = states[shared];
             for (k, &b) in token.iter().enumerate().skip(shared) {
-                match s.step(b) {
+                match s.step(ctx, b) {
                     Some(next) => {
                         s = next;
                         states.push(s);
@@ -156,13 +157,13 @@ impl Vocab {
 
     /// `mask_into` inside a string: plain-text tokens are allowed as they are (a copy), and
     /// only the others are tried. A string is never a complete document, so no end token.
-    fn string_mask_into(&self, state: JsonState, out: &mut [u8]) {
+    fn string_mask_into<R: Recognizer>(&self, ctx: &R::Ctx, state: R, out: &mut [u8]) {
         let n = out.len().min(self.plain.len());
         out[..n].copy_from_slice(&self.plain[..n]);
         out[n..].fill(0);
         for &id in &self.not_plain {
             if let (Some(slot), Some(bytes)) = (out.get_mut(id as usize), self.bytes_of(id)) {
-                *slot = u8::from(state.feed(bytes).is_some());
+                *slot = u8::from(state.feed(ctx, bytes).is_some());
             }
         }
     }

@@ -69,7 +69,7 @@ proptest! {
         let start = JsonState::new(options);
         let state = start.feed(&prefix).unwrap_or(start);
         let mut mask = vec![9u8; tokens.len() + 3];
-        vocab.mask_into(state, &mut mask);
+        vocab.mask_into(&(), state, &mut mask);
         for (id, t) in tokens.iter().enumerate() {
             let alone = t.as_ref().is_some_and(|t| !t.is_empty() && state.feed(t).is_some());
             prop_assert_eq!(mask[id] == 1, alone, "token {:?}", t.as_ref().map(|t| String::from_utf8_lossy(t)));
