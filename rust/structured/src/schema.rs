@@ -387,8 +387,8 @@ enum Phase {
 struct Frame {
     node: u16,
     phase: Phase,
-    /// Object: the first property that may still come. Array: items so far. Leaf: 1 right
-    /// after a leading `-`.
+    /// Object: the first property that may still come. Array: items so far. Integer leaf: 1
+    /// right after a leading `-`, plus twice the digits read.
     next: u16,
 }
 
@@ -420,9 +420,18 @@ impl Recognizer for SchemaState {
             match f.phase {
                 Phase::Leaf => {
                     let integer = matches!(node, Node::Scalar(Kind::Integer));
-                    // Integers: no fraction or exponent, and no `-0` (a float to many parsers).
-                    let minus_zero = std::mem::take(&mut self.frames[top].next) == 1 && b == b'0';
-                    if !(integer && (matches!(b, b'.' | b'e' | b'E') || minus_zero)) {
+                    // Integers: no fraction or exponent, no `-0` (a float to many parsers), and at
+                    // most 18 digits (an `i64` everywhere). `next`: 1 right after a leading `-`,
+                    // plus twice the digits so far.
+                    let n = self.frames[top].next;
+                    let refused = integer
+                        && (matches!(b, b'.' | b'e' | b'E')
+                            || (n & 1 == 1 && b == b'0')
+                            || (b.is_ascii_digit() && n >> 1 >= 18));
+                    if integer && b.is_ascii_digit() {
+                        self.frames[top].next = ((n >> 1) + 1) << 1;
+                    }
+                    if !refused {
                         if let Some(next) = self.scalar.step(b) {
                             self.scalar = next;
                             return Some(self);
@@ -528,7 +537,11 @@ impl SchemaState {
             }
             (Phase::Start, Node::Scalar(kind)) if kind_firsts(*kind).contains(&b) => {
                 f.phase = Phase::Leaf;
-                f.next = u16::from(b == b'-');
+                f.next = if b == b'-' {
+                    1
+                } else {
+                    u16::from(b.is_ascii_digit()) << 1
+                };
                 self.scalar = JsonState::new(free()).step(b)?;
             }
             (Phase::Start, Node::Any) => {
@@ -680,6 +693,12 @@ mod tests {
         assert!(
             !accepts(&schema, r#"{"name": "Ann", "age": 3, "x": 1}"#),
             "undeclared key"
+        );
+        assert!(!accepts(&schema, r#"{"name": "Ann", "age": -0}"#), "-0");
+        assert!(accepts(&schema, r#"{"name": "Ann", "age": -123456789012345678}"#));
+        assert!(
+            !accepts(&schema, r#"{"name": "Ann", "age": 1234567890123456789}"#),
+            "19 digits"
         );
     }
 
