@@ -183,6 +183,22 @@ def test_a_schema_that_cannot_be_enforced_still_gives_json(client: Any, caplog: 
     assert any("`format`" in rec.getMessage() for rec in caplog.records)
 
 
+def test_constrained_and_plain_requests_batched_together(client: Any) -> None:
+    """Rows with a mask and rows without share decode steps; each keeps its own behaviour."""
+    import concurrent.futures
+
+    def ask(fmt: bool) -> str:
+        extra = {"response_format": OBJECT} if fmt else {}
+        r = client.chat.completions.create(model="m", messages=CAPITAL, max_tokens=40, temperature=0, **extra)
+        return str(r.choices[0].message.content)
+
+    alone_json, alone_plain = ask(True), ask(False)
+    assert json.loads(alone_json) == {"capital": "Paris"} and alone_plain != alone_json
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(ask, [True, False, True, False]))
+    assert results == [alone_json, alone_plain, alone_json, alone_plain]
+
+
 def test_responses_text_format(client: Any) -> None:
     base = str(client.base_url).rstrip("/")
     body = {
