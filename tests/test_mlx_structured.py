@@ -199,6 +199,32 @@ def test_constrained_and_plain_requests_batched_together(client: Any) -> None:
     assert results == [alone_json, alone_plain, alone_json, alone_plain]
 
 
+def test_vllm_fields_and_the_completions_api(client: Any) -> None:
+    schema = {"type": "object", "properties": {"capital": {"type": "string"}}, "required": ["capital"]}
+    for extra in (
+        {"guided_json": schema},
+        {"guided_json": json.dumps(schema)},
+        {"structured_outputs": {"json": schema}},
+    ):
+        r = client.chat.completions.create(model="m", messages=CAPITAL, max_tokens=40, temperature=0, extra_body=extra)
+        assert json.loads(r.choices[0].message.content) == {"capital": "Paris"}, extra
+    r = client.completions.create(
+        model="m",
+        prompt="The capital of France as JSON:",
+        max_tokens=30,
+        temperature=0,
+        extra_body={"response_format": OBJECT},
+    )
+    text = r.choices[0].text
+    assert text.lstrip().startswith("{")
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(text), dict)
+    with pytest.raises(openai.BadRequestError, match="response_format.type"):
+        client.completions.create(model="m", prompt="x", extra_body={"response_format": {"type": "xml"}})
+    with pytest.raises(openai.BadRequestError, match="not valid JSON"):
+        client.chat.completions.create(model="m", messages=CAPITAL, extra_body={"guided_json": "{nope"})
+
+
 def test_responses_text_format(client: Any) -> None:
     base = str(client.base_url).rstrip("/")
     body = {

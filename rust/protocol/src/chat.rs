@@ -62,6 +62,11 @@ pub struct ChatCompletionRequest {
     pub parallel_tool_calls: Option<bool>,
     #[serde(default)]
     pub response_format: Option<Value>,
+    /// vLLM's structured-output fields: a JSON Schema (or its text) the output must follow.
+    #[serde(default)]
+    pub guided_json: Option<Value>,
+    #[serde(default)]
+    pub structured_outputs: Option<Value>,
     #[serde(default)]
     pub chat_template_kwargs: Option<Map<String, Value>>,
     /// Documents for retrieval-augmented templates (Cohere Command, Granite), handed to the chat
@@ -117,7 +122,11 @@ impl ChatCompletionRequest {
             seed: self.seed,
             n: self.n,
             logit_bias: self.logit_bias.clone(),
-            json_schema: self.response_format.as_ref().and_then(json_schema_of),
+            json_schema: crate::sampling::requested_schema(
+                self.response_format.as_ref(),
+                self.guided_json.as_ref(),
+                self.structured_outputs.as_ref(),
+            ),
             response_format: self.response_format.clone(),
         }
     }
@@ -158,24 +167,8 @@ impl ChatCompletionRequest {
                 }
             }
         }
-        if let Some(rf) = &self.response_format {
-            let ty = rf.get("type").and_then(Value::as_str);
-            if !matches!(ty, Some("text" | "json_object" | "json_schema")) {
-                return Err(ProtocolError::new(
-                    "response_format.type",
-                    "response_format.type must be one of `text`, `json_object`, `json_schema`",
-                ));
-            }
-        }
+        crate::sampling::check_response_format(self.response_format.as_ref())?;
         parse_tool_choice(self.tool_choice.as_ref(), self.tools.as_deref())
-    }
-}
-
-fn json_schema_of(rf: &Value) -> Option<Value> {
-    match rf.get("type").and_then(Value::as_str) {
-        Some("json_schema") => rf.get("json_schema").and_then(|s| s.get("schema")).cloned(),
-        Some("json_object") => Some(serde_json::json!({"type": "object"})),
-        _ => None,
     }
 }
 

@@ -62,6 +62,14 @@ pub struct CompletionRequest {
     pub echo: bool,
     #[serde(default)]
     pub logit_bias: Option<Map<String, Value>>,
+    /// Structured output: OpenAI's `response_format`, vLLM's `guided_json` and
+    /// `structured_outputs` (see `sampling::requested_schema`).
+    #[serde(default)]
+    pub response_format: Option<Value>,
+    #[serde(default)]
+    pub guided_json: Option<Value>,
+    #[serde(default)]
+    pub structured_outputs: Option<Value>,
     #[serde(default)]
     pub user: Option<String>,
 }
@@ -98,13 +106,18 @@ impl CompletionRequest {
             seed: self.seed,
             n: self.n,
             logit_bias: self.logit_bias.clone(),
-            json_schema: None,
-            response_format: None,
+            json_schema: crate::sampling::requested_schema(
+                self.response_format.as_ref(),
+                self.guided_json.as_ref(),
+                self.structured_outputs.as_ref(),
+            ),
+            response_format: self.response_format.clone(),
         }
     }
 
     /// Validate and return the prompts in order (a batch yields one entry per prompt).
     pub fn validate(&self) -> Result<Vec<Prompt>, ProtocolError> {
+        crate::sampling::check_response_format(self.response_format.as_ref())?;
         if self.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
             return Err(ProtocolError::new(
                 "suffix",

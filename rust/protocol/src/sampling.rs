@@ -26,6 +26,45 @@ pub struct SamplingParams {
     pub response_format: Option<Value>,
 }
 
+/// The JSON Schema a request asks its output to follow, from the fields clients use: OpenAI's
+/// `response_format` (`json_object` is any object), vLLM's `guided_json` and
+/// `structured_outputs: {"json": ...}` (a schema, or its JSON text). `None` for free text.
+pub fn requested_schema(
+    response_format: Option<&Value>,
+    guided_json: Option<&Value>,
+    structured_outputs: Option<&Value>,
+) -> Option<Value> {
+    let from_format = response_format.and_then(|rf| match rf.get("type").and_then(Value::as_str) {
+        Some("json_schema") => rf.get("json_schema").and_then(|s| s.get("schema")).cloned(),
+        Some("json_object") => Some(serde_json::json!({"type": "object"})),
+        _ => None,
+    });
+    let schema = from_format
+        .or_else(|| guided_json.cloned())
+        .or_else(|| structured_outputs.and_then(|s| s.get("json")).cloned())?;
+    match schema {
+        // Given as JSON text: parsed here; text that is not JSON goes on as is, and the engine
+        // refuses it with its reason.
+        Value::String(text) => Some(serde_json::from_str(&text).unwrap_or(Value::String(text))),
+        other => Some(other),
+    }
+}
+
+/// `response_format.type` is one OpenAI defines.
+pub fn check_response_format(rf: Option<&Value>) -> Result<(), crate::ProtocolError> {
+    let Some(rf) = rf else { return Ok(()) };
+    if matches!(
+        rf.get("type").and_then(Value::as_str),
+        Some("text" | "json_object" | "json_schema")
+    ) {
+        return Ok(());
+    }
+    Err(crate::ProtocolError::new(
+        "response_format.type",
+        "response_format.type must be one of `text`, `json_object`, `json_schema`",
+    ))
+}
+
 /// Bounds checks shared by every endpoint.
 pub fn check_ranges(p: &SamplingParams) -> Result<(), crate::ProtocolError> {
     use crate::ProtocolError as E;
@@ -95,3 +134,31 @@ pub fn check_ranges(p: &SamplingParams) -> Result<(), crate::ProtocolError> {
 
 /// Documented limit on the number of stop strings per request (OpenAI allows 4).
 pub const MAX_STOP_STRINGS: usize = 64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn schema_from_each_client_field() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+        let rf = json!({"type": "json_schema", "json_schema": {"name": "x", "schema": schema}});
+        assert_eq!(requested_schema(Some(&rf), None, None), Some(schema.clone()));
+        let object = json!({"type": "json_object"});
+        assert_eq!(
+            requested_schema(Some(&object), None, None),
+            Some(json!({"type": "object"}))
+        );
+        assert_eq!(requested_schema(Some(&json!({"type": "text"})), None, None), None);
+        assert_eq!(requested_schema(None, Some(&schema), None), Some(schema.clone()));
+        let text = Value::String(schema.to_string());
+        assert_eq!(requested_schema(None, Some(&text), None), Some(schema.clone()));
+        let so = json!({"json": schema});
+        assert_eq!(requested_schema(None, None, Some(&so)), Some(schema.clone()));
+        let bad = Value::String("{nope".into());
+        assert_eq!(requested_schema(None, Some(&bad), None), Some(bad.clone()));
+        assert!(check_response_format(Some(&json!({"type": "xml"}))).is_err());
+        assert!(check_response_format(Some(&object)).is_ok());
+    }
+}
