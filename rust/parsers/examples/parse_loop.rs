@@ -68,17 +68,32 @@ fn chunks(file: &str, iterations: Option<&String>) -> Result<(), Box<dyn std::er
             (20.0 / t.elapsed().as_secs_f64().max(1e-7)).clamp(10.0, 1e6) as usize
         }
     };
-    let per = best_of(5, iterations, || stream_count(format, std::hint::black_box(&pieces)));
+    // `PARSE_LOOP_ONLY=plain|reused|complete` times one way only (for `perf record`).
+    let only = std::env::var("PARSE_LOOP_ONLY").unwrap_or_default();
+    let wanted = |name: &str| only.is_empty() || only == name;
+    let per = if wanted("plain") {
+        best_of(5, iterations, || stream_count(format, std::hint::black_box(&pieces)))
+    } else {
+        f64::NAN
+    };
     // The same stream through `push_into` with one delta reused for every piece (no per-piece
     // allocation of the delta itself), as the Python binding's `feed` does.
-    let reused_per = best_of(5, iterations, || {
-        stream_count_reused(format, std::hint::black_box(&pieces))
-    });
+    let reused_per = if wanted("reused") {
+        best_of(5, iterations, || {
+            stream_count_reused(format, std::hint::black_box(&pieces))
+        })
+    } else {
+        f64::NAN
+    };
     // The same text parsed whole; a complete parse costs a fraction of a streamed one.
     let text = pieces.concat();
-    let whole_per = best_of(5, iterations * 8, || {
-        parse_complete(std::hint::black_box(&text), format, None).calls.len()
-    });
+    let whole_per = if wanted("complete") {
+        best_of(5, iterations * 8, || {
+            parse_complete(std::hint::black_box(&text), format, None).calls.len()
+        })
+    } else {
+        f64::NAN
+    };
     let calls: Vec<_> = calls
         .into_iter()
         .map(|(name, arguments)| serde_json::json!({"name": name, "arguments": arguments}))

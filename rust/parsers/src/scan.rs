@@ -31,15 +31,48 @@ pub fn partial_suffix_len(buf: &str, markers: &[&str]) -> usize {
     let mut best = 0;
     for m in markers {
         let mb = m.as_bytes();
-        let max = mb.len().saturating_sub(1).min(bytes.len());
-        for len in (best + 1..=max).rev() {
-            if buf.is_char_boundary(bytes.len() - len) && bytes[bytes.len() - len..] == mb[..len] {
-                best = len;
+        let Some(&first) = mb.first() else { continue };
+        let max = (mb.len() - 1).min(bytes.len());
+        if max <= best {
+            continue;
+        }
+        // Only a suffix starting with the marker's first byte can be a prefix of it; the
+        // earliest such start that matches is the longest.
+        let end = bytes.len();
+        for start in end - max..end - best {
+            if bytes[start] == first && bytes[start..] == mb[..end - start] && buf.is_char_boundary(start) {
+                best = end - start;
                 break;
             }
         }
     }
     best
+}
+
+/// A set of bytes, tested in one lookup per byte: what a hot loop checks each byte of a
+/// streamed piece against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ByteSet([u64; 4]);
+
+impl ByteSet {
+    /// The bytes a JSON string cannot hold as is: the control bytes, quote and backslash.
+    pub(crate) const JSON_SPECIAL: Self = Self([u32::MAX as u64 | 1 << b'"', 1 << (b'\\' - 64), 0, 0]);
+
+    pub(crate) const fn with(mut self, b: u8) -> Self {
+        self.0[(b >> 6) as usize] |= 1 << (b & 63);
+        self
+    }
+
+    #[inline]
+    pub(crate) fn contains(&self, b: u8) -> bool {
+        self.0[usize::from(b >> 6)] >> (b & 63) & 1 != 0
+    }
+
+    /// Whether any byte of `hay` is in the set.
+    #[inline]
+    pub(crate) fn any_in(&self, hay: &[u8]) -> bool {
+        hay.iter().any(|&b| self.contains(b))
+    }
 }
 
 /// Below this length a plain loop finds a byte faster than `memchr`, whose vector setup and
@@ -96,6 +129,45 @@ pub(crate) fn find(hay: &str, marker: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Every suffix length tried against every marker.
+    fn partial_suffix_len_naive(buf: &str, markers: &[&str]) -> usize {
+        let bytes = buf.as_bytes();
+        let mut best = 0;
+        for m in markers {
+            let mb = m.as_bytes();
+            for len in 1..mb.len().min(bytes.len() + 1) {
+                if buf.is_char_boundary(bytes.len() - len) && bytes[bytes.len() - len..] == mb[..len] {
+                    best = best.max(len);
+                }
+            }
+        }
+        best
+    }
+
+    #[test]
+    fn json_special_set_is_controls_quote_and_backslash() {
+        for b in 0..=255u8 {
+            assert_eq!(
+                ByteSet::JSON_SPECIAL.contains(b),
+                b < 0x20 || b == b'"' || b == b'\\',
+                "{b:#x}"
+            );
+            assert!(ByteSet::JSON_SPECIAL.with(b'<').contains(b) == (ByteSet::JSON_SPECIAL.contains(b) || b == b'<'));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn partial_suffix_len_equals_trying_every_length(
+            buf in "[<a｜/>t]{0,12}",
+            markers in proptest::collection::vec("[<a｜/>t]{0,6}", 0..4),
+        ) {
+            let markers: Vec<&str> = markers.iter().map(String::as_str).collect();
+            prop_assert_eq!(partial_suffix_len(&buf, &markers), partial_suffix_len_naive(&buf, &markers));
+        }
+    }
 
     #[test]
     fn finds_earliest_and_longest() {

@@ -415,11 +415,28 @@ fn plain_integer(t: &str) -> bool {
     }
 }
 
+/// Bytes a JSON string cannot hold as is: quote, backslash and the control bytes.
+static SPECIAL: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
 /// Offset of the first byte a JSON string cannot hold as is: a quote, a backslash or a control
 /// byte. String runs are mostly long plain text, so 16 bytes are tested at a time (a loop the
-/// compiler turns into vector compares), and only a block that has one is searched byte by byte.
+/// compiler turns into vector compares), and only a block that has one is searched byte by byte;
+/// a streamed piece (a few bytes) is looked up byte by byte in a table.
 pub(crate) fn special(bytes: &[u8]) -> Option<usize> {
     let is = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+    if bytes.len() < 16 {
+        return bytes.iter().position(|&b| SPECIAL[usize::from(b)]);
+    }
     let mut blocks = bytes.chunks_exact(16);
     let mut base = 0;
     for block in &mut blocks {
@@ -428,7 +445,11 @@ pub(crate) fn special(bytes: &[u8]) -> Option<usize> {
         }
         base += 16;
     }
-    blocks.remainder().iter().position(|&b| is(b)).map(|o| base + o)
+    blocks
+        .remainder()
+        .iter()
+        .position(|&b| SPECIAL[usize::from(b)])
+        .map(|o| base + o)
 }
 
 /// Write `text` inside a JSON string the way `serde_json` does. Most text needs no escape, so
@@ -474,6 +495,30 @@ mod tests {
             s.close(&mut out);
         }
         (out, fed)
+    }
+
+    fn special_naive(bytes: &[u8]) -> Option<usize> {
+        bytes.iter().position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    }
+
+    #[test]
+    fn special_finds_every_byte_at_every_offset() {
+        for len in 0..20 {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = b;
+                    assert_eq!(special(&bytes), special_naive(&bytes), "byte {b:#x} at {at} of {len}");
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn special_equals_a_byte_loop(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            prop_assert_eq!(special(&bytes), special_naive(&bytes));
+        }
     }
 
     fn serde_compact(text: &str) -> String {

@@ -14,7 +14,7 @@
 //! follows the live calls is read by `body::continuation`.
 use super::body::{valid_name, Target};
 use super::engine::Ctx;
-use super::json_stream::{special, Fed, JsonStream};
+use super::json_stream::{Fed, JsonStream};
 use super::spec::Body;
 use super::xml_stream::{invoke_dialect, Dialect, XmlArgs, XmlFed, GLM, QWEN};
 use super::ToolCallDelta;
@@ -23,8 +23,10 @@ use crate::scan::find;
 
 /// Why a head could not be read.
 enum Stop {
-    /// The text so far is a prefix of a head: wait for more.
-    Pending,
+    /// The text so far is a prefix of a head: wait for more. When the stop was a search for a
+    /// marker (`Cursor::until`), its first byte and where the search began: no try can get
+    /// further before that byte arrives.
+    Pending(Option<(u8, usize)>),
     /// No call goes live here.
     No,
 }
@@ -42,8 +44,11 @@ enum Tail {
 
 #[derive(Debug)]
 enum Phase {
-    /// Looking for the next call's head at the cursor.
-    Head,
+    /// Looking for the next call's head at the cursor. `wait`: the last try stopped in a
+    /// search for a marker starting with byte `.0`, from region offset `.1` on; until that byte
+    /// arrives the head cannot parse further, so the try is not repeated (a head can take a
+    /// dozen pushes to arrive, and each try re-reads it from its start).
+    Head { wait: Option<(u8, usize)> },
     /// Streaming the arguments of call `index` with the engine's reader of this kind.
     Args { index: usize, reader: Reader, tail: Tail },
     /// Skipping the tail of the last call.
@@ -103,7 +108,7 @@ impl Live {
         Self {
             cursor,
             emitted: false,
-            phase: Phase::Head,
+            phase: Phase::Head { wait: None },
         }
     }
 
@@ -127,9 +132,10 @@ impl Live {
     }
 
     /// Write `text`, which follows the `read` bytes of region read so far, straight through
-    /// as an arguments fragment when it is plain characters (nothing JSON escapes) inside a
-    /// string value of a live JSON call that has read everything before it: what
-    /// `JsonStream::feed` would do, without its steps. False (nothing done) otherwise.
+    /// as an arguments fragment when the call is live, JSON, inside a string value and has read
+    /// everything before it: what `JsonStream::feed` would do, without its steps. The caller
+    /// has checked that `text` is plain characters (nothing JSON escapes, no byte an end marker
+    /// starts with). False (nothing done) otherwise.
     pub(crate) fn pass_string(&mut self, readers: &Readers, read: usize, text: &str, out: &mut ToolDelta) -> bool {
         let Phase::Args {
             index,
@@ -139,25 +145,13 @@ impl Live {
         else {
             return false;
         };
-        if self.cursor != read || !readers.json.in_plain_value() || special(text.as_bytes()).is_some() {
+        if self.cursor != read || !readers.json.in_plain_value() {
             return false;
         }
         if text.is_empty() {
             return true;
         }
-        match out.calls.last_mut() {
-            Some(last) if last.index == index => last.arguments.push_str(text),
-            _ => {
-                let mut arguments = out.fragment_buffer();
-                arguments.push_str(text);
-                out.calls.push(ToolCallDelta {
-                    index,
-                    id: None,
-                    name: None,
-                    arguments,
-                });
-            }
-        }
+        out.push_fragment(index, text);
         self.cursor += text.len();
         true
     }
@@ -180,7 +174,12 @@ impl Live {
             let rest = &region[self.cursor..];
             match &mut self.phase {
                 Phase::Off => return,
-                Phase::Head => match head(target, rest, ctx) {
+                Phase::Head { wait: Some((b, from)) }
+                    if !ended && crate::scan::byte(*b, &region.as_bytes()[*from..]).is_none() =>
+                {
+                    return
+                }
+                Phase::Head { .. } => match head(target, rest, ctx) {
                     Ok(h) => {
                         // The call's arguments are usually in this text too (always in a complete
                         // parse): room for them now saves growing the string step by step.
@@ -211,7 +210,12 @@ impl Live {
                         self.cursor += h.args;
                         self.emitted = true;
                     }
-                    Err(Stop::Pending) if !ended => return,
+                    Err(Stop::Pending(wait)) if !ended => {
+                        self.phase = Phase::Head {
+                            wait: wait.map(|(b, at)| (b, self.cursor + at)),
+                        };
+                        return;
+                    }
                     Err(_) => self.phase = Phase::Off,
                 },
                 Phase::Args { index, reader, tail } => {
@@ -247,14 +251,7 @@ impl Live {
                         }
                     };
                     if !direct && !readers.scratch.is_empty() {
-                        let mut arguments = out.fragment_buffer();
-                        arguments.push_str(&readers.scratch);
-                        out.calls.push(ToolCallDelta {
-                            index,
-                            id: None,
-                            name: None,
-                            arguments,
-                        });
+                        out.push_fragment(index, &readers.scratch);
                     }
                     match fed {
                         Step::More(n) => {
@@ -282,9 +279,9 @@ impl Live {
                 Phase::Tail(tail) => match skip_tail(*tail, rest) {
                     Ok(n) => {
                         self.cursor += n;
-                        self.phase = Phase::Head;
+                        self.phase = Phase::Head { wait: None };
                     }
-                    Err(Stop::Pending) if !ended => return,
+                    Err(Stop::Pending(_)) if !ended => return,
                     Err(_) => {
                         self.cursor = region.len();
                         self.phase = Phase::Off;
@@ -426,7 +423,7 @@ fn body_head(body: &Body, c: &mut Cursor) -> Result<Found, Stop> {
             if c.lit("function<｜tool_sep｜>").is_err() {
                 // Without the prefix the item is the invoke block itself; a partial prefix waits.
                 if "function<｜tool_sep｜>".starts_with(c.rest()) {
-                    return Err(Stop::Pending);
+                    return Err(Stop::Pending(None));
                 }
             }
             invoke_head(c, "steptml:")
@@ -444,7 +441,7 @@ fn glm_head(c: &mut Cursor) -> Result<Found, Stop> {
     let bytes = rest.as_bytes();
     let mut from = 0;
     let p = loop {
-        let p = from + crate::scan::byte2(b'<', b'\n', &bytes[from..]).ok_or(Stop::Pending)?;
+        let p = from + crate::scan::byte2(b'<', b'\n', &bytes[from..]).ok_or(Stop::Pending(None))?;
         if bytes[p] == b'\n' || rest[p..].starts_with("<arg_key>") || rest[p..].starts_with("<tool_sep>") {
             break p;
         }
@@ -453,8 +450,8 @@ fn glm_head(c: &mut Cursor) -> Result<Found, Stop> {
     let name = &rest[..p];
     c.i += p;
     c.ws();
-    if let Err(Stop::Pending) = c.lit("<tool_sep>") {
-        return Err(Stop::Pending);
+    if let Err(Stop::Pending(_)) = c.lit("<tool_sep>") {
+        return Err(Stop::Pending(None));
     }
     // Commit only once the first parameter is well formed, so that a malformed call stays text.
     let mut probe = Cursor { s: c.s, i: c.i };
@@ -576,7 +573,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn peek(&self) -> Result<u8, Stop> {
-        self.s.as_bytes().get(self.i).copied().ok_or(Stop::Pending)
+        self.s.as_bytes().get(self.i).copied().ok_or(Stop::Pending(None))
     }
 
     fn skip_while(&mut self, f: impl Fn(u8) -> bool) {
@@ -596,7 +593,7 @@ impl<'a> Cursor<'a> {
             self.i += lit.len();
             Ok(())
         } else if lit.starts_with(rest) {
-            Err(Stop::Pending)
+            Err(Stop::Pending(None))
         } else {
             Err(Stop::No)
         }
@@ -605,7 +602,7 @@ impl<'a> Cursor<'a> {
     /// The text up to `marker`, consuming both.
     fn until(&mut self, marker: &str) -> Result<&'a str, Stop> {
         let rest = self.rest();
-        let p = find(rest, marker).ok_or(Stop::Pending)?;
+        let p = find(rest, marker).ok_or(Stop::Pending(marker.as_bytes().first().map(|&b| (b, self.i))))?;
         self.i += p + marker.len();
         Ok(&rest[..p])
     }
@@ -620,7 +617,7 @@ impl<'a> Cursor<'a> {
                 Ok(&rest[..p])
             }
             Some(_) => Err(Stop::No),
-            None => Err(Stop::Pending),
+            None => Err(Stop::Pending(None)),
         }
     }
 
@@ -663,6 +660,6 @@ impl<'a> Cursor<'a> {
                 _ => {}
             }
         }
-        Err(Stop::Pending)
+        Err(Stop::Pending(None))
     }
 }

@@ -94,9 +94,21 @@ impl ToolDelta {
         self.calls.clear();
     }
 
-    /// An empty string for a new fragment, reusing a cleared one when there is one.
-    pub(crate) fn fragment_buffer(&mut self) -> String {
-        self.spare.pop().unwrap_or_default()
+    /// Append `text` to call `index`'s fragment in this delta, starting one (with a recycled
+    /// buffer when there is one) unless the last call delta is already that call's.
+    pub(crate) fn push_fragment(&mut self, index: usize, text: &str) {
+        if let Some(last) = self.calls.last_mut().filter(|last| last.index == index) {
+            last.arguments.push_str(text);
+            return;
+        }
+        let mut arguments = self.spare.pop().unwrap_or_default();
+        arguments.push_str(text);
+        self.calls.push(ToolCallDelta {
+            index,
+            id: None,
+            name: None,
+            arguments,
+        });
     }
 }
 
