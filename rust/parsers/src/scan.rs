@@ -49,32 +49,6 @@ pub fn partial_suffix_len(buf: &str, markers: &[&str]) -> usize {
     best
 }
 
-/// A set of bytes, tested in one lookup per byte: what a hot loop checks each byte of a
-/// streamed piece against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ByteSet([u64; 4]);
-
-impl ByteSet {
-    /// The bytes a JSON string cannot hold as is: the control bytes, quote and backslash.
-    pub(crate) const JSON_SPECIAL: Self = Self([u32::MAX as u64 | 1 << b'"', 1 << (b'\\' - 64), 0, 0]);
-
-    pub(crate) const fn with(mut self, b: u8) -> Self {
-        self.0[(b >> 6) as usize] |= 1 << (b & 63);
-        self
-    }
-
-    #[inline]
-    pub(crate) fn contains(&self, b: u8) -> bool {
-        self.0[usize::from(b >> 6)] >> (b & 63) & 1 != 0
-    }
-
-    /// Whether any byte of `hay` is in the set.
-    #[inline]
-    pub(crate) fn any_in(&self, hay: &[u8]) -> bool {
-        hay.iter().any(|&b| self.contains(b))
-    }
-}
-
 /// Below this length a plain loop finds a byte faster than `memchr`, whose vector setup and
 /// dispatch cost more than the search itself. Streaming pushes are often a few bytes long.
 const SHORT: usize = 16;
@@ -144,18 +118,6 @@ mod tests {
             }
         }
         best
-    }
-
-    #[test]
-    fn json_special_set_is_controls_quote_and_backslash() {
-        for b in 0..=255u8 {
-            assert_eq!(
-                ByteSet::JSON_SPECIAL.contains(b),
-                b < 0x20 || b == b'"' || b == b'\\',
-                "{b:#x}"
-            );
-            assert!(ByteSet::JSON_SPECIAL.with(b'<').contains(b) == (ByteSet::JSON_SPECIAL.contains(b) || b == b'<'));
-        }
     }
 
     proptest! {

@@ -9,10 +9,11 @@
 //! Decisions depend only on the text seen, never on where chunks split it, which is why a
 //! streamed parse equals a complete one.
 use super::body::{continuation, parse_body, Call, Outcome, Target};
+use super::json_stream::special;
 use super::live::{Live, Readers};
 use super::spec::{End, Spec, TextMarkers};
 use super::{ToolCallDelta, ToolDef, ToolDelta};
-use crate::scan::{self, partial_suffix_len, ByteSet};
+use crate::scan::{self, partial_suffix_len};
 
 /// Declared tools, used to reject unknown names and to type XML-style parameters.
 #[derive(Debug, Clone, Default)]
@@ -106,8 +107,6 @@ impl Balance {
     }
 }
 
-// One `Mode` per engine: boxing the region would cost an allocation per region for nothing.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Mode {
     Text,
@@ -120,9 +119,6 @@ enum Mode {
         scan: usize,
         balance: Balance,
         live: Live,
-        /// `ByteSet::JSON_SPECIAL` and the first bytes of the end markers: a push with none of
-        /// them inside a live JSON string is plain text of that string.
-        plain_stops: ByteSet,
     },
 }
 
@@ -191,7 +187,6 @@ impl Engine {
             end: End::Marker(ends),
             scan: scanned,
             live,
-            plain_stops,
             ..
         } = &mut self.mode
         else {
@@ -201,15 +196,16 @@ impl Engine {
             return false;
         }
         let bytes = text.as_bytes();
+        if !ends
+            .iter()
+            .filter_map(|e| e.as_bytes().first())
+            .all(|b| scan::byte(*b, bytes).is_none())
+        {
+            return false;
+        }
         let settled = match live.idle(&self.readers, before) {
-            Some(wake) => {
-                ends.iter()
-                    .filter_map(|e| e.as_bytes().first())
-                    .all(|b| scan::byte(*b, bytes).is_none())
-                    && wake.is_none_or(|b| scan::byte(b, bytes).is_none())
-            }
-            // One pass for both: nothing JSON escapes, no byte an end marker starts with.
-            None => !plain_stops.any_in(bytes) && live.pass_string(&self.readers, before, text, out),
+            Some(wake) => wake.is_none_or(|b| scan::byte(b, bytes).is_none()),
+            None => special(bytes).is_none() && live.pass_string(&self.readers, before, text, out),
         };
         if settled {
             *scanned = self.buf.len() - self.pos;
@@ -274,7 +270,6 @@ impl Engine {
                         scan: 0,
                         balance: Balance::default(),
                         live: Live::new(0),
-                        plain_stops: plain_stops(lead.end),
                     };
                     return true;
                 }
@@ -311,7 +306,6 @@ impl Engine {
                     scan: marker.len(),
                     balance: Balance::default(),
                     live: Live::new(marker.len()),
-                    plain_stops: plain_stops(region.end),
                 };
             }
             None if i < self.spec.regions.len() + self.spec.strip.len() => self.pos += marker.len(),
@@ -413,7 +407,6 @@ impl Engine {
                     scan: region_end,
                     balance: Balance::default(),
                     live: Live::new(region_end),
-                    plain_stops: plain_stops(end),
                 };
                 return true;
             }
@@ -437,18 +430,6 @@ fn closing_marker(region: &str, q: usize, close: &str, finishing: bool) -> Optio
         return None;
     }
     Some((q, q))
-}
-
-/// The bytes that stop a push from passing straight through a live JSON string of a region
-/// with this end: see `Mode::Region::plain_stops`.
-fn plain_stops(end: End) -> ByteSet {
-    match end {
-        End::Marker(ends) => ends
-            .iter()
-            .filter_map(|e| e.as_bytes().first())
-            .fold(ByteSet::JSON_SPECIAL, |set, &b| set.with(b)),
-        _ => ByteSet::JSON_SPECIAL,
-    }
 }
 
 /// Whether `hay` contains any of the bytes `set`.
