@@ -258,3 +258,55 @@ def test_reasoning_then_tool_call() -> None:
     assert msg["reasoning_content"] == "need weather"
     assert msg["tool_calls"][0]["function"]["name"] == "get_weather"
     assert r["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_required_holds_the_engine_to_a_list_of_calls() -> None:
+    """`tool_choice: "required"` sends the engine a JSON Schema (a list of calls tagged by tool
+    name, each with its tool's parameters) in place of `response_format`, and reads the JSON list
+    it writes as tool calls, also on a server without a tool parser."""
+    out = '\n[{"name": "get_weather", "parameters": {"city": "Paris"}}, {"name": "get_time", "parameters": {}}]'
+    engine = ScriptedEngine(tokens(out))
+    with serve_in_thread(engine) as url:
+        c = client(url)
+        args: dict[str, Any] = dict(
+            model="x", messages=MSG, tools=TOOLS, tool_choice="required", response_format={"type": "json_object"}
+        )
+        r = c.chat.completions.create(**args)
+        with c.chat.completions.stream(**args) as s:
+            for _ in s:
+                pass
+            streamed = s.get_final_completion().choices[0].message.tool_calls
+    calls = r.choices[0].message.tool_calls or []
+    assert [(t.function.name, json.loads(t.function.arguments)) for t in calls] == [
+        ("get_weather", {"city": "Paris"}),
+        ("get_time", {}),
+    ]
+    assert r.choices[0].message.content is None
+    assert r.choices[0].finish_reason == "tool_calls"
+    assert [(t.function.name, t.function.arguments) for t in streamed or []] == [
+        (t.function.name, t.function.arguments) for t in calls
+    ]
+    sp = engine.requests[0].sampling_params
+    assert "response_format" not in sp
+    schema = sp["json_schema"]
+    assert schema["type"] == "array" and schema["minItems"] == 1
+    alts = schema["items"]["anyOf"]
+    assert [a["properties"]["name"]["const"] for a in alts] == ["get_weather", "get_time"]
+    assert alts[0]["properties"]["parameters"] == TOOLS[0]["function"]["parameters"]
+
+
+def test_named_choice_holds_the_engine_to_its_parameters() -> None:
+    engine = ScriptedEngine(tokens('{"city": "Paris"}'))
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    with serve_in_thread(engine) as url:
+        r = client(url).chat.completions.create(model="x", messages=MSG, tools=TOOLS, tool_choice=named)  # type: ignore[arg-type]
+    calls = r.choices[0].message.tool_calls or []
+    assert [(t.function.name, t.function.arguments) for t in calls] == [("get_weather", '{"city":"Paris"}')]
+    assert engine.requests[0].sampling_params["json_schema"] == TOOLS[0]["function"]["parameters"]
+
+
+def test_auto_choice_sends_no_schema() -> None:
+    engine = ScriptedEngine(tokens(HERMES_TWO_CALLS))
+    with serve_in_thread(engine, tool_parser="hermes") as url:
+        client(url).chat.completions.create(model="x", messages=MSG, tools=TOOLS)  # type: ignore[arg-type]
+    assert "json_schema" not in engine.requests[0].sampling_params

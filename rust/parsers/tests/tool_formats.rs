@@ -272,3 +272,112 @@ fn every_format_has_every_kind_of_case() {
     }
     assert!(missing.is_empty(), "missing fixture kinds:\n{}", missing.join("\n"));
 }
+
+/// Complete and streamed results of a forced-call parser, as (normal text, calls).
+fn forced(text: &str, pieces: &[&str]) -> (String, Vec<(String, String)>) {
+    use smgpy_parsers::tool::{Forced, ToolCallParser};
+    let mut p = ToolCallParser::forced(ToolFormat::Hermes, None, Forced::Call("get_weather".into()));
+    let mut normal = String::new();
+    let mut calls: Vec<(String, String)> = Vec::new();
+    let mut deltas: Vec<_> = pieces.iter().map(|piece| p.push(piece)).collect();
+    deltas.push(p.finish());
+    for d in deltas {
+        normal.push_str(&d.normal_text);
+        for c in d.calls {
+            match calls.get_mut(c.index) {
+                Some(call) => call.1.push_str(&c.arguments),
+                None => calls.push((c.name.unwrap_or_default(), c.arguments)),
+            }
+        }
+    }
+    assert_eq!(pieces.concat(), text);
+    (normal, calls)
+}
+
+#[test]
+fn forced_call_reads_the_whole_output_as_arguments() {
+    let text = " {\"city\": \"Paris\",\n \"days\": [1, 2.50]} \n";
+    let want = (
+        " \n".to_string(),
+        vec![(
+            "get_weather".to_string(),
+            r#"{"city":"Paris","days":[1,2.5]}"#.to_string(),
+        )],
+    );
+    assert_eq!(forced(text, &[text]), want);
+    // Every two-way split and char by char give the same.
+    for cut in (1..text.len()).filter(|&i| text.is_char_boundary(i)) {
+        assert_eq!(forced(text, &[&text[..cut], &text[cut..]]), want, "cut at {cut}");
+    }
+    let chars: Vec<String> = text.chars().map(String::from).collect();
+    let chars: Vec<&str> = chars.iter().map(String::as_str).collect();
+    assert_eq!(forced(text, &chars), want);
+    // The call is reported before its arguments end.
+    let mut p = smgpy_parsers::tool::ToolCallParser::forced(
+        ToolFormat::Hermes,
+        None,
+        smgpy_parsers::tool::Forced::Call("get_weather".into()),
+    );
+    let first = p.push("{\"city\": \"Par");
+    assert_eq!(first.calls[0].name.as_deref(), Some("get_weather"));
+    assert_eq!(first.calls[0].arguments, "{\"city\":\"Par");
+}
+
+#[test]
+fn forced_list_of_calls() {
+    use smgpy_parsers::tool::{Forced, ToolCallParser};
+    let text = "\n[{\"name\": \"a\", \"parameters\": {\"x\": 1}}, {\"name\": \"b\", \"parameters\": {}}]";
+    let run = |pieces: &[&str]| {
+        let mut p = ToolCallParser::forced(ToolFormat::Hermes, None, Forced::List);
+        let mut calls: Vec<(String, String)> = Vec::new();
+        let mut normal = String::new();
+        let mut deltas: Vec<_> = pieces.iter().map(|x| p.push(x)).collect();
+        deltas.push(p.finish());
+        for d in deltas {
+            normal.push_str(&d.normal_text);
+            for c in d.calls {
+                match calls.get_mut(c.index) {
+                    Some(call) => call.1.push_str(&c.arguments),
+                    None => calls.push((c.name.unwrap_or_default(), c.arguments)),
+                }
+            }
+        }
+        (normal, calls)
+    };
+    let want = (
+        String::new(),
+        vec![
+            ("a".to_string(), r#"{"x":1}"#.to_string()),
+            ("b".to_string(), "{}".to_string()),
+        ],
+    );
+    assert_eq!(run(&[text]), want);
+    for cut in 1..text.len() {
+        assert_eq!(run(&[&text[..cut], &text[cut..]]), want, "cut at {cut}");
+    }
+}
+
+#[test]
+fn forced_call_output_that_is_not_an_object_stays_text() {
+    assert_eq!(
+        forced("Sure, here it is.", &["Sure, here it is."]),
+        ("Sure, here it is.".into(), vec![])
+    );
+    assert_eq!(forced("", &[]), (String::new(), vec![]));
+    // Output in the model's own format (an engine that did not enforce the schema) is read so.
+    let hermes = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+    assert_eq!(
+        forced(hermes, &[hermes]),
+        (
+            String::new(),
+            vec![("get_weather".to_string(), r#"{"city":"Oslo"}"#.to_string())]
+        )
+    );
+    // Truncated arguments are closed into valid JSON.
+    let (text, calls) = forced("{\"city\": \"Par", &["{\"city\": \"Par"]);
+    assert_eq!(text, "");
+    assert_eq!(
+        calls,
+        vec![("get_weather".to_string(), r#"{"city":"Par"}"#.to_string())]
+    );
+}

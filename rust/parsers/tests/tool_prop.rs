@@ -8,10 +8,12 @@
 mod tool_common;
 
 use proptest::prelude::*;
-use smgpy_parsers::tool::{parse_complete, ToolCall, ToolCallParser, ToolDef, ToolDelta, ToolFormat, ToolParseResult};
+use smgpy_parsers::tool::{
+    parse_complete, Forced, ToolCall, ToolCallParser, ToolDef, ToolDelta, ToolFormat, ToolParseResult,
+};
 use std::collections::HashMap;
 use std::sync::OnceLock;
-use tool_common::{boundaries, stream, Case, CASES};
+use tool_common::{boundaries, stream, stream_through, Case, CASES};
 
 /// Marker pieces of all formats, so random soup hits real markers and their prefixes.
 const PIECES: &[&str] = &[
@@ -294,6 +296,24 @@ proptest! {
         let chunks = chunked(&text, &cuts);
         let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
         prop_assert_eq!(stream(&refs, format, None), complete);
+    }
+
+    /// A parser for forced output (`tool_choice` named or `required`) gives the same under any
+    /// chunking, whether the output opens with the forced JSON or with the format's own text.
+    #[test]
+    fn forced_any_chunking_equals_one_push(
+        format in proptest::sample::select(ToolFormat::ALL),
+        list in any::<bool>(),
+        lead in proptest::sample::select(&["", " \n", "{", "{\"a\": [1, \"}\"], ", "[", "[{\"name\": \"f\", \"parameters\": {"][..]),
+        text in input(),
+        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..16),
+    ) {
+        let text = format!("{lead}{text}");
+        let forced = if list { Forced::List } else { Forced::Call("f".into()) };
+        let whole = stream_through(ToolCallParser::forced(format, None, forced.clone()), &[&text]);
+        let chunks = chunked(&text, &cuts);
+        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
+        prop_assert_eq!(stream_through(ToolCallParser::forced(format, None, forced), &refs), whole);
     }
 
     /// One delta cleared (`ToolDelta::clear`, which recycles argument buffers) and reused by

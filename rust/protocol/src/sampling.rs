@@ -26,6 +26,15 @@ pub struct SamplingParams {
     pub response_format: Option<Value>,
 }
 
+impl SamplingParams {
+    /// Hold the output to `schema` instead of any `response_format` the client gave: a forced
+    /// tool call (`tool_choice` `required` or named) must be JSON of the call.
+    pub fn force_schema(&mut self, schema: Value) {
+        self.json_schema = Some(schema);
+        self.response_format = None;
+    }
+}
+
 /// The JSON Schema a request asks its output to follow, from the fields clients use: OpenAI's
 /// `response_format` (`json_object` is any object), vLLM's `guided_json` and
 /// `structured_outputs: {"json": ...}` (a schema, or its JSON text). `None` for free text.

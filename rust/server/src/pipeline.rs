@@ -5,7 +5,7 @@
 //! exactly what the stream would have.
 
 use smgpy_parsers::{
-    ReasoningFormat, ReasoningOptions, ReasoningParser, ToolCallDelta, ToolCallParser, ToolDef, ToolFormat,
+    Forced, ReasoningFormat, ReasoningOptions, ReasoningParser, ToolCallDelta, ToolCallParser, ToolDef, ToolFormat,
 };
 use smgpy_stop::{StopMatcher, StopOutput};
 
@@ -31,7 +31,18 @@ pub struct PipelineSpec {
     pub stops: Vec<String>,
     pub include_stop: bool,
     pub reasoning: Option<(ReasoningFormat, ReasoningOptions)>,
-    pub tools: Option<(ToolFormat, Option<Vec<ToolDef>>)>,
+    pub tools: Option<ToolStage>,
+}
+
+/// How the tool stage reads the output.
+#[derive(Debug, Clone)]
+pub struct ToolStage {
+    /// The model's own format.
+    pub format: ToolFormat,
+    /// The declared tools (calls to others stay text); `None` accepts any name.
+    pub tools: Option<Vec<ToolDef>>,
+    /// What `tool_choice` forced the output to open with, if anything.
+    pub forced: Option<Forced>,
 }
 
 pub struct Pipeline {
@@ -51,7 +62,10 @@ impl Pipeline {
         Ok(Self {
             stop,
             reasoning: spec.reasoning.clone().map(|(f, o)| ReasoningParser::new(f, o)),
-            tools: spec.tools.clone().map(|(f, t)| ToolCallParser::new(f, t)),
+            tools: spec.tools.clone().map(|stage| match stage.forced {
+                None => ToolCallParser::new(stage.format, stage.tools),
+                Some(forced) => ToolCallParser::forced(stage.format, stage.tools, forced),
+            }),
             done: false,
         })
     }

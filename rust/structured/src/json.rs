@@ -79,7 +79,7 @@ enum Mode {
     Key,
     /// After a key: `:`.
     Colon,
-    /// After a value: `,` or a closing bracket; at the top level, only whitespace.
+    /// After a value: `,` or a closing bracket; at the top level, nothing.
     After,
     /// Inside a string (a key's or a value's).
     Str {
@@ -246,6 +246,9 @@ impl JsonState {
                 };
                 Some(self)
             }
+            // Nothing after a complete document, not even whitespace: a model held to JSON
+            // would otherwise pad its output up to the whitespace cap before it may stop.
+            Mode::After if self.depth == 0 => None,
             _ if matches!(b, b' ' | b'\t' | b'\n' | b'\r') => {
                 if self.ws >= self.options.max_whitespace {
                     return None;
@@ -413,10 +416,13 @@ mod tests {
             r#"{}"#,
             r#"{"a": 1, "b": [true, false, null, -0.5e+3, "x\u00e9\n\ud83d\ude00"], "c": {"d": []}}"#,
             "{\"é😀\": \"日本\"}",
-            " {\n  \"a\": 0\n}\n",
+            " {\n  \"a\": 0\n}",
         ] {
             assert!(complete(doc, JsonOptions::default()), "{doc}");
         }
+        // Nothing follows a complete document, not even whitespace.
+        assert!(JsonState::new(JsonOptions::default()).feed(b"{}\n").is_none());
+        assert!(JsonState::new(any()).feed(b"12 ").is_none());
         for doc in ["[1, 2]", "\"s\"", "12", "-0", "true", "null", "1.5E-9"] {
             assert!(complete(doc, any()), "{doc}");
             assert!(!complete(doc, JsonOptions::default()), "object only: {doc}");

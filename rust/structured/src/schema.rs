@@ -8,11 +8,15 @@
 //! - object keys are written in the schema's order, each at most once, and keys the schema does
 //!   not declare are not written (also when `additionalProperties` would allow them);
 //! - `enum` / `const` values are written in compact JSON (`{"a":1}`, not `{ "a": 1 }`);
-//! - `anyOf` (and type lists such as `["string", "null"]`) needs alternatives that start with
-//!   different bytes, so that the first byte of a value picks one.
+//! - `anyOf` / `oneOf` (and type lists such as `["string", "null"]`) need alternatives that
+//!   start with different bytes, so that the first byte of a value picks one; or alternatives
+//!   that are all objects tagged by one required key with a distinct `const` value each (a
+//!   discriminated union, such as Pydantic writes or a list of tool calls). The tag is then
+//!   written first, and its value picks the alternative. Either way the alternatives exclude
+//!   each other, so `oneOf` means the same as `anyOf`.
 //!
-//! Keywords that would need more (`pattern`, `format`, `minLength`, `minimum`, `oneOf`, ...)
-//! make `compile` fail with the keyword named, and the caller falls back to plain JSON.
+//! Keywords that would need more (`pattern`, `format`, `minLength`, `minimum`, ...) make
+//! `compile` fail with the keyword named, and the caller falls back to plain JSON.
 use std::collections::HashMap;
 
 use serde_json::Value;
@@ -41,6 +45,8 @@ const KNOWN: &[&str] = &[
     "enum",
     "const",
     "anyOf",
+    "oneOf",
+    "discriminator",
     "$ref",
     "$defs",
     "definitions",
@@ -91,6 +97,13 @@ enum Node {
     Literals(Vec<Vec<u8>>),
     /// One of these nodes, told apart by a value's first byte.
     Alt(Vec<u16>),
+    /// Objects told apart by their first key's value: `head` is that key alone, its node the
+    /// literals of every alternative's tag in the order of `objects`. Once the tag's value is
+    /// read, the frame becomes the object it names (its first property read).
+    Tagged {
+        head: Vec<Prop>,
+        objects: Vec<u16>,
+    },
 }
 
 /// A compiled schema; see the module docs.
@@ -148,7 +161,7 @@ impl Schema {
         let mut set = |bytes: &[u8]| bytes.iter().for_each(|&b| out[usize::from(b)] = true);
         match &self.nodes[usize::from(id)] {
             Node::Any => set(b"{[\"-0123456789tfn"),
-            Node::Object(_) => set(b"{"),
+            Node::Object(_) | Node::Tagged { .. } => set(b"{"),
             Node::Array { .. } => set(b"["),
             Node::Scalar(kind) => set(kind_firsts(*kind)),
             Node::Literals(alts) => alts
@@ -230,14 +243,21 @@ impl<'a> Compiler<'a> {
             }
             return self.push(Node::Literals(values.iter().map(compact).collect()));
         }
-        if let Some(any_of) = m.get("anyOf") {
+        if let Some((word, any_of)) = m
+            .get("anyOf")
+            .map(|v| ("anyOf", v))
+            .or_else(|| m.get("oneOf").map(|v| ("oneOf", v)))
+        {
             let Value::Array(alts) = any_of else {
-                return Err(SchemaError::Invalid("`anyOf` must be an array".into()));
+                return Err(SchemaError::Invalid(format!("`{word}` must be an array")));
             };
             let ids = alts
                 .iter()
                 .map(|a| self.node(a, depth + 1))
                 .collect::<Result<Vec<_>, _>>()?;
+            if let Some(tagged) = self.tagged(&ids) {
+                return self.push(tagged);
+            }
             return self.push(Node::Alt(ids));
         }
         match m.get("type") {
@@ -323,6 +343,75 @@ impl<'a> Compiler<'a> {
             return Err(SchemaError::Invalid("minItems is larger than maxItems".into()));
         }
         self.push(Node::Array { items, min, max })
+    }
+
+    /// The node behind `$ref` indirections.
+    fn resolve(&self, mut id: u16) -> u16 {
+        for _ in 0..8 {
+            match &self.nodes[usize::from(id)] {
+                Node::Alt(inner) if inner.len() == 1 => id = inner[0],
+                _ => break,
+            }
+        }
+        id
+    }
+
+    /// `ids` as a discriminated union, when they are two or more objects that all require one
+    /// key whose schema is a single `const` value, distinct in each: each object is copied with
+    /// that key first.
+    fn tagged(&mut self, ids: &[u16]) -> Option<Node> {
+        if ids.len() < 2 || ids.len() > 64 {
+            return None;
+        }
+        let objects: Vec<&Vec<Prop>> = ids
+            .iter()
+            .map(|&id| match &self.nodes[usize::from(self.resolve(id))] {
+                Node::Object(props) => Some(props),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        let single = |prop: &Prop| match &self.nodes[usize::from(prop.node)] {
+            Node::Literals(values) if values.len() == 1 => Some(values[0].clone()),
+            _ => None,
+        };
+        // The first key, in the first object's order, that tags every object.
+        let key = objects[0].iter().map(|p| p.key.clone()).find(|key| {
+            let mut seen: Vec<Vec<u8>> = Vec::new();
+            objects.iter().all(|props| {
+                props
+                    .iter()
+                    .find(|p| &p.key == key && p.required)
+                    .and_then(single)
+                    .is_some_and(|v| {
+                        let fresh = !seen.contains(&v);
+                        seen.push(v);
+                        fresh
+                    })
+            })
+        })?;
+        let mut tags = Vec::with_capacity(objects.len());
+        let mut reordered = Vec::with_capacity(objects.len());
+        for props in objects {
+            let at = props.iter().position(|p| p.key == key)?;
+            tags.push(single(&props[at])?);
+            let mut props = props.clone();
+            let tag = props.remove(at);
+            props.insert(0, tag);
+            reordered.push(props);
+        }
+        let mut objects = Vec::with_capacity(reordered.len());
+        for props in reordered {
+            objects.push(self.push(Node::Object(props)).ok()?);
+        }
+        let literals = self.push(Node::Literals(tags)).ok()?;
+        Some(Node::Tagged {
+            head: vec![Prop {
+                key,
+                node: literals,
+                required: true,
+            }],
+            objects,
+        })
     }
 
     fn reference(&mut self, r: &Value, depth: usize) -> Result<u16, SchemaError> {
@@ -411,8 +500,8 @@ impl Recognizer for SchemaState {
         // A byte that ends a frame's value is read again by the frame below.
         loop {
             if self.depth == 0 {
-                // The document is complete: only trailing whitespace.
-                return if is_ws(b) { self.whitespace() } else { None };
+                // The document is complete: nothing may follow (see `JsonState::step`).
+                return None;
             }
             let top = usize::from(self.depth - 1);
             let f = self.frames[top];
@@ -453,10 +542,20 @@ impl Recognizer for SchemaState {
                         };
                         return Some(self);
                     }
-                    if mask_where(cands, alts.len(), |i| alts[i].len() == p) == 0 {
+                    let done = mask_where(cands, alts.len(), |i| alts[i].len() == p);
+                    if done == 0 {
                         return None;
                     }
                     self.pop();
+                    // The tag of a tagged object: the frame becomes the object it names, with
+                    // its first property (the tag) read. Distinct values: one is complete.
+                    if let Some(parent) = self.depth.checked_sub(1).map(usize::from) {
+                        if let Node::Tagged { objects, .. } = schema.node(self.frames[parent].node) {
+                            let chosen = objects.get(done.trailing_zeros() as usize)?;
+                            self.frames[parent].node = *chosen;
+                            self.frames[parent].next = 1;
+                        }
+                    }
                 }
                 _ if is_ws(b) && !matches!(f.phase, Phase::Key { .. }) => return self.whitespace(),
                 phase => {
@@ -526,7 +625,7 @@ impl SchemaState {
                 self.frames[top] = f;
                 return self.step(schema, b);
             }
-            (Phase::Start, Node::Object(_)) if b == b'{' => f.phase = Phase::KeyOrClose,
+            (Phase::Start, Node::Object(_) | Node::Tagged { .. }) if b == b'{' => f.phase = Phase::KeyOrClose,
             (Phase::Start, Node::Array { .. }) if b == b'[' => f.phase = Phase::ArrFirst,
             (Phase::Start, Node::Literals(alts)) => {
                 let cands = mask_where(u64::MAX, alts.len(), |i| alts[i].first() == Some(&b));
@@ -548,7 +647,7 @@ impl SchemaState {
                 f.phase = Phase::Leaf;
                 self.scalar = JsonState::new(free()).step(b)?;
             }
-            (Phase::KeyOrClose | Phase::KeyAfterComma, Node::Object(props)) => {
+            (Phase::KeyOrClose | Phase::KeyAfterComma, Node::Object(props) | Node::Tagged { head: props, .. }) => {
                 let next = usize::from(f.next);
                 if b == b'}' && phase == Phase::KeyOrClose && rest_optional(props, next) {
                     self.pop();
@@ -560,7 +659,7 @@ impl SchemaState {
                 }
                 f.phase = Phase::Key { cands, pos: 1 };
             }
-            (Phase::Key { cands, pos }, Node::Object(props)) => {
+            (Phase::Key { cands, pos }, Node::Object(props) | Node::Tagged { head: props, .. }) => {
                 let p = usize::from(pos);
                 let next = mask_where(cands, props.len(), |i| props[i].key.get(p) == Some(&b));
                 if next == 0 {
@@ -576,7 +675,7 @@ impl SchemaState {
                     },
                 };
             }
-            (Phase::Colon { prop }, Node::Object(props)) if b == b':' => {
+            (Phase::Colon { prop }, Node::Object(props) | Node::Tagged { head: props, .. }) if b == b':' => {
                 f.phase = Phase::AfterMember;
                 f.next = u16::from(prop) + 1;
                 self.frames[top] = f;
@@ -725,6 +824,56 @@ mod tests {
     }
 
     #[test]
+    fn tagged_unions_pick_the_object_their_tag_names() {
+        let call = |name: &str, params: Value| json!({"type": "object", "properties": {"name": {"const": name}, "parameters": params}, "required": ["name", "parameters"]});
+        let schema = json!({"type": "array", "minItems": 1, "items": {"anyOf": [
+            call("get_weather", json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})),
+            call("get_time", json!({"type": "object", "properties": {"tz": {"type": "integer"}}, "required": ["tz"]})),
+            call("get", json!({"type": "object"})),
+        ]}});
+        assert!(accepts(
+            &schema,
+            r#"[{"name": "get_weather", "parameters": {"city": "Paris"}}]"#
+        ));
+        assert!(accepts(
+            &schema,
+            r#"[{"name":"get_time","parameters":{"tz":2}}, {"name" : "get" , "parameters": {"x": [1]}}]"#
+        ));
+        assert!(
+            !accepts(&schema, r#"[{"name": "get_weather", "parameters": {"tz": 2}}]"#),
+            "other tool's params"
+        );
+        assert!(
+            !accepts(&schema, r#"[{"name": "get_time", "parameters": {"tz": "x"}}]"#),
+            "typed by its tool"
+        );
+        assert!(
+            !accepts(&schema, r#"[{"name": "get_date", "parameters": {}}]"#),
+            "unknown tag"
+        );
+        assert!(!accepts(&schema, r#"[{"parameters": {}, "name": "get"}]"#), "tag first");
+        assert!(!accepts(&schema, r#"[{"name": "get"}]"#), "required after the tag");
+        // Pydantic's discriminated union: `oneOf` of `$ref`s, the tag not first, `discriminator`.
+        let pets = json!({
+            "$defs": {
+                "Cat": {"type": "object", "properties": {"meows": {"type": "integer"}, "kind": {"const": "cat"}}, "required": ["meows", "kind"]},
+                "Dog": {"type": "object", "properties": {"kind": {"const": "dog"}, "barks": {"type": "boolean"}}, "required": ["kind"]}
+            },
+            "type": "object",
+            "properties": {"pet": {"oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}], "discriminator": {"propertyName": "kind"}}},
+            "required": ["pet"]
+        });
+        assert!(accepts(&pets, r#"{"pet": {"kind": "cat", "meows": 3}}"#));
+        assert!(accepts(&pets, r#"{"pet": {"kind": "dog"}}"#));
+        assert!(accepts(&pets, r#"{"pet": {"kind": "dog", "barks": true}}"#));
+        assert!(!accepts(&pets, r#"{"pet": {"kind": "cat"}}"#), "a cat meows");
+        assert!(!accepts(&pets, r#"{"pet": {"kind": "dog", "meows": 1}}"#));
+        // Tags that are not distinct are no tagged union, and they start alike.
+        let same = json!({"anyOf": [call("a", json!({})), call("a", json!({"type": "object"}))]});
+        assert!(Schema::compile(&same).unwrap_err().to_string().contains("start alike"));
+    }
+
+    #[test]
     fn unsupported_keywords_are_named() {
         for (schema, word) in [
             (json!({"type": "string", "pattern": "a+"}), "pattern"),
@@ -732,7 +881,10 @@ mod tests {
                 json!({"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}),
                 "format",
             ),
-            (json!({"oneOf": [{"type": "string"}]}), "oneOf"),
+            (
+                json!({"oneOf": [{"type": "string"}, {"type": ["string", "null"]}]}),
+                "start alike",
+            ),
             (json!({"anyOf": [{"type": "string"}, {"enum": ["a"]}]}), "start alike"),
         ] {
             let err = Schema::compile(&schema).unwrap_err().to_string();

@@ -50,6 +50,12 @@ const PIECES: &[&str] = &[
     "\": ",
     ", \"",
     "2",
+    "\"parameters\"",
+    "\"ab\"",
+    "\"x\"",
+    "\"y\"",
+    "{\"name\": \"a",
+    "b\"",
 ];
 
 fn schemas() -> Vec<Value> {
@@ -70,6 +76,13 @@ fn schemas() -> Vec<Value> {
         }),
         json!({"type": "array", "items": {"type": "number"}, "maxItems": 3}),
         json!({"enum": [1, 12, "a", null, {"a": 1}]}),
+        // A list of tool calls, each tagged by its name (the tag not first in one of them).
+        json!({"type": "array", "minItems": 1, "maxItems": 2, "items": {"oneOf": [
+            {"type": "object", "properties": {"name": {"const": "a"}, "parameters": {"type": "object",
+             "properties": {"x": {"type": "integer"}}, "required": ["x"]}}, "required": ["name", "parameters"]},
+            {"type": "object", "properties": {"parameters": {"type": "object", "properties": {"y": {"type": "string"}}},
+             "name": {"const": "ab"}}, "required": ["parameters", "name"]},
+        ]}}),
     ]
 }
 
@@ -87,6 +100,9 @@ fn valid(v: &Value, s: &Value, root: &Value) -> bool {
     }
     if let Some(alts) = s.get("anyOf").and_then(Value::as_array) {
         return alts.iter().any(|a| valid(v, a, root));
+    }
+    if let Some(alts) = s.get("oneOf").and_then(Value::as_array) {
+        return alts.iter().filter(|a| valid(v, a, root)).count() == 1;
     }
     let types: Vec<&str> = match s.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
@@ -140,7 +156,7 @@ proptest! {
 
     #[test]
     fn masks_lead_only_to_valid_documents(
-        which in 0..4usize,
+        which in 0..5usize,
         tokens in vocab(),
         picks in proptest::collection::vec((any::<prop::sample::Index>(), 0..4u8), 1..150),
     ) {

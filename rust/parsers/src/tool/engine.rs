@@ -11,7 +11,9 @@
 use super::body::{continuation, parse_body, Call, Outcome, Target};
 use super::json_stream::special;
 use super::live::{Live, Readers};
+use super::spec::Body;
 use super::spec::{End, Spec, TextMarkers};
+use super::Forced;
 use super::{ToolCallDelta, ToolDef, ToolDelta};
 use crate::scan::{self, partial_suffix_len};
 
@@ -142,6 +144,9 @@ pub(crate) struct Engine {
     /// Only whitespace seen so far (a `Leading` region may still open).
     at_start: bool,
     next_index: usize,
+    /// Until the first character settles it: the output may open with what `tool_choice`
+    /// forced (an arguments object, a JSON list of calls).
+    forced: Option<Forced>,
 }
 
 impl Engine {
@@ -159,7 +164,16 @@ impl Engine {
             mode: Mode::Text,
             at_start: spec.leading.is_some(),
             next_index: 0,
+            forced: None,
         }
+    }
+
+    /// An engine for output that a request's `tool_choice` forced (see `ToolCallParser::forced`).
+    pub(crate) fn forced(spec: &'static Spec, text: &'static TextMarkers, ctx: Ctx, forced: Forced) -> Self {
+        let mut engine = Self::new(spec, text, ctx);
+        engine.at_start = true;
+        engine.forced = Some(forced);
+        engine
     }
 
     pub(crate) fn push(&mut self, text: &str, out: &mut ToolDelta) {
@@ -243,6 +257,46 @@ impl Engine {
     }
 
     fn text_step(&mut self, finishing: bool, out: &mut ToolDelta) -> bool {
+        if let Some(forced) = &self.forced {
+            let rest = self.rest();
+            let ws = rest.len() - rest.trim_start().len();
+            let Some(first) = rest[ws..].chars().next() else {
+                if finishing {
+                    self.forced = None;
+                    self.at_start = false;
+                    self.emit_text(ws, out);
+                }
+                return false;
+            };
+            let (opener, target) = match forced {
+                Forced::Call(name) => (
+                    '{',
+                    Target::Args {
+                        name: name.clone(),
+                        id: None,
+                    },
+                ),
+                Forced::List => ('[', Target::Body(Body::Json)),
+            };
+            self.forced = None;
+            if first == opener {
+                // Whitespace before the forced JSON is no content.
+                self.pos += ws;
+                self.at_start = false;
+                self.mode = Mode::Region {
+                    end: End::Balanced,
+                    target,
+                    body_start: 0,
+                    scan: 0,
+                    balance: Balance::default(),
+                    live: Live::new(0),
+                };
+                return true;
+            }
+            // Not what was forced (an engine that does not enforce `json_schema`): the format's
+            // own markers are read as usual.
+            self.at_start = self.spec.leading.is_some();
+        }
         if self.at_start {
             if let Some(lead) = &self.spec.leading {
                 let rest = self.rest();

@@ -58,6 +58,15 @@ pub struct ToolCallDelta {
     pub arguments: String,
 }
 
+/// What a request's `tool_choice` forced the output to be (see `ToolCallParser::forced`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forced {
+    /// The arguments object of a call to this function (`tool_choice` named it).
+    Call(String),
+    /// A JSON list of `{"name": ..., "parameters": ...}` calls (`tool_choice: "required"`).
+    List,
+}
+
 /// What one `push` / `finish` produced.
 #[derive(Debug, Clone, Default)]
 pub struct ToolDelta {
@@ -126,6 +135,25 @@ impl ToolCallParser {
         Self {
             format,
             engine: engine::Engine::new(spec::spec(format), spec::text_markers(format), engine::Ctx::new(tools)),
+        }
+    }
+
+    /// A parser for output that a request's `tool_choice` forced, as vLLM and SGLang force it:
+    /// with an engine that holds the output to a JSON Schema, a named function's output is its
+    /// arguments object and `required` output is a JSON list of `{"name", "parameters"}` calls.
+    /// Output that opens (after whitespace) with that object or list is read as such: the calls
+    /// go live at once and their arguments stream as compact JSON fragments; text after them is
+    /// normal text. Output that opens otherwise (an engine that does not enforce schemas) is
+    /// read in `format`, as `new` would.
+    pub fn forced(format: ToolFormat, tools: Option<Vec<ToolDef>>, forced: Forced) -> Self {
+        Self {
+            format,
+            engine: engine::Engine::forced(
+                spec::spec(format),
+                spec::text_markers(format),
+                engine::Ctx::new(tools),
+                forced,
+            ),
         }
     }
 

@@ -22,7 +22,11 @@ pub struct Case {
 
 /// Stream `chunks` through a parser and assemble the result like a client would.
 pub fn stream(chunks: &[&str], format: ToolFormat, tools: Option<Vec<ToolDef>>) -> ToolParseResult {
-    let mut p = ToolCallParser::new(format, tools);
+    stream_through(ToolCallParser::new(format, tools), chunks)
+}
+
+/// Stream `chunks` through `p` and assemble the result like a client would.
+pub fn stream_through(mut p: ToolCallParser, chunks: &[&str]) -> ToolParseResult {
     let mut out = ToolParseResult::default();
     let mut deltas = Vec::new();
     for c in chunks {

@@ -46,19 +46,27 @@ pub async fn chat_completions(
             kwargs,
         },
     )?;
-    let sampling = req.sampling();
+    let mut sampling = req.sampling();
+    let plan = prompt::tool_plan(
+        state.config().tool_format,
+        req.tools.as_deref(),
+        &tool_choice,
+        req.parallel_tool_calls.unwrap_or(true),
+    );
+    let forced = plan.schema.is_some();
+    if let Some(schema) = plan.schema {
+        sampling.force_schema(schema);
+    }
     let spec = PipelineSpec {
         stops: sampling.stop.clone(),
         include_stop: req.include_stop_str_in_output,
-        reasoning: if req.separate_reasoning {
+        // A forced call's output is held to JSON from its first token: no reasoning block.
+        reasoning: if req.separate_reasoning && !forced {
             prompt::reasoning_options(&state, &text)
         } else {
             None
         },
-        tools: state
-            .config()
-            .tool_format
-            .and_then(|f| prompt::tools_for_parser(req.tools.as_deref(), &tool_choice).map(|t| (f, Some(t)))),
+        tools: plan.stage,
     };
     Pipeline::new(&spec).map_err(|e| ApiError::bad_request(Some("stop"), e.to_string()))?;
     let id = state.new_id("chatcmpl");

@@ -33,16 +33,33 @@ pub async fn messages(
     let ApiJson(req) = body?;
     let form = req.validate(true)?;
     let text = render(&state, &form)?;
-    let sampling = req.sampling();
+    let mut sampling = req.sampling();
+    let parallel = !req
+        .tool_choice
+        .as_ref()
+        .and_then(|c| c.get("disable_parallel_tool_use"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let plan = prompt::tool_plan(
+        state.config().tool_format,
+        form.tools.as_deref(),
+        &form.tool_choice,
+        parallel,
+    );
+    let forced = plan.schema.is_some();
+    if let Some(schema) = plan.schema {
+        sampling.force_schema(schema);
+    }
     let stops = sampling.stop.clone();
     let spec = PipelineSpec {
         stops: stops.clone(),
         include_stop: false,
-        reasoning: prompt::reasoning_options(&state, &text),
-        tools: state
-            .config()
-            .tool_format
-            .and_then(|f| prompt::tools_for_parser(form.tools.as_deref(), &form.tool_choice).map(|t| (f, Some(t)))),
+        reasoning: if forced {
+            None
+        } else {
+            prompt::reasoning_options(&state, &text)
+        },
+        tools: plan.stage,
     };
     let id = state.new_id("msg");
     let base = GenerateRequest {

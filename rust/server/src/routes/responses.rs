@@ -64,21 +64,33 @@ pub async fn create(
             kwargs,
         },
     )?;
+    let plan = prompt::tool_plan(
+        state.config().tool_format,
+        form.tools.as_deref(),
+        &form.tool_choice,
+        req.parallel_tool_calls.unwrap_or(true),
+    );
+    let mut sampling = req.sampling();
+    let forced = plan.schema.is_some();
+    if let Some(schema) = plan.schema {
+        sampling.force_schema(schema);
+    }
     let spec = PipelineSpec {
         stops: Vec::new(),
         include_stop: false,
-        reasoning: prompt::reasoning_options(&state, &text),
-        tools: state
-            .config()
-            .tool_format
-            .and_then(|f| prompt::tools_for_parser(form.tools.as_deref(), &form.tool_choice).map(|t| (f, Some(t)))),
+        reasoning: if forced {
+            None
+        } else {
+            prompt::reasoning_options(&state, &text)
+        },
+        tools: plan.stage,
     };
     let id = format!("resp_{}", random_alnum(24));
     let base = GenerateRequest {
         rid: id.clone(),
         text: Some(text),
         input_ids: None,
-        sampling: req.sampling(),
+        sampling,
         stream: req.stream,
         return_logprob: false,
         top_logprobs_num: 0,

