@@ -9,8 +9,9 @@ bytes and turns a request's parameters into matcher options.
 What is enforced: the output is one JSON document (RFC 8259, UTF-8, no lone surrogates); an
 object for ``json_object``; for ``json_schema``, a document valid against the schema, for the
 keywords structured outputs use (``type``, ``properties``, ``required``, ``items``,
-``minItems``/``maxItems``, ``enum``, ``const``, ``anyOf``, local ``$ref``). Keys are written in the
-schema's order. A schema with other constraints (``pattern``, ``format``, ``minimum``...) is not
+``minItems``/``maxItems``, ``enum``, ``const``, ``anyOf`` / ``oneOf`` (alternatives that start
+differently, or objects tagged by a ``const`` key), local ``$ref``). Keys are written in the
+schema's order, and the output ends with the document (no trailing whitespace). A schema with other constraints (``pattern``, ``format``, ``minimum``...) is not
 enforced beyond being valid JSON (an object when its top level is one), and a warning is logged.
 """
 
