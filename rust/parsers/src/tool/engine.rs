@@ -218,7 +218,16 @@ impl Engine {
             return false;
         }
         let settled = match live.idle(&self.readers, before) {
-            Some(wake) => wake.is_none_or(|b| scan::byte(b, bytes).is_none()),
+            Some(None) => true,
+            Some(Some(wake)) => {
+                // An XML value waiting for its end tag: `text` has no `<`, so it is searched
+                // through as well, and the next push can take this path again.
+                let settled = scan::byte(wake, bytes).is_none();
+                if settled {
+                    self.readers.searched_more(text.len());
+                }
+                settled
+            }
             None => special(bytes).is_none() && live.pass_string(&self.readers, before, text, out),
         };
         if settled {

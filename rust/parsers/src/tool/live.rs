@@ -75,6 +75,11 @@ pub(crate) struct Readers {
 }
 
 impl Readers {
+    /// See `XmlArgs::searched_more`; for a `Live::idle` that waits on the XML reader's `<`.
+    pub(crate) fn searched_more(&mut self, n: usize) {
+        self.xml.searched_more(n);
+    }
+
     pub(crate) fn new() -> Self {
         Self {
             json: JsonStream::new(),

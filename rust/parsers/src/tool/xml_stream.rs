@@ -173,6 +173,12 @@ impl XmlArgs {
         ) && self.searched == unread
     }
 
+    /// `n` more bytes, none of them a `<`, arrived after a value `waits_for_tag` said was searched
+    /// through: they are searched too (no end tag can start in them, and none was held partly).
+    pub(crate) fn searched_more(&mut self, n: usize) {
+        self.searched += n;
+    }
+
     /// The opening of the arguments object, written when the call starts.
     pub(crate) fn open(out: &mut String) {
         out.push('{');
