@@ -10,7 +10,7 @@
 //! streamed parse equals a complete one.
 use super::body::{continuation, parse_body, Call, Outcome, Target};
 use super::json_stream::special;
-use super::live::{Live, Readers};
+use super::live::{Idle, Live, Readers};
 use super::spec::Body;
 use super::spec::{End, Spec, TextMarkers};
 use super::Forced;
@@ -177,6 +177,17 @@ impl Engine {
     }
 
     pub(crate) fn push(&mut self, text: &str, out: &mut ToolDelta) {
+        if self.buf.is_empty()
+            && matches!(self.mode, Mode::Text)
+            && !self.at_start
+            && self.forced.is_none()
+            && !contains_any(text, self.firsts)
+        {
+            // Plain text with nothing held: no marker can start in it (what `text_step` would
+            // find, without copying it through the buffer). Most of a model's output.
+            out.normal_text.push_str(text);
+            return;
+        }
         let before = self.buf.len() - self.pos;
         if self.buf.capacity() == 0 {
             // A tool region is held whole until it ends: room for a typical one up front saves
@@ -218,11 +229,16 @@ impl Engine {
             return false;
         }
         let settled = match live.idle(&self.readers, before) {
-            Some(None) => true,
-            Some(Some(wake)) => {
-                // An XML value waiting for its end tag: `text` has no `<`, so it is searched
-                // through as well, and the next push can take this path again.
-                let settled = scan::byte(wake, bytes).is_none();
+            Some(Idle::Done) => true,
+            // The whole wait, not only `text`: the byte may have come earlier, in a marker
+            // still incomplete then.
+            Some(Idle::Head(wake, from)) => self.buf.as_bytes()[self.pos..]
+                .get(from..)
+                .is_some_and(|waited| scan::byte(wake, waited).is_none()),
+            Some(Idle::XmlValue) => {
+                // `text` has no `<`, so it is searched through as well, and the next push can
+                // take this path again.
+                let settled = scan::byte(b'<', bytes).is_none();
                 if settled {
                     self.readers.searched_more(text.len());
                 }

@@ -57,6 +57,18 @@ enum Phase {
     Off,
 }
 
+/// Why a live-call machine can let text pass unread (`Live::idle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Idle {
+    /// No call goes live in this region any more.
+    Done,
+    /// A head waits for a marker that starts with this byte, from this region offset on (see
+    /// `Phase::Head`): while the region holds no such byte from there, nothing changes.
+    Head(u8, usize),
+    /// An XML value typed when complete, searched through for its end tag: only a `<` matters.
+    XmlValue,
+}
+
 /// Which reader reads a live call's arguments.
 #[derive(Debug, Clone, Copy)]
 enum Reader {
@@ -117,20 +129,19 @@ impl Live {
         }
     }
 
-    /// What must arrive before this machine can act, given `read` bytes of region read so far:
-    /// `Some(None)` nothing (no call goes live here any more), `Some(Some(b))` the byte `b` (an
-    /// XML value typed when complete, of which everything so far was searched for its end);
-    /// `None` when any text may matter.
-    pub(crate) fn idle(&self, readers: &Readers, read: usize) -> Option<Option<u8>> {
+    /// What must arrive before this machine can act, given `read` bytes of region read so far
+    /// (all of them seen by `advance`); `None` when any text may matter.
+    pub(crate) fn idle(&self, readers: &Readers, read: usize) -> Option<Idle> {
         match self.phase {
-            Phase::Off => Some(None),
+            Phase::Off => Some(Idle::Done),
+            Phase::Head { wait: Some((b, from)) } => Some(Idle::Head(b, from)),
             Phase::Args {
                 reader: Reader::Xml, ..
             } if read
                 .checked_sub(self.cursor)
                 .is_some_and(|unread| readers.xml.waits_for_tag(unread)) =>
             {
-                Some(Some(b'<'))
+                Some(Idle::XmlValue)
             }
             _ => None,
         }
