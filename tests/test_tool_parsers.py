@@ -132,9 +132,11 @@ EXAMPLES: list[tuple[str, str, str, list[tuple[str, Any]]]] = [
 ]
 
 
-def _stream(chunks: list[str], parser: str, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _stream(
+    chunks: list[str], parser: str, tools: list[dict[str, Any]] | None = None, tool_choice: Any = None
+) -> dict[str, Any]:
     """Feed chunks and assemble like an OpenAI client accumulates deltas."""
-    s = native.ToolCallStream(parser, tools)
+    s = native.ToolCallStream(parser, tools, tool_choice)
     text = ""
     calls: list[dict[str, Any]] = []
     for d in [s.feed(c) for c in chunks] + [s.finish()]:
@@ -266,3 +268,40 @@ def test_truncated_live_call_closes_its_arguments() -> None:
     d = s.feed('<tool_call>{"name": "f", "arguments": {"a": "unfini')
     assert d["calls"][0]["arguments"] == '{"a":"unfini'
     assert s.finish()["calls"] == [{"index": 0, "id": None, "name": None, "arguments": '"}'}]
+
+
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 60), max_size=10))
+def test_forced_tool_choice_reads_the_json_it_forced(cuts: list[int]) -> None:
+    """What a schema-holding engine writes for `tool_choice` named / `required` is read as the
+    calls under any chunking; output in the format's own markers still reads as usual."""
+    cases = [
+        (NAMED, ' {"city": "Paris", "days": 2}', [("get_weather", {"city": "Paris", "days": 2})]),
+        (
+            "required",
+            '\n[{"name": "get_weather", "parameters": {"city": "Oslo"}}, {"name": "t", "parameters": {}}]',
+            [("get_weather", {"city": "Oslo"}), ("t", {})],
+        ),
+        (
+            NAMED,
+            '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}</tool_call>',
+            [("get_weather", {"city": "Rome"})],
+        ),
+    ]
+    for choice, text, calls in cases:
+        points = sorted({0, len(text), *(c for c in cuts if c < len(text))})
+        chunks = [text[a:b] for a, b in zip(points, points[1:], strict=False)]
+        got = _stream(chunks, "hermes", tool_choice=choice)
+        assert [(c["name"], json.loads(c["arguments"])) for c in got["tool_calls"]] == calls
+        assert got["normal_text"] == ""
+
+
+def test_forced_tool_choice_auto_and_bad_values() -> None:
+    text = '{"city": "Paris"}'
+    assert _stream([text], "hermes", tool_choice="auto") == {"normal_text": text, "tool_calls": []}
+    for bad in ["none", "sometimes", {"type": "function"}]:
+        with pytest.raises(ValueError, match="tool_choice"):
+            native.ToolCallStream("hermes", None, bad)

@@ -76,9 +76,19 @@ class ToolCallStream:
     parameter is written when its name is complete, a value whose schema type is `string` (or
     marked `string="true"`) streams character by character, other values when they close. Kimi K3
     and Python-literal formats (pythonic, Gemma) report each call whole when its block closes.
+
+    `tool_choice="required"` or `{"type": "function", "function": {"name": N}}`: the output was
+    held to JSON of the calls (a list of `{"name", "parameters"}` objects, or N's arguments
+    object), as an engine does for a forced tool choice; that JSON is read as the calls. Output
+    that does not open with it is read in `parser`'s format.
     """
 
-    def __new__(cls, parser: str, tools: list[dict[str, Any]] | None = None) -> ToolCallStream: ...
+    def __new__(
+        cls,
+        parser: str,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+    ) -> ToolCallStream: ...
     def feed(self, delta: str) -> dict[str, Any]:
         """Feed the next piece of output; returns `{"normal_text", "calls"}` to emit now."""
     def finish(self) -> dict[str, Any]:

@@ -4,7 +4,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use smgpy_parsers::tool::{self, ToolCallParser, ToolDef, ToolDelta, ToolFormat, ToolParseResult};
+use smgpy_parsers::tool::{self, Forced, ToolCallParser, ToolDef, ToolDelta, ToolFormat, ToolParseResult};
 use smgpy_parsers::ParserError;
 
 /// Inputs larger than this are parsed with the GIL released.
@@ -111,13 +111,45 @@ fn tool_parser_for_model(model: &str) -> Option<&'static str> {
     ToolFormat::for_model(model).map(|f| f.name())
 }
 
+/// What an OpenAI `tool_choice` forces: `None` for `"auto"` (or no choice), the list of calls
+/// for `"required"`, the arguments of the named function for `{"type": "function", ...}`.
+fn forced_of(choice: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Forced>> {
+    let Some(choice) = choice.filter(|c| !c.is_none()) else {
+        return Ok(None);
+    };
+    if let Ok(word) = choice.extract::<&str>() {
+        return match word {
+            "auto" => Ok(None),
+            "required" => Ok(Some(Forced::List)),
+            other => Err(PyValueError::new_err(format!(
+                "tool_choice must be \"auto\", \"required\" or {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, got {other:?}"
+            ))),
+        };
+    }
+    let value = py_to_value(choice)?;
+    let name = value
+        .get("function")
+        .and_then(|f| f.get("name"))
+        .or_else(|| value.get("name"))
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| {
+            PyValueError::new_err("a named tool_choice is {\"type\": \"function\", \"function\": {\"name\": ...}}")
+        })?;
+    Ok(Some(Forced::Call(name.to_string())))
+}
+
 /// Streaming tool-call parser for one response.
 ///
-/// `ToolCallStream(parser, tools=None)`. `feed(delta)` returns what can be emitted now:
+/// `ToolCallStream(parser, tools=None, tool_choice=None)`. `feed(delta)` returns what can be emitted now:
 /// `{"normal_text": str, "calls": [{"index", "id", "name", "arguments"}]}`. A call's first entry
 /// carries its `name` (and `id` when the format gives one); later entries with the same index
 /// carry argument fragments, whose concatenation is the call's JSON arguments. Text that could
 /// begin a marker is held back, never emitted and retracted; `finish()` flushes the rest.
+///
+/// `tool_choice="required"` or `{"type": "function", "function": {"name": N}}`: the output was
+/// held to JSON of the calls (a list of `{"name", "parameters"}` objects, or N's arguments
+/// object), as an engine does for a forced tool choice; that JSON is read as the calls. Output
+/// that does not open with it is read in `parser`'s format.
 #[pyclass(name = "ToolCallStream", module = "smgpy._native")]
 struct PyToolCallStream {
     inner: ToolCallParser,
@@ -137,9 +169,15 @@ impl From<ToolCallParser> for PyToolCallStream {
 #[pymethods]
 impl PyToolCallStream {
     #[new]
-    #[pyo3(signature = (parser, tools = None))]
-    fn new(parser: &str, tools: Option<&Bound<'_, PyList>>) -> PyResult<Self> {
-        Ok(ToolCallParser::new(format_of(parser)?, tool_defs(tools)?).into())
+    #[pyo3(signature = (parser, tools = None, tool_choice = None))]
+    fn new(parser: &str, tools: Option<&Bound<'_, PyList>>, tool_choice: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let format = format_of(parser)?;
+        let defs = tool_defs(tools)?;
+        Ok(match forced_of(tool_choice)? {
+            None => ToolCallParser::new(format, defs),
+            Some(forced) => ToolCallParser::forced(format, defs, forced),
+        }
+        .into())
     }
 
     /// Feed the next piece of output; returns `{"normal_text", "calls"}` to emit now.

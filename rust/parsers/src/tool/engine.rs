@@ -202,14 +202,15 @@ impl Engine {
     }
 
     /// Settle `text`, just appended to a region of `before` bytes, without the step machinery
-    /// when it cannot end the region nor change the live call's course; true when settled.
-    /// That holds when the region was scanned to its end, `text` holds no byte an end marker
-    /// starts with, and either the live call waits for nothing or for a byte `text` does not
-    /// hold, or `text` is plain characters inside a JSON string value, written through as a
-    /// fragment. Inside a long value that is most pushes.
+    /// when it cannot end the region; true when settled (else `run` takes it). That holds when the region was scanned
+    /// to its end and `text` holds no byte an end marker starts with. Then the live call waits
+    /// for nothing or for a byte `text` does not hold, or `text` is plain characters inside a
+    /// JSON string value, written through as a fragment (inside a long value, most pushes), or
+    /// else the live call reads `text` at once.
     fn quick_push(&mut self, before: usize, text: &str, out: &mut ToolDelta) -> bool {
         let Mode::Region {
             end: End::Marker(ends),
+            target,
             scan: scanned,
             live,
             ..
@@ -246,10 +247,21 @@ impl Engine {
             }
             None => special(bytes).is_none() && live.pass_string(&self.readers, before, text, out),
         };
-        if settled {
-            *scanned = self.buf.len() - self.pos;
+        *scanned = self.buf.len() - self.pos;
+        if !settled {
+            // The region cannot end in `text`: its calls read it now, as `region_step` would
+            // after scanning it for an end, without the scan.
+            live.advance(
+                target,
+                &self.buf[self.pos..],
+                false,
+                &self.ctx,
+                &mut self.readers,
+                &mut self.next_index,
+                out,
+            );
         }
-        settled
+        true
     }
 
     pub(crate) fn finish(&mut self, out: &mut ToolDelta) {

@@ -20,6 +20,7 @@ use super::xml_stream::{invoke_dialect, Dialect, XmlArgs, XmlFed, GLM, QWEN};
 use super::ToolCallDelta;
 use super::ToolDelta;
 use crate::scan::find;
+use std::borrow::Cow;
 
 /// Why a head could not be read.
 enum Stop {
@@ -327,16 +328,17 @@ struct HeadFound {
 fn head(target: &Target, text: &str, ctx: &Ctx) -> Result<HeadFound, Stop> {
     let mut c = Cursor { s: text, i: 0 };
     let found = match target {
-        Target::Args { name, id } => Found::json(id.clone(), name.clone(), Tail::Nothing),
+        Target::Args { name, id } => Found::json(id.as_deref().map(Cow::Borrowed), name.as_str(), Tail::Nothing),
         Target::Body(body) => body_head(body, &mut c)?,
     };
     let args = match found.syntax {
         Syntax::Json => c.args_start()?,
         Syntax::Xml(_) => c.i,
     };
+    // Owned strings only now: a head tried while its text streams in usually stops early.
     let name = valid_name(&found.name).filter(|n| ctx.declared(n)).ok_or(Stop::No)?;
     Ok(HeadFound {
-        id: found.id,
+        id: found.id.map(Cow::into_owned),
         name,
         args,
         tail: found.tail,
@@ -344,28 +346,28 @@ fn head(target: &Target, text: &str, ctx: &Ctx) -> Result<HeadFound, Stop> {
     })
 }
 
-/// What a format's head says before the arguments.
-struct Found {
-    id: Option<String>,
-    name: String,
+/// What a format's head says before the arguments (borrowed from the head's text where it can).
+struct Found<'a> {
+    id: Option<Cow<'a, str>>,
+    name: Cow<'a, str>,
     tail: Tail,
     syntax: Syntax,
 }
 
-impl Found {
-    fn json(id: Option<String>, name: String, tail: Tail) -> Self {
+impl<'a> Found<'a> {
+    fn json(id: Option<Cow<'a, str>>, name: impl Into<Cow<'a, str>>, tail: Tail) -> Self {
         Self {
             id,
-            name,
+            name: name.into(),
             tail,
             syntax: Syntax::Json,
         }
     }
 
-    fn xml(name: &str, dialect: &'static Dialect) -> Self {
+    fn xml(name: impl Into<Cow<'a, str>>, dialect: &'static Dialect) -> Self {
         Self {
             id: None,
-            name: name.to_string(),
+            name: name.into(),
             tail: Tail::Nothing,
             syntax: Syntax::Xml(dialect),
         }
@@ -373,7 +375,7 @@ impl Found {
 }
 
 /// Read a head of `body`, leaving the cursor before the arguments.
-fn body_head(body: &Body, c: &mut Cursor) -> Result<Found, Stop> {
+fn body_head<'a>(body: &Body, c: &mut Cursor<'a>) -> Result<Found<'a>, Stop> {
     match *body {
         Body::Json => json_head(c),
         Body::Mistral => {
@@ -401,7 +403,7 @@ fn body_head(body: &Body, c: &mut Cursor) -> Result<Found, Stop> {
                 Some((n, idx)) if !idx.is_empty() && idx.bytes().all(|b| b.is_ascii_digit()) => n,
                 _ => bare,
             };
-            Ok(Found::json(Some(header.to_string()), name.to_string(), Tail::Nothing))
+            Ok(Found::json(Some(header.into()), name, Tail::Nothing))
         }
         Body::DeepSeekItem => {
             let left = c.until("<｜tool▁sep｜>")?;
@@ -416,14 +418,14 @@ fn body_head(body: &Body, c: &mut Cursor) -> Result<Found, Stop> {
             } else {
                 left
             };
-            Ok(Found::json(None, name.to_string(), Tail::Nothing))
+            Ok(Found::json(None, name, Tail::Nothing))
         }
-        Body::FunctionaryV31 => Ok(Found::json(None, c.until(">")?.to_string(), Tail::Nothing)),
+        Body::FunctionaryV31 => Ok(Found::json(None, c.until(">")?, Tail::Nothing)),
         Body::Solar => {
             let id = c.until("<|tool_call:name|>")?.trim();
             let name = c.until("<|tool_call:args|>")?;
-            let id = Some(id.to_string()).filter(|i| !i.is_empty());
-            Ok(Found::json(id, name.to_string(), Tail::Nothing))
+            let id = Some(Cow::Borrowed(id)).filter(|i| !i.is_empty());
+            Ok(Found::json(id, name, Tail::Nothing))
         }
         Body::QwenXml { bare } => {
             if !bare {
@@ -449,7 +451,7 @@ fn body_head(body: &Body, c: &mut Cursor) -> Result<Found, Stop> {
 }
 
 /// GLM `NAME\n<arg_key>` / `NAME<arg_key>` / `NAME<tool_sep>` (Hy3).
-fn glm_head(c: &mut Cursor) -> Result<Found, Stop> {
+fn glm_head<'a>(c: &mut Cursor<'a>) -> Result<Found<'a>, Stop> {
     c.ws();
     let rest = c.rest();
     // The earliest of `<arg_key>`, `<tool_sep>` and a newline, in one pass (this runs per push
@@ -480,7 +482,7 @@ fn glm_head(c: &mut Cursor) -> Result<Found, Stop> {
 }
 
 /// `<{prefix}invoke name="N">`, then XML parameters or a JSON object.
-fn invoke_head(c: &mut Cursor, prefix: &str) -> Result<Found, Stop> {
+fn invoke_head<'a>(c: &mut Cursor<'a>, prefix: &str) -> Result<Found<'a>, Stop> {
     let dialect = invoke_dialect(prefix).ok_or(Stop::No)?;
     c.ws();
     c.lit("<")?;
@@ -492,14 +494,14 @@ fn invoke_head(c: &mut Cursor, prefix: &str) -> Result<Found, Stop> {
     peek.ws();
     match peek.peek()? {
         b'{' => Ok(Found::json(None, name, Tail::Marker(dialect.function_end))),
-        b'<' => Ok(Found::xml(&name, dialect)),
+        b'<' => Ok(Found::xml(name, dialect)),
         _ => Err(Stop::No),
     }
 }
 
 /// `{"name": "N", "arguments": {` (also `tool_name`, `parameters`, `args`), after any `[`, `,`
 /// or `;` that separate calls.
-fn json_head(c: &mut Cursor) -> Result<Found, Stop> {
+fn json_head<'a>(c: &mut Cursor<'a>) -> Result<Found<'a>, Stop> {
     c.skip_while(|b| b.is_ascii_whitespace() || matches!(b, b'[' | b',' | b';'));
     c.lit("{")?;
     c.ws();
@@ -518,11 +520,11 @@ fn json_head(c: &mut Cursor) -> Result<Found, Stop> {
     }
     c.ws();
     c.lit(":")?;
-    Ok(Found::json(None, name.to_string(), Tail::CloseObject))
+    Ok(Found::json(None, name, Tail::CloseObject))
 }
 
 /// Mistral's `NAME[ARGS]{`, `NAME[CALL_ID]ID[ARGS]{` or `NAME{`.
-fn mistral_head(c: &mut Cursor) -> Result<Found, Stop> {
+fn mistral_head<'a>(c: &mut Cursor<'a>) -> Result<Found<'a>, Stop> {
     let start = c.i;
     let name_end = loop {
         match c.peek()? {
@@ -545,8 +547,8 @@ fn mistral_head(c: &mut Cursor) -> Result<Found, Stop> {
                         _ => c.i += 1,
                     }
                 };
-                let id = c.s[id_start..id_end].trim().to_string();
-                return Ok(Found::json(Some(id), c.s[start..end].to_string(), Tail::Nothing));
+                let id = c.s[id_start..id_end].trim();
+                return Ok(Found::json(Some(id.into()), &c.s[start..end], Tail::Nothing));
             }
             b if b.is_ascii_alphanumeric() || b >= 0x80 || matches!(b, b'_' | b'-' | b'.' | b':' | b'/' | b' ') => {
                 c.i += 1
@@ -554,7 +556,7 @@ fn mistral_head(c: &mut Cursor) -> Result<Found, Stop> {
             _ => return Err(Stop::No),
         }
     };
-    Ok(Found::json(None, c.s[start..name_end].to_string(), Tail::Nothing))
+    Ok(Found::json(None, &c.s[start..name_end], Tail::Nothing))
 }
 
 /// Bytes of the tail at the start of `text`.
