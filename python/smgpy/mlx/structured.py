@@ -11,8 +11,9 @@ object for ``json_object``; for ``json_schema``, a document valid against the sc
 keywords structured outputs use (``type``, ``properties``, ``required``, ``items``,
 ``minItems``/``maxItems``, ``enum``, ``const``, ``anyOf`` / ``oneOf`` (alternatives that start
 differently, or objects tagged by a ``const`` key), local ``$ref``). Keys are written in the
-schema's order, and the output ends with the document (no trailing whitespace). A schema with other constraints (``pattern``, ``format``, ``minimum``...) is not
-enforced beyond being valid JSON (an object when its top level is one), and a warning is logged.
+schema's order, and the output ends with the document (no trailing whitespace). A schema with
+other constraints (``pattern``, ``format``, ``minimum``...) is not enforced beyond being valid
+JSON (an object when its top level is one), and a warning is logged.
 """
 
 from __future__ import annotations
