@@ -54,6 +54,36 @@ SCHEMA_STATES = {
     "free array": '{"name": "Ann", "age": 3, "tags": [1, ',
 }
 
+# What `tool_choice: "required"` sends for two tools: a list of calls tagged by name.
+CALLS_SCHEMA = json.dumps(
+    {
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "name": {"const": name},
+                        "parameters": {"type": "object", "properties": props, "required": list(props)},
+                    },
+                    "required": ["name", "parameters"],
+                }
+                for name, props in (
+                    ("get_weather", {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}}),
+                    ("get_time", {"timezone": {"type": "string"}, "offset": {"type": "integer"}}),
+                )
+            ]
+        },
+    }
+)
+CALLS_STATES = {
+    "start": "",
+    "inside the tag": '[{"name": "get_',
+    "parameters of the tagged tool": '[{"name": "get_time", "parameters": {"time',
+    "inside a string argument": '[{"name": "get_weather", "parameters": {"city": "Pa',
+}
+
 
 def mask_times(engine: MLXEngine) -> None:
     hf = engine._hf
@@ -64,6 +94,7 @@ def mask_times(engine: MLXEngine) -> None:
     for name, states, make in (
         ("json_object", STATES, lambda: vocab.matcher()),
         ("json_schema", SCHEMA_STATES, lambda: vocab.matcher(schema=SCHEMA)),
+        ("tool calls (required)", CALLS_STATES, lambda: vocab.matcher(schema=CALLS_SCHEMA)),
     ):
         for label, prefix in states.items():
             m = make()
@@ -109,11 +140,13 @@ def throughput(engine: MLXEngine, rounds: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--masks-only", action="store_true", help="only the mask times")
     args = ap.parse_args()
     engine = MLXEngine.from_pretrained(str(demo_gguf_path()), max_running=4)
     try:
         mask_times(engine)
-        throughput(engine, args.rounds)
+        if not args.masks_only:
+            throughput(engine, args.rounds)
     finally:
         engine.shutdown()
 
