@@ -251,3 +251,40 @@ def test_required_without_tools_is_a_400(base: str) -> None:
     )
     assert r.status_code == 400
     assert r.json()["error"]["param"] == "tool_choice"
+
+
+def test_anthropic_streamed_forced_call_equals_complete(base: str) -> None:
+    client = anthropic.Anthropic(base_url=base, api_key="x", max_retries=0, timeout=120)
+    tools = [{"name": f["name"], "input_schema": f["parameters"]} for f in (t["function"] for t in TOOLS)]
+    args: dict[str, Any] = dict(
+        model="m",
+        max_tokens=80,
+        messages=ASK,
+        tools=tools,
+        tool_choice={"type": "tool", "name": "get_weather"},
+        extra_body={"temperature": 0},
+    )
+    full = client.messages.create(**args)
+    with client.messages.stream(**args) as s:
+        final = s.get_final_message()
+    assert final.stop_reason == full.stop_reason == "tool_use"
+    uses = [(b.name, b.input) for b in final.content if b.type == "tool_use"]
+    assert uses == [(b.name, b.input) for b in full.content if b.type == "tool_use"]
+    assert uses[0][0] == "get_weather"
+
+
+def test_responses_streamed_named_call_equals_complete(client: Any) -> None:
+    flat = [{"type": "function", **t["function"]} for t in TOOLS]
+    named = {"type": "function", "name": "get_time"}
+    args: dict[str, Any] = dict(
+        model="m", input=ASK[0]["content"], tools=flat, tool_choice=named, max_output_tokens=80, temperature=0
+    )
+    full = [(o.name, o.arguments) for o in client.responses.create(**args).output if o.type == "function_call"]
+    done = None
+    for event in client.responses.create(stream=True, **args):
+        if event.type == "response.completed":
+            done = event.response
+    assert done is not None
+    assert [(o.name, o.arguments) for o in done.output if o.type == "function_call"] == full
+    assert full and full[0][0] == "get_time"
+    follows("get_time", full[0][1])
