@@ -297,6 +297,7 @@ def test_forced_tool_choice_reads_the_json_it_forced(cuts: list[int]) -> None:
         got = _stream(chunks, "hermes", tool_choice=choice)
         assert [(c["name"], json.loads(c["arguments"])) for c in got["tool_calls"]] == calls
         assert got["normal_text"] == ""
+        assert got == native.parse_tool_call_complete(text, "hermes", None, choice)
 
 
 def test_forced_tool_choice_auto_and_bad_values() -> None:

@@ -40,14 +40,20 @@ __version__: str
 
 # ---- tool parsers ----
 
-def parse_tool_call_complete(text: str, parser: str, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def parse_tool_call_complete(
+    text: str,
+    parser: str,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: str | dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Parse a complete model output into normal text and tool calls.
 
     `parser` is a tool-call parser name (see `list_tool_parsers()`; SMG/SGLang aliases are
     accepted). When `tools` is given (OpenAI or flat form), calls to undeclared names stay in
     `normal_text`, and parameter schemas type XML-style values. Returns
     `{"normal_text": str, "tool_calls": [{"name": str, "arguments": str}]}`, with an `"id"` key
-    when the format carries one. Raises `ValueError` for an unknown parser.
+    when the format carries one. Raises `ValueError` for an unknown parser. `tool_choice`: as for
+    `ToolCallStream`.
     """
 
 def list_tool_parsers() -> list[str]:

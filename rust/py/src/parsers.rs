@@ -79,21 +79,28 @@ fn delta_to_dict<'py>(py: Python<'py>, d: &ToolDelta) -> PyResult<Bound<'py, PyD
 /// accepted). When `tools` is given (OpenAI or flat form), calls to undeclared names stay in
 /// `normal_text`, and parameter schemas type XML-style values. Returns
 /// `{"normal_text": str, "tool_calls": [{"name": str, "arguments": str}]}`, with an `"id"` key
-/// when the format carries one. Raises `ValueError` for an unknown parser.
+/// when the format carries one. Raises `ValueError` for an unknown parser. `tool_choice`: as for
+/// `ToolCallStream`.
 #[pyfunction]
-#[pyo3(signature = (text, parser, tools = None))]
+#[pyo3(signature = (text, parser, tools = None, tool_choice = None))]
 fn parse_tool_call_complete<'py>(
     py: Python<'py>,
     text: &str,
     parser: &str,
     tools: Option<&Bound<'py, PyList>>,
+    tool_choice: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let format = format_of(parser)?;
     let defs = tool_defs(tools)?;
+    let forced = forced_of(tool_choice)?;
+    let parse = move || match forced {
+        None => tool::parse_complete(text, format, defs),
+        Some(forced) => tool::parse_complete_forced(text, format, defs, forced),
+    };
     let r = if text.len() > DETACH_BYTES {
-        py.detach(|| tool::parse_complete(text, format, defs))
+        py.detach(parse)
     } else {
-        tool::parse_complete(text, format, defs)
+        parse()
     };
     result_to_dict(py, &r)
 }

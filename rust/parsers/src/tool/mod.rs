@@ -188,7 +188,21 @@ impl ToolCallParser {
 
 /// Parse a complete output.
 pub fn parse_complete(text: &str, format: ToolFormat, tools: Option<Vec<ToolDef>>) -> ToolParseResult {
-    let mut p = ToolCallParser::new(format, tools);
+    collect(ToolCallParser::new(format, tools), text)
+}
+
+/// Parse a complete output that a request's `tool_choice` forced (see `ToolCallParser::forced`).
+pub fn parse_complete_forced(
+    text: &str,
+    format: ToolFormat,
+    tools: Option<Vec<ToolDef>>,
+    forced: Forced,
+) -> ToolParseResult {
+    collect(ToolCallParser::forced(format, tools, forced), text)
+}
+
+/// `text` pushed whole through `p`, its deltas assembled into calls.
+fn collect(mut p: ToolCallParser, text: &str) -> ToolParseResult {
     let mut d = p.push(text);
     let e = p.finish();
     d.normal_text.push_str(&e.normal_text);
