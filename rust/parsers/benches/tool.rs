@@ -159,9 +159,9 @@ fn smgpy_stream(chunks: &[String], format: ToolFormat) -> usize {
     let mut n = 0;
     for c in chunks {
         let d = p.push(c);
-        n += d.normal_text.len() + d.calls.len();
+        n += d.normal_text.len() + d.calls().len();
     }
-    n + p.finish().calls.len()
+    n + p.finish().calls().len()
 }
 
 fn bench(c: &mut Criterion) {

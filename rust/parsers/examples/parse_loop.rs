@@ -8,7 +8,7 @@
 //! gives, as `benches/tool_parser_python.py` cuts them (markers kept whole, as a tokenizer
 //! would), and prints one JSON line: the rate and the calls accumulated from the stream, so the
 //! caller can check them against a complete parse.
-use smgpy_parsers::tool::{parse_complete, ToolCallParser, ToolDelta, ToolFormat};
+use smgpy_parsers::tool::{parse_complete, CallDelta, ToolCallParser, ToolDelta, ToolFormat};
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -131,7 +131,7 @@ fn stream_pieces(format: ToolFormat, pieces: &[String]) -> Vec<(String, String)>
     let mut p = ToolCallParser::new(format, None);
     let mut calls: Vec<(String, String)> = Vec::new();
     let mut take = |d: ToolDelta| {
-        for c in d.calls {
+        for c in d.calls().map(CallDelta::owned) {
             match calls.get_mut(c.index) {
                 Some(call) => call.1.push_str(&c.arguments),
                 None => calls.push((c.name.unwrap_or_default(), c.arguments)),
@@ -151,9 +151,9 @@ fn stream_count(format: ToolFormat, pieces: &[String]) -> usize {
     let mut n = 0;
     for piece in pieces {
         let d = p.push(piece);
-        n += d.normal_text.len() + d.calls.len();
+        n += d.normal_text.len() + d.calls().len();
     }
-    n + p.finish().calls.len()
+    n + p.finish().calls().len()
 }
 
 /// `stream_count` through `push_into`, clearing (`ToolDelta::clear`) and reusing one delta.
@@ -164,9 +164,9 @@ fn stream_count_reused(format: ToolFormat, pieces: &[String]) -> usize {
     for piece in pieces {
         d.clear();
         p.push_into(piece, &mut d);
-        n += d.normal_text.len() + d.calls.len();
+        n += d.normal_text.len() + d.calls().len();
     }
-    n + p.finish().calls.len()
+    n + p.finish().calls().len()
 }
 
 /// ~4-byte pieces on char boundaries.

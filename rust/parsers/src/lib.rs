@@ -10,7 +10,9 @@ pub mod scan;
 pub mod tool;
 
 pub use reasoning::{ReasoningDelta, ReasoningFormat, ReasoningOptions, ReasoningParser};
-pub use tool::{Forced, ToolCall, ToolCallDelta, ToolCallParser, ToolDef, ToolDelta, ToolFormat, ToolParseResult};
+pub use tool::{
+    CallDelta, Forced, ToolCall, ToolCallDelta, ToolCallParser, ToolDef, ToolDelta, ToolFormat, ToolParseResult,
+};
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

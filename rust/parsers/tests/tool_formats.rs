@@ -4,7 +4,7 @@
 
 mod tool_common;
 
-use smgpy_parsers::tool::{parse_complete, ToolDef, ToolFormat};
+use smgpy_parsers::tool::{parse_complete, CallDelta, ToolDef, ToolFormat};
 use tool_common::{check_streaming, Case, CASES};
 
 fn run(case: &Case) {
@@ -93,7 +93,7 @@ fn arguments_stream_before_the_call_ends() {
         let mut named = false;
         let mut fragments = 0;
         for ch in text[..cut].chars() {
-            for c in p.push(&ch.to_string()).calls {
+            for c in p.push(&ch.to_string()).calls().map(CallDelta::owned) {
                 assert_eq!(c.index, 0, "{format}");
                 named |= c.name.as_deref() == Some("w");
                 fragments += usize::from(!c.arguments.is_empty());
@@ -140,7 +140,7 @@ fn qwen_xml_parameters_stream() {
         let mut streamed = String::new();
         let mut fragments = 0;
         for ch in text[..cut].chars() {
-            for c in p.push(&ch.to_string()).calls {
+            for c in p.push(&ch.to_string()).calls().map(CallDelta::owned) {
                 fragments += usize::from(!c.arguments.is_empty());
                 streamed.push_str(&c.arguments);
             }
@@ -187,7 +187,7 @@ fn xml_dialects_stream() {
         let mut p = smgpy_parsers::tool::ToolCallParser::new(f, Some(tools.clone()));
         let (mut streamed, mut fragments) = (String::new(), 0);
         for ch in text[..cut].chars() {
-            for c in p.push(&ch.to_string()).calls {
+            for c in p.push(&ch.to_string()).calls().map(CallDelta::owned) {
                 fragments += usize::from(!c.arguments.is_empty());
                 streamed.push_str(&c.arguments);
             }
@@ -283,7 +283,7 @@ fn forced(text: &str, pieces: &[&str]) -> (String, Vec<(String, String)>) {
     deltas.push(p.finish());
     for d in deltas {
         normal.push_str(&d.normal_text);
-        for c in d.calls {
+        for c in d.calls().map(CallDelta::owned) {
             match calls.get_mut(c.index) {
                 Some(call) => call.1.push_str(&c.arguments),
                 None => calls.push((c.name.unwrap_or_default(), c.arguments)),
@@ -319,8 +319,8 @@ fn forced_call_reads_the_whole_output_as_arguments() {
         smgpy_parsers::tool::Forced::Call("get_weather".into()),
     );
     let first = p.push("{\"city\": \"Par");
-    assert_eq!(first.calls[0].name.as_deref(), Some("get_weather"));
-    assert_eq!(first.calls[0].arguments, "{\"city\":\"Par");
+    assert_eq!(first.calls().next().and_then(|c| c.name), Some("get_weather"));
+    assert_eq!(first.calls().next().map(|c| c.arguments), Some("{\"city\":\"Par"));
 }
 
 #[test]
@@ -335,7 +335,7 @@ fn forced_list_of_calls() {
         deltas.push(p.finish());
         for d in deltas {
             normal.push_str(&d.normal_text);
-            for c in d.calls {
+            for c in d.calls().map(CallDelta::owned) {
                 match calls.get_mut(c.index) {
                     Some(call) => call.1.push_str(&c.arguments),
                     None => calls.push((c.name.unwrap_or_default(), c.arguments)),

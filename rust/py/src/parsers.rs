@@ -59,12 +59,12 @@ fn result_to_dict<'py>(py: Python<'py>, r: &ToolParseResult) -> PyResult<Bound<'
 
 fn delta_to_dict<'py>(py: Python<'py>, d: &ToolDelta) -> PyResult<Bound<'py, PyDict>> {
     let calls = PyList::empty(py);
-    for c in &d.calls {
+    for c in d.calls() {
         let item = PyDict::new(py);
         item.set_item(intern!(py, "index"), c.index)?;
-        item.set_item(intern!(py, "id"), &c.id)?;
-        item.set_item(intern!(py, "name"), &c.name)?;
-        item.set_item(intern!(py, "arguments"), &c.arguments)?;
+        item.set_item(intern!(py, "id"), c.id)?;
+        item.set_item(intern!(py, "name"), c.name)?;
+        item.set_item(intern!(py, "arguments"), c.arguments)?;
         calls.append(item)?;
     }
     let out = PyDict::new(py);

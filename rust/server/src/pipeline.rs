@@ -5,7 +5,8 @@
 //! exactly what the stream would have.
 
 use smgpy_parsers::{
-    Forced, ReasoningFormat, ReasoningOptions, ReasoningParser, ToolCallDelta, ToolCallParser, ToolDef, ToolFormat,
+    CallDelta, Forced, ReasoningFormat, ReasoningOptions, ReasoningParser, ToolCallDelta, ToolCallParser, ToolDef,
+    ToolDelta, ToolFormat,
 };
 use smgpy_stop::{StopMatcher, StopOutput};
 
@@ -49,6 +50,8 @@ pub struct Pipeline {
     stop: Option<StopMatcher>,
     reasoning: Option<ReasoningParser>,
     tools: Option<ToolCallParser>,
+    /// The tool stage's output for one push, cleared and reused for the next.
+    tool_out: ToolDelta,
     done: bool,
 }
 
@@ -66,6 +69,7 @@ impl Pipeline {
                 None => ToolCallParser::new(stage.format, stage.tools),
                 Some(forced) => ToolCallParser::forced(stage.format, stage.tools, forced),
             }),
+            tool_out: ToolDelta::default(),
             done: false,
         })
     }
@@ -133,9 +137,11 @@ impl Pipeline {
         match &mut self.tools {
             None => piece.content.push_str(content),
             Some(t) if !content.is_empty() => {
-                let d = t.push(content);
+                let d = &mut self.tool_out;
+                d.clear();
+                t.push_into(content, d);
                 piece.content.push_str(&d.normal_text);
-                piece.calls.extend(d.calls);
+                piece.calls.extend(d.calls().map(CallDelta::owned));
             }
             Some(_) => {}
         }
@@ -151,7 +157,7 @@ impl Pipeline {
         if let Some(t) = &mut self.tools {
             let d = t.finish();
             piece.content.push_str(&d.normal_text);
-            piece.calls.extend(d.calls);
+            piece.calls.extend(d.calls().map(CallDelta::owned));
         }
         piece
     }

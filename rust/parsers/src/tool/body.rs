@@ -181,11 +181,16 @@ fn single(id: Option<String>, name: &str, args: &str) -> Option<Vec<Call>> {
 
 /// A trimmed function name, or `None` when it cannot be one.
 pub(crate) fn valid_name(name: &str) -> Option<String> {
+    trimmed_name(name).map(str::to_owned)
+}
+
+/// `valid_name`, borrowed.
+pub(crate) fn trimmed_name(name: &str) -> Option<&str> {
     let n = name.trim();
-    let ok = !n.is_empty()
-        && n.chars()
-            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'));
-    ok.then(|| n.to_string())
+    let allowed = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/');
+    // Names are nearly always ASCII: a byte test settles those without decoding characters.
+    let ok = !n.is_empty() && (n.bytes().all(|b| b.is_ascii() && allowed(char::from(b))) || n.chars().all(allowed));
+    ok.then_some(n)
 }
 
 /// Remove a surrounding markdown code fence.

@@ -14,7 +14,7 @@ use super::live::{Idle, Live, Readers};
 use super::spec::Body;
 use super::spec::{End, Spec, TextMarkers};
 use super::Forced;
-use super::{ToolCallDelta, ToolDef, ToolDelta};
+use super::{ToolDef, ToolDelta};
 use crate::scan::{self, partial_suffix_len};
 
 /// Declared tools, used to reject unknown names and to type XML-style parameters.
@@ -147,6 +147,39 @@ pub(crate) struct Engine {
     /// Until the first character settles it: the output may open with what `tool_choice`
     /// forced (an arguments object, a JSON list of calls).
     forced: Option<Forced>,
+    /// Set while the last push ended inside a live call's JSON string value with everything
+    /// read: the next piece, if it holds none of the run's stop bytes, is that call's next
+    /// arguments fragment as it stands. Inside a long string argument that is most pieces, and
+    /// they then skip the region machinery entirely. Any other push clears it.
+    string_run: Option<StringRun>,
+}
+
+/// A live call's JSON string value, read up to the end of the buffered region (see
+/// `Engine::string_run`).
+#[derive(Debug, Clone, Copy)]
+struct StringRun {
+    /// The call whose arguments the value belongs to.
+    index: usize,
+    /// Bytes that end the run: those a JSON string cannot hold as is (quote, backslash, control
+    /// bytes) and the first bytes of the region's end markers. A bit set, one bit per byte.
+    stop: [u64; 4],
+}
+
+impl StringRun {
+    fn new(index: usize, ends: &[&str]) -> Self {
+        // Control bytes 0x00-0x1f, then `"` (0x22) and `\\` (0x5c).
+        let mut stop = [0x0000_0004_ffff_ffff, 0x1000_0000, 0, 0];
+        for first in ends.iter().filter_map(|e| e.as_bytes().first()) {
+            stop[usize::from(first >> 6)] |= 1 << (first & 63);
+        }
+        Self { index, stop }
+    }
+
+    /// Whether `text` is plain characters that continue the run.
+    fn continues(&self, text: &str) -> bool {
+        text.bytes()
+            .all(|b| self.stop[usize::from(b >> 6)] & (1 << (b & 63)) == 0)
+    }
 }
 
 impl Engine {
@@ -165,7 +198,27 @@ impl Engine {
             at_start: spec.leading.is_some(),
             next_index: 0,
             forced: None,
+            string_run: None,
         }
+    }
+
+    /// Start over on another output, as `new` (or `forced`) would, keeping the text buffer's
+    /// and the arguments readers' memory.
+    pub(crate) fn renew(&mut self, spec: &'static Spec, text: &'static TextMarkers, ctx: Ctx, forced: Option<Forced>) {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let readers = std::mem::replace(&mut self.readers, Readers::new());
+        *self = match forced {
+            Some(forced) => Self::forced(spec, text, ctx, forced),
+            None => Self::new(spec, text, ctx),
+        };
+        self.buf = buf;
+        self.readers = readers;
+    }
+
+    /// The text buffer's capacity in bytes.
+    pub(crate) fn buffered_capacity(&self) -> usize {
+        self.buf.capacity()
     }
 
     /// An engine for output that a request's `tool_choice` forced (see `ToolCallParser::forced`).
@@ -177,6 +230,20 @@ impl Engine {
     }
 
     pub(crate) fn push(&mut self, text: &str, out: &mut ToolDelta) {
+        if let Some(run) = &self.string_run {
+            let index = run.index;
+            if run.continues(text) && self.continue_run(index, text, out) {
+                return;
+            }
+            self.string_run = None;
+        }
+        self.push_slow(text, out);
+    }
+
+    /// `push` of anything but a string run's next piece: kept out of line, so that the run's
+    /// path stays a short function.
+    #[inline(never)]
+    fn push_slow(&mut self, text: &str, out: &mut ToolDelta) {
         if self.buf.is_empty()
             && matches!(self.mode, Mode::Text)
             && !self.at_start
@@ -199,6 +266,19 @@ impl Engine {
             return;
         }
         self.run(false, out);
+    }
+
+    /// Append `text`, plain characters, to the region and to call `index`'s arguments: what
+    /// `quick_push` does for them, without its checks (the run's stop bytes cover them).
+    fn continue_run(&mut self, index: usize, text: &str, out: &mut ToolDelta) -> bool {
+        let Mode::Region { scan, live, .. } = &mut self.mode else {
+            return false;
+        };
+        self.buf.push_str(text);
+        *scan = self.buf.len() - self.pos;
+        live.cursor += text.len();
+        out.push_fragment(index, text);
+        true
     }
 
     /// Settle `text`, just appended to a region of `before` bytes, without the step machinery
@@ -245,7 +325,16 @@ impl Engine {
                 }
                 settled
             }
-            None => special(bytes).is_none() && live.pass_string(&self.readers, before, text, out),
+            None => {
+                let index = special(bytes)
+                    .is_none()
+                    .then(|| live.pass_string(&self.readers, before, text, out))
+                    .flatten();
+                if let Some(index) = index {
+                    self.string_run = Some(StringRun::new(index, ends));
+                }
+                index.is_some()
+            }
         };
         *scanned = self.buf.len() - self.pos;
         if !settled {
@@ -269,6 +358,7 @@ impl Engine {
     }
 
     fn run(&mut self, finishing: bool, out: &mut ToolDelta) {
+        self.string_run = None;
         loop {
             let progressed = match self.mode {
                 Mode::Text => self.text_step(finishing, out),
@@ -461,12 +551,7 @@ impl Engine {
         if live.emitted {
             let (calls, text) = continuation(target, &region[live.cursor..body_end], &self.ctx);
             for Call { id, name, arguments } in calls {
-                out.calls.push(ToolCallDelta {
-                    index: self.next_index,
-                    id,
-                    name: Some(name),
-                    arguments,
-                });
+                out.push_call(self.next_index, id.as_deref(), &name, &arguments);
                 self.next_index += 1;
             }
             out.normal_text.push_str(&text);
@@ -478,12 +563,7 @@ impl Engine {
         match outcome {
             Outcome::Calls(calls, trailing) if calls.iter().all(|c| self.ctx.declared(&c.name)) => {
                 for Call { id, name, arguments } in calls {
-                    out.calls.push(ToolCallDelta {
-                        index: self.next_index,
-                        id,
-                        name: Some(name),
-                        arguments,
-                    });
+                    out.push_call(self.next_index, id.as_deref(), &name, &arguments);
                     self.next_index += 1;
                 }
                 out.normal_text.push_str(&trailing);

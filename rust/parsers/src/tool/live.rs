@@ -12,12 +12,11 @@
 //! JSON-encoded strings, or that a header introduces, never go live: their region is read whole
 //! when it ends, as before. Once a region has a live call it cannot turn back into text; what
 //! follows the live calls is read by `body::continuation`.
-use super::body::{valid_name, Target};
+use super::body::{trimmed_name, Target};
 use super::engine::Ctx;
 use super::json_stream::{Fed, JsonStream};
 use super::spec::Body;
 use super::xml_stream::{invoke_dialect, Dialect, XmlArgs, XmlFed, GLM, QWEN};
-use super::ToolCallDelta;
 use super::ToolDelta;
 use crate::scan::find;
 use std::borrow::Cow;
@@ -83,8 +82,6 @@ enum Reader {
 pub(crate) struct Readers {
     json: JsonStream,
     xml: XmlArgs,
-    /// Output of a push that has no delta of its call yet.
-    scratch: String,
 }
 
 impl Readers {
@@ -97,7 +94,6 @@ impl Readers {
         Self {
             json: JsonStream::new(),
             xml: XmlArgs::new(&QWEN, ""),
-            scratch: String::new(),
         }
     }
 }
@@ -153,24 +149,30 @@ impl Live {
     /// everything before it: what `JsonStream::feed` would do, without its steps. The caller
     /// has checked that `text` is plain characters (nothing JSON escapes, no byte an end marker
     /// starts with). False (nothing done) otherwise.
-    pub(crate) fn pass_string(&mut self, readers: &Readers, read: usize, text: &str, out: &mut ToolDelta) -> bool {
+    /// Returns the call's index when written.
+    pub(crate) fn pass_string(
+        &mut self,
+        readers: &Readers,
+        read: usize,
+        text: &str,
+        out: &mut ToolDelta,
+    ) -> Option<usize> {
         let Phase::Args {
             index,
             reader: Reader::Json,
             ..
         } = self.phase
         else {
-            return false;
+            return None;
         };
         if self.cursor != read || !readers.json.in_plain_value() {
-            return false;
+            return None;
         }
-        if text.is_empty() {
-            return true;
+        if !text.is_empty() {
+            out.push_fragment(index, text);
+            self.cursor += text.len();
         }
-        out.push_fragment(index, text);
-        self.cursor += text.len();
-        true
+        Some(index)
     }
 
     /// Read `region` (cut where the region's end is certain not to lie) from the cursor.
@@ -198,26 +200,18 @@ impl Live {
                 }
                 Phase::Head { .. } => match head(target, rest, ctx) {
                     Ok(h) => {
-                        // The call's arguments are usually in this text too (always in a complete
-                        // parse): room for them now saves growing the string step by step.
-                        let mut opening = String::with_capacity(rest.len() - h.args + 1);
+                        out.push_call(*next_index, h.id.as_deref(), &h.name, "");
                         let reader = match h.syntax {
                             Syntax::Json => {
                                 readers.json.reset();
                                 Reader::Json
                             }
                             Syntax::Xml(dialect) => {
-                                XmlArgs::open(&mut opening);
+                                XmlArgs::open(out.fragment(*next_index));
                                 readers.xml.reset(dialect, &h.name);
                                 Reader::Xml
                             }
                         };
-                        out.calls.push(ToolCallDelta {
-                            index: *next_index,
-                            id: h.id,
-                            name: Some(h.name),
-                            arguments: opening,
-                        });
                         self.phase = Phase::Args {
                             index: *next_index,
                             reader,
@@ -237,17 +231,8 @@ impl Live {
                 },
                 Phase::Args { index, reader, tail } => {
                     let (index, reader, tail) = (*index, *reader, *tail);
-                    // Write into this push's delta of the call when it has one, else into the
-                    // scratch buffer, copied into a new delta (with a recycled buffer) only if
-                    // something was written: a push that writes nothing allocates nothing.
-                    let direct = out.calls.last().is_some_and(|last| last.index == index);
-                    let frag = match out.calls.last_mut() {
-                        Some(last) if direct => &mut last.arguments,
-                        _ => {
-                            readers.scratch.clear();
-                            &mut readers.scratch
-                        }
-                    };
+                    // Written straight into the delta (`settle` drops a fragment left empty).
+                    let frag = out.fragment(index);
                     let fed = match reader {
                         Reader::Xml => match readers.xml.feed(rest, ended, ctx, frag) {
                             XmlFed::More(n) => Step::More(n),
@@ -267,9 +252,7 @@ impl Live {
                             }
                         }
                     };
-                    if !direct && !readers.scratch.is_empty() {
-                        out.push_fragment(index, &readers.scratch);
-                    }
+                    out.settle();
                     match fed {
                         Step::More(n) => {
                             self.cursor += n;
@@ -317,15 +300,15 @@ enum Step {
 }
 
 /// A call head: name, id, where its arguments object starts and what ends the call.
-struct HeadFound {
-    id: Option<String>,
-    name: String,
+struct HeadFound<'a> {
+    id: Option<Cow<'a, str>>,
+    name: Cow<'a, str>,
     args: usize,
     tail: Tail,
     syntax: Syntax,
 }
 
-fn head(target: &Target, text: &str, ctx: &Ctx) -> Result<HeadFound, Stop> {
+fn head<'a>(target: &'a Target, text: &'a str, ctx: &Ctx) -> Result<HeadFound<'a>, Stop> {
     let mut c = Cursor { s: text, i: 0 };
     let found = match target {
         Target::Args { name, id } => Found::json(id.as_deref().map(Cow::Borrowed), name.as_str(), Tail::Nothing),
@@ -335,10 +318,13 @@ fn head(target: &Target, text: &str, ctx: &Ctx) -> Result<HeadFound, Stop> {
         Syntax::Json => c.args_start()?,
         Syntax::Xml(_) => c.i,
     };
-    // Owned strings only now: a head tried while its text streams in usually stops early.
-    let name = valid_name(&found.name).filter(|n| ctx.declared(n)).ok_or(Stop::No)?;
+    let name = match found.name {
+        Cow::Borrowed(n) => trimmed_name(n).map(Cow::Borrowed),
+        Cow::Owned(n) => trimmed_name(&n).map(|t| Cow::Owned(t.to_owned())),
+    };
+    let name = name.filter(|n| ctx.declared(n)).ok_or(Stop::No)?;
     Ok(HeadFound {
-        id: found.id.map(Cow::into_owned),
+        id: found.id,
         name,
         args,
         tail: found.tail,
@@ -611,7 +597,11 @@ impl<'a> Cursor<'a> {
             self.i += lit.len();
             Ok(())
         } else if lit.starts_with(rest) {
-            Err(Stop::Pending(None))
+            // Nothing changes until `lit`'s next byte arrives (another byte fails the head, and
+            // noticing that later changes nothing): the head waits for it.
+            Err(Stop::Pending(
+                lit.as_bytes().get(rest.len()).map(|&b| (b, self.s.len())),
+            ))
         } else {
             Err(Stop::No)
         }
@@ -643,6 +633,11 @@ impl<'a> Cursor<'a> {
     fn args_start(&mut self) -> Result<usize, Stop> {
         self.ws();
         let at = self.i;
+        if at == self.s.len() {
+            // No head succeeds before a `{` arrives (the object's, or one after more of the
+            // head): the head is not read again until then.
+            return Err(Stop::Pending(Some((b'{', at))));
+        }
         self.lit("{")?;
         self.ws();
         match self.peek()? {

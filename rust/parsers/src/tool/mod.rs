@@ -48,14 +48,34 @@ pub struct ToolParseResult {
     pub calls: Vec<ToolCall>,
 }
 
-/// One piece of a streamed tool call. The first delta of a call carries `name` (and `id`
-/// when the format gives one); later ones only `arguments` fragments.
+/// One piece of a streamed tool call, owned (`CallDelta::owned`). The first delta of a call
+/// carries `name` (and `id` when the format gives one); later ones only `arguments` fragments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCallDelta {
     pub index: usize,
     pub id: Option<String>,
     pub name: Option<String>,
     pub arguments: String,
+}
+
+/// One piece of a streamed tool call, borrowed from the `ToolDelta` that holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallDelta<'a> {
+    pub index: usize,
+    pub id: Option<&'a str>,
+    pub name: Option<&'a str>,
+    pub arguments: &'a str,
+}
+
+impl CallDelta<'_> {
+    pub fn owned(self) -> ToolCallDelta {
+        ToolCallDelta {
+            index: self.index,
+            id: self.id.map(str::to_owned),
+            name: self.name.map(str::to_owned),
+            arguments: self.arguments.to_owned(),
+        }
+    }
 }
 
 /// What a request's `tool_choice` forced the output to be (see `ToolCallParser::forced`).
@@ -67,57 +87,129 @@ pub enum Forced {
     List,
 }
 
-/// What one `push` / `finish` produced.
+/// What one `push` / `finish` produced: normal text, and call deltas in order (`calls`).
+///
+/// The call deltas' ids, names and arguments fragments lie back to back in one string. A stream
+/// that clears and reuses one delta (`push_into`) so allocates nothing per piece, and a live
+/// call's reader writes its fragment straight into that string: a piece inside a long string
+/// argument costs a copy, not a record of three strings.
 #[derive(Debug, Clone, Default)]
 pub struct ToolDelta {
     pub normal_text: String,
-    pub calls: Vec<ToolCallDelta>,
-    /// Argument buffers of cleared calls, handed to the next fragments: a stream that clears and
-    /// reuses one delta allocates no fragment string per piece.
-    spare: Vec<String>,
+    /// The parts of every call delta, in order.
+    text: String,
+    spans: Vec<CallSpan>,
+}
+
+/// Where one call delta's parts lie in `ToolDelta::text`: the id from `start` to `name_at`, the
+/// name to `args_at`, then the arguments fragment up to the next span's `start` (the last
+/// span's up to the end of the text, so writing to the text extends the last fragment).
+#[derive(Debug, Clone, Copy)]
+struct CallSpan {
+    index: usize,
+    start: usize,
+    name_at: usize,
+    args_at: usize,
+    has_id: bool,
+    has_name: bool,
 }
 
 impl PartialEq for ToolDelta {
     fn eq(&self, other: &Self) -> bool {
-        self.normal_text == other.normal_text && self.calls == other.calls
+        self.normal_text == other.normal_text && self.calls().eq(other.calls())
     }
 }
 
 impl Eq for ToolDelta {}
 
 impl ToolDelta {
-    /// At most this many argument buffers are kept for reuse.
-    const SPARE: usize = 8;
-
-    /// Empty the delta for the next `push_into`, keeping its buffers (the text's, the call
-    /// list's and the argument strings').
+    /// Empty the delta for the next `push_into`, keeping its buffers.
     pub fn clear(&mut self) {
         self.normal_text.clear();
-        for call in &mut self.calls {
-            if self.spare.len() < Self::SPARE && call.arguments.capacity() > 0 {
-                let mut arguments = std::mem::take(&mut call.arguments);
-                arguments.clear();
-                self.spare.push(arguments);
-            }
-        }
-        self.calls.clear();
+        self.text.clear();
+        self.spans.clear();
     }
 
-    /// Append `text` to call `index`'s fragment in this delta, starting one (with a recycled
-    /// buffer when there is one) unless the last call delta is already that call's.
-    pub(crate) fn push_fragment(&mut self, index: usize, text: &str) {
-        if let Some(last) = self.calls.last_mut().filter(|last| last.index == index) {
-            last.arguments.push_str(text);
-            return;
-        }
-        let mut arguments = self.spare.pop().unwrap_or_default();
-        arguments.push_str(text);
-        self.calls.push(ToolCallDelta {
+    /// The call deltas, in order.
+    pub fn calls(&self) -> impl ExactSizeIterator<Item = CallDelta<'_>> + DoubleEndedIterator + '_ {
+        self.spans.iter().enumerate().map(|(i, s)| {
+            let end = self.spans.get(i + 1).map_or(self.text.len(), |next| next.start);
+            CallDelta {
+                index: s.index,
+                id: s.has_id.then(|| &self.text[s.start..s.name_at]),
+                name: s.has_name.then(|| &self.text[s.name_at..s.args_at]),
+                arguments: &self.text[s.args_at..end],
+            }
+        })
+    }
+
+    /// Whether this delta has any call delta.
+    pub fn has_calls(&self) -> bool {
+        !self.spans.is_empty()
+    }
+
+    /// Append `other`'s normal text and call deltas.
+    pub fn append(&mut self, other: &ToolDelta) {
+        self.normal_text.push_str(&other.normal_text);
+        let shift = self.text.len();
+        self.text.push_str(&other.text);
+        self.spans.extend(other.spans.iter().map(|s| CallSpan {
+            start: s.start + shift,
+            name_at: s.name_at + shift,
+            args_at: s.args_at + shift,
+            ..*s
+        }));
+    }
+
+    /// Start call `index`'s first delta: its id, name and the first `arguments`.
+    pub(crate) fn push_call(&mut self, index: usize, id: Option<&str>, name: &str, arguments: &str) {
+        let start = self.text.len();
+        self.text.push_str(id.unwrap_or_default());
+        let name_at = self.text.len();
+        self.text.push_str(name);
+        self.spans.push(CallSpan {
             index,
-            id: None,
-            name: None,
-            arguments,
+            start,
+            name_at,
+            args_at: self.text.len(),
+            has_id: id.is_some(),
+            has_name: true,
         });
+        self.text.push_str(arguments);
+    }
+
+    /// The string call `index`'s fragment ends, for appending to: this delta's last call delta
+    /// when it is that call's, else a new one (`settle` drops it if nothing was written).
+    pub(crate) fn fragment(&mut self, index: usize) -> &mut String {
+        if self.spans.last().is_none_or(|last| last.index != index) {
+            let at = self.text.len();
+            self.spans.push(CallSpan {
+                index,
+                start: at,
+                name_at: at,
+                args_at: at,
+                has_id: false,
+                has_name: false,
+            });
+        }
+        &mut self.text
+    }
+
+    /// Drop a last call delta that `fragment` opened and nothing was written to.
+    pub(crate) fn settle(&mut self) {
+        if let Some(last) = self.spans.last() {
+            if !last.has_name && last.args_at == self.text.len() {
+                self.spans.pop();
+            }
+        }
+    }
+
+    /// Append `text` to call `index`'s fragment in this delta, starting one unless the last call
+    /// delta is already that call's.
+    pub(crate) fn push_fragment(&mut self, index: usize, text: &str) {
+        if !text.is_empty() {
+            self.fragment(index).push_str(text);
+        }
     }
 }
 
@@ -171,8 +263,8 @@ impl ToolCallParser {
     }
 
     /// `push`, appending to `out` instead of returning a new delta: a caller that empties one
-    /// delta with `ToolDelta::clear` and reuses it for the whole stream allocates no text buffer,
-    /// call list or argument string per piece.
+    /// delta with `ToolDelta::clear` and reuses it for the whole stream allocates nothing per
+    /// piece.
     pub fn push_into(&mut self, text: &str, out: &mut ToolDelta) {
         self.engine.push(text, out);
     }
@@ -184,11 +276,16 @@ impl ToolCallParser {
         self.engine.finish(&mut out);
         out
     }
+
+    /// `finish`, appending to `out`.
+    pub fn finish_into(&mut self, out: &mut ToolDelta) {
+        self.engine.finish(out);
+    }
 }
 
 /// Parse a complete output.
 pub fn parse_complete(text: &str, format: ToolFormat, tools: Option<Vec<ToolDef>>) -> ToolParseResult {
-    collect(ToolCallParser::new(format, tools), text)
+    collect(text, format, tools, None)
 }
 
 /// Parse a complete output that a request's `tool_choice` forced (see `ToolCallParser::forced`).
@@ -198,29 +295,130 @@ pub fn parse_complete_forced(
     tools: Option<Vec<ToolDef>>,
     forced: Forced,
 ) -> ToolParseResult {
-    collect(ToolCallParser::forced(format, tools, forced), text)
+    collect(text, format, tools, Some(forced))
 }
 
-/// `text` pushed whole through `p`, its deltas assembled into calls.
-fn collect(mut p: ToolCallParser, text: &str) -> ToolParseResult {
-    let mut d = p.push(text);
-    let e = p.finish();
-    d.normal_text.push_str(&e.normal_text);
-    d.calls.extend(e.calls);
+/// A complete parse's working buffers, kept for the next complete parse on the same thread:
+/// a parse then allocates only its results, not the engine's text buffer, its arguments
+/// readers' buffers and the delta it assembles from.
+struct Scratch {
+    engine: engine::Engine,
+    delta: ToolDelta,
+}
+
+impl Scratch {
+    /// Buffers grown past this many bytes are not kept (one huge output should not pin its
+    /// memory to the thread).
+    const KEEP: usize = 1 << 16;
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Option<Scratch>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `text` pushed whole through a parser for `format`, its deltas assembled into calls.
+fn collect(text: &str, format: ToolFormat, tools: Option<Vec<ToolDef>>, forced: Option<Forced>) -> ToolParseResult {
+    let (spec, markers, ctx) = (spec::spec(format), spec::text_markers(format), engine::Ctx::new(tools));
+    let mut scratch = SCRATCH.with(|s| s.borrow_mut().take()).unwrap_or_else(|| Scratch {
+        engine: engine::Engine::new(spec, markers, engine::Ctx::default()),
+        delta: ToolDelta::default(),
+    });
+    scratch.engine.renew(spec, markers, ctx, forced);
+    let d = &mut scratch.delta;
+    d.clear();
+    // The calls' parts come from `text`, so its length is room for them in all but odd cases.
+    d.text.reserve(text.len());
+    scratch.engine.push(text, d);
+    scratch.engine.finish(d);
     let mut calls: Vec<ToolCall> = Vec::new();
-    for c in d.calls {
+    for c in d.calls() {
         if let Some(call) = calls.get_mut(c.index) {
-            call.arguments.push_str(&c.arguments);
+            call.arguments.push_str(c.arguments);
         } else {
             calls.push(ToolCall {
-                id: c.id,
-                name: c.name.unwrap_or_default(),
-                arguments: c.arguments,
+                id: c.id.map(str::to_owned),
+                name: c.name.unwrap_or_default().to_owned(),
+                arguments: c.arguments.to_owned(),
             });
         }
     }
-    ToolParseResult {
-        normal_text: d.normal_text,
-        calls,
+    let normal_text = std::mem::take(&mut d.normal_text);
+    if scratch.engine.buffered_capacity().max(d.text.capacity()) <= Scratch::KEEP {
+        SCRATCH.with(|s| *s.borrow_mut() = Some(scratch));
+    }
+    ToolParseResult { normal_text, calls }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owned(d: &ToolDelta) -> Vec<ToolCallDelta> {
+        d.calls().map(CallDelta::owned).collect()
+    }
+
+    fn delta(index: usize, id: Option<&str>, name: Option<&str>, arguments: &str) -> ToolCallDelta {
+        ToolCallDelta {
+            index,
+            id: id.map(str::to_owned),
+            name: name.map(str::to_owned),
+            arguments: arguments.to_owned(),
+        }
+    }
+
+    #[test]
+    fn call_deltas_share_one_buffer() {
+        let mut d = ToolDelta::default();
+        d.push_call(0, Some("functions.a:0"), "a", "{\"x\":");
+        d.push_fragment(0, "1}");
+        d.push_call(1, None, "b", "");
+        d.push_fragment(1, "");
+        // A fragment opened and left empty is dropped.
+        d.fragment(2);
+        d.settle();
+        d.push_fragment(1, "{}");
+        assert_eq!(
+            owned(&d),
+            [
+                delta(0, Some("functions.a:0"), Some("a"), "{\"x\":1}"),
+                delta(1, None, Some("b"), "{}"),
+            ]
+        );
+        let mut e = ToolDelta::default();
+        e.normal_text.push_str("text");
+        e.push_fragment(1, "more");
+        d.append(&e);
+        assert_eq!(d.normal_text, "text");
+        assert_eq!(owned(&d)[2], delta(1, None, None, "more"));
+        assert_eq!(d.calls().len(), 3);
+        d.clear();
+        assert!(!d.has_calls());
+        assert_eq!(d, ToolDelta::default());
+    }
+
+    #[test]
+    fn complete_parses_on_one_thread_do_not_leak_into_each_other() {
+        let big = format!(
+            "<tool_call>{{\"name\": \"a\", \"arguments\": {{\"s\": \"{}\"}}}}</tool_call>",
+            "x".repeat(100_000)
+        );
+        let first = parse_complete(&big, ToolFormat::Hermes, None);
+        assert_eq!(first.calls.len(), 1);
+        let forced = parse_complete_forced("{\"q\": 1}", ToolFormat::Hermes, None, Forced::Call("f".into()));
+        assert_eq!(
+            forced.calls,
+            [ToolCall {
+                id: None,
+                name: "f".into(),
+                arguments: "{\"q\":1}".into()
+            }]
+        );
+        let text = "hi <tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>";
+        for _ in 0..2 {
+            let r = parse_complete(text, ToolFormat::Hermes, None);
+            assert_eq!((r.normal_text.as_str(), r.calls.len()), ("hi ", 1));
+            let undeclared = parse_complete(text, ToolFormat::Hermes, Some(vec![]));
+            assert_eq!((undeclared.normal_text.as_str(), undeclared.calls.len()), (text, 0));
+        }
     }
 }

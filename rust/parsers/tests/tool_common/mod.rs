@@ -1,7 +1,7 @@
 //! Shared fixtures and the streaming check for the tool-call tests.
 #![allow(dead_code)]
 
-use smgpy_parsers::tool::{parse_complete, ToolCall, ToolCallParser, ToolDef, ToolFormat, ToolParseResult};
+use smgpy_parsers::tool::{parse_complete, CallDelta, ToolCall, ToolCallParser, ToolDef, ToolFormat, ToolParseResult};
 
 mod cases;
 pub use cases::CASES;
@@ -35,7 +35,7 @@ pub fn stream_through(mut p: ToolCallParser, chunks: &[&str]) -> ToolParseResult
     deltas.push(p.finish());
     for d in deltas {
         out.normal_text.push_str(&d.normal_text);
-        for c in d.calls {
+        for c in d.calls().map(CallDelta::owned) {
             if c.index == out.calls.len() {
                 let name = c.name.clone().expect("first delta of a call carries its name");
                 out.calls.push(ToolCall {
