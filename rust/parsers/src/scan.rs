@@ -83,6 +83,16 @@ pub(crate) fn byte3(a: u8, b: u8, c: u8, hay: &[u8]) -> Option<usize> {
     }
 }
 
+/// First `b` in `hay`, which is usually within its first few bytes: those are looked at one by one
+/// before `memchr` takes the rest.
+#[inline]
+fn near_byte(b: u8, hay: &[u8]) -> Option<usize> {
+    let (head, tail) = hay.split_at(hay.len().min(SHORT));
+    head.iter()
+        .position(|&x| x == b)
+        .or_else(|| memchr::memchr(b, tail).map(|p| p + SHORT))
+}
+
 /// First occurrence of `marker` in `hay`. Parsers search a few dozen bytes for a short tag, often
 /// again at each push while they wait: jumping between occurrences of the tag's first byte is far
 /// cheaper there than building a substring searcher each time (`str::find`).
@@ -90,7 +100,7 @@ pub(crate) fn find(hay: &str, marker: &str) -> Option<usize> {
     let first = *marker.as_bytes().first()?;
     let bytes = hay.as_bytes();
     let mut from = 0;
-    while let Some(off) = byte(first, &bytes[from..]) {
+    while let Some(off) = near_byte(first, &bytes[from..]) {
         let p = from + off;
         if bytes[p..].starts_with(marker.as_bytes()) {
             return Some(p);

@@ -612,22 +612,31 @@ fn contains_any(hay: &str, set: &[u8]) -> bool {
 /// `scan::find_first`), found in one pass: `memchr` jumps between bytes that can start a marker.
 fn next_marker(hay: &str, markers: &[&str], firsts: &[u8]) -> Option<(usize, usize)> {
     let bytes = hay.as_bytes();
+    if let [first] = *firsts {
+        // One byte starts every marker (DeepSeek's `<｜`...): one iterator over its occurrences
+        // rather than a fresh search from each rejected one.
+        return memchr::memchr_iter(first, bytes).find_map(|p| marker_at(bytes, p, markers).map(|i| (p, i)));
+    }
     let mut from = 0;
     while let Some(off) = position_of_any(&bytes[from..], firsts) {
         let p = from + off;
-        let mut best: Option<usize> = None;
-        for (i, m) in markers.iter().enumerate() {
-            if !m.is_empty() && bytes[p..].starts_with(m.as_bytes()) && best.is_none_or(|b| m.len() > markers[b].len())
-            {
-                best = Some(i);
-            }
-        }
-        if let Some(i) = best {
+        if let Some(i) = marker_at(bytes, p, markers) {
             return Some((p, i));
         }
         from = p + 1;
     }
     None
+}
+
+/// The longest of `markers` at offset `p` of `bytes`.
+fn marker_at(bytes: &[u8], p: usize, markers: &[&str]) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for (i, m) in markers.iter().enumerate() {
+        if !m.is_empty() && bytes[p..].starts_with(m.as_bytes()) && best.is_none_or(|b| m.len() > markers[b].len()) {
+            best = Some(i);
+        }
+    }
+    best
 }
 
 /// Distinct first bytes of a region's few end markers, without allocating (this runs per push).
