@@ -186,10 +186,17 @@ pub(crate) fn valid_name(name: &str) -> Option<String> {
 
 /// `valid_name`, borrowed.
 pub(crate) fn trimmed_name(name: &str) -> Option<&str> {
+    // Nearly every name is ASCII with ASCII space around it: settled with byte tests. (Its ends
+    // are then name characters, so a Unicode trim would stop at the same places.)
+    let t = name.trim_ascii();
+    let ascii = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':' | b'/');
+    if !t.is_empty() && t.as_bytes().iter().all(ascii) {
+        return Some(t);
+    }
     let n = name.trim();
-    let allowed = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/');
-    // Names are nearly always ASCII: a byte test settles those without decoding characters.
-    let ok = !n.is_empty() && (n.bytes().all(|b| b.is_ascii() && allowed(char::from(b))) || n.chars().all(allowed));
+    let ok = !n.is_empty()
+        && n.chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'));
     ok.then_some(n)
 }
 
@@ -514,6 +521,22 @@ fn functionary_header(text: &str) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_trimmed_and_checked_in_ascii_and_beyond() {
+        for (name, want) in [
+            (" get_weather\n", Some("get_weather")),
+            ("functions.a-b:0/x", Some("functions.a-b:0/x")),
+            ("\u{3000}天気\u{3000}", Some("天気")),
+            ("\u{b}f\u{b}", Some("f")),
+            ("a b", None),
+            (" \t", None),
+            ("a(", None),
+        ] {
+            assert_eq!(trimmed_name(name), want, "{name:?}");
+            assert_eq!(valid_name(name).as_deref(), want, "{name:?}");
+        }
+    }
 
     #[test]
     fn json_forms() {
