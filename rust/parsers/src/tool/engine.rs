@@ -632,7 +632,10 @@ fn next_marker(hay: &str, markers: &[&str], firsts: &[u8]) -> Option<(usize, usi
 fn marker_at(bytes: &[u8], p: usize, markers: &[&str]) -> Option<usize> {
     let mut best: Option<usize> = None;
     for (i, m) in markers.iter().enumerate() {
-        if !m.is_empty() && bytes[p..].starts_with(m.as_bytes()) && best.is_none_or(|b| m.len() > markers[b].len()) {
+        if !m.is_empty()
+            && scan::has_prefix(&bytes[p..], m.as_bytes())
+            && best.is_none_or(|b| m.len() > markers[b].len())
+        {
             best = Some(i);
         }
     }

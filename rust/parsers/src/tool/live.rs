@@ -593,7 +593,7 @@ impl<'a> Cursor<'a> {
     /// Consume `lit`.
     fn lit(&mut self, lit: &str) -> Result<(), Stop> {
         let rest = self.rest();
-        if rest.starts_with(lit) {
+        if crate::scan::has_prefix(rest.as_bytes(), lit.as_bytes()) {
             self.i += lit.len();
             Ok(())
         } else if lit.starts_with(rest) {

@@ -313,15 +313,18 @@ impl Scratch {
 }
 
 thread_local! {
-    static SCRATCH: std::cell::RefCell<Option<Scratch>> = const { std::cell::RefCell::new(None) };
+    // Boxed: taking it out and putting it back moves a pointer, not the engine.
+    static SCRATCH: std::cell::RefCell<Option<Box<Scratch>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// `text` pushed whole through a parser for `format`, its deltas assembled into calls.
 fn collect(text: &str, format: ToolFormat, tools: Option<Vec<ToolDef>>, forced: Option<Forced>) -> ToolParseResult {
     let (spec, markers, ctx) = (spec::spec(format), spec::text_markers(format), engine::Ctx::new(tools));
-    let mut scratch = SCRATCH.with(|s| s.borrow_mut().take()).unwrap_or_else(|| Scratch {
-        engine: engine::Engine::new(spec, markers, engine::Ctx::default()),
-        delta: ToolDelta::default(),
+    let mut scratch = SCRATCH.with(|s| s.borrow_mut().take()).unwrap_or_else(|| {
+        Box::new(Scratch {
+            engine: engine::Engine::new(spec, markers, engine::Ctx::default()),
+            delta: ToolDelta::default(),
+        })
     });
     scratch.engine.renew(spec, markers, ctx, forced);
     let d = &mut scratch.delta;
