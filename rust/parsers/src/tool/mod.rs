@@ -9,8 +9,8 @@
 //! verbatim. Arguments are compact JSON in the model's key order. Where a format gives a call's
 //! name before its arguments, the call goes live as soon as both are seen and its arguments
 //! stream as fragments (`live`, with `json_stream` for JSON objects and `xml_stream` for Qwen-XML
-//! parameters); other shapes (other XML dialects, Python literals) are reported in one
-//! `ToolCallDelta` once their region is complete.
+//! parameters); other shapes (other XML dialects, Python literals) are reported in one call
+//! delta (`CallDelta`) once their region is complete.
 mod body;
 mod engine;
 mod format;
