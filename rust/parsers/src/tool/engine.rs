@@ -221,6 +221,12 @@ impl Engine {
         self.buf.capacity()
     }
 
+    /// Drop the declared tools (a kept engine should not hold one request's schemas until the
+    /// next parse).
+    pub(crate) fn forget_tools(&mut self) {
+        self.ctx = Ctx::default();
+    }
+
     /// An engine for output that a request's `tool_choice` forced (see `ToolCallParser::forced`).
     pub(crate) fn forced(spec: &'static Spec, text: &'static TextMarkers, ctx: Ctx, forced: Forced) -> Self {
         let mut engine = Self::new(spec, text, ctx);

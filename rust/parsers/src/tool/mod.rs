@@ -347,6 +347,7 @@ fn collect(text: &str, format: ToolFormat, tools: Option<Vec<ToolDef>>, forced: 
     }
     let normal_text = std::mem::take(&mut d.normal_text);
     if scratch.engine.buffered_capacity().max(d.text.capacity()) <= Scratch::KEEP {
+        scratch.engine.forget_tools();
         SCRATCH.with(|s| *s.borrow_mut() = Some(scratch));
     }
     ToolParseResult { normal_text, calls }
