@@ -31,6 +31,8 @@ pub struct ChatTemplate {
 #[derive(Debug)]
 struct Inner {
     env: Environment<'static>,
+    /// The fast renderer's program for each variant (same order), when the template allows it.
+    fast: Vec<Option<crate::fast::Compiled>>,
     /// `(name, source)` of every variant, the default first.
     variants: Vec<(String, String)>,
     origin: String,
@@ -134,6 +136,10 @@ impl ChatTemplate {
                     reason: e.detail().map_or_else(|| e.kind().to_string(), str::to_string),
                 })?;
         }
+        let fast = variants
+            .iter()
+            .map(|(_, source)| crate::fast::Compiled::new(&prepare_source(source), &env, now))
+            .collect();
         let special_jinja = special_tokens
             .iter()
             .map(|(k, v)| (minijinja::Value::from(k.as_str()), to_jinja(v)))
@@ -142,6 +148,7 @@ impl ChatTemplate {
         Ok(Self {
             inner: Arc::new(Inner {
                 env,
+                fast,
                 variants,
                 origin,
                 special_tokens,
@@ -193,9 +200,20 @@ impl ChatTemplate {
 
     /// Render, as transformers' `apply_chat_template(..., tokenize=False)`.
     pub fn render(&self, args: &RenderArgs) -> Result<String, TemplateError> {
+        self.render_with(args, Renderer::Auto)
+    }
+
+    /// Whether the template compiled for the fast renderer (see `fast.rs`); for tests and benchmarks.
+    #[doc(hidden)]
+    pub fn has_fast_path(&self) -> bool {
+        self.inner.fast.iter().any(Option::is_some)
+    }
+
+    /// [`ChatTemplate::render`] with a chosen renderer; for the differential tests and benchmarks.
+    #[doc(hidden)]
+    pub fn render_with(&self, args: &RenderArgs, renderer: Renderer) -> Result<String, TemplateError> {
         let inner = &self.inner;
         let name = self.variant(args.tools.is_some());
-        let template = self.template(name)?;
         let source = inner
             .variants
             .iter()
@@ -231,7 +249,7 @@ impl ChatTemplate {
             documents: list(&args.documents),
             add_generation_prompt: args.add_generation_prompt,
         };
-        let rendered = self.render_vars(&template, vars, kwargs)?;
+        let rendered = self.render_vars(name, vars, kwargs, renderer)?;
         match continued {
             Some(final_text) => cut_at_continue_tag(rendered, &final_text),
             None => Ok(rendered),
@@ -241,7 +259,7 @@ impl ChatTemplate {
     /// Render from values built straight from host objects (see [`HostValue`]); same output as
     /// [`ChatTemplate::render`] for the same input.
     pub fn render_host(&self, args: &HostRenderArgs) -> Result<String, TemplateError> {
-        let template = self.template(self.variant(args.tools.is_some()))?;
+        let name = self.variant(args.tools.is_some());
         let messages = args
             .messages
             .iter()
@@ -257,7 +275,7 @@ impl ChatTemplate {
             documents: host_list(&args.documents),
             add_generation_prompt: args.add_generation_prompt,
         };
-        self.render_vars(&template, vars, kwargs)
+        self.render_vars(name, vars, kwargs, Renderer::Auto)
     }
 
     /// The variant transformers would use: `tool_use` when tools are given and it exists.
@@ -280,9 +298,10 @@ impl ChatTemplate {
     /// Build the context (special tokens, kwargs, then the standard variables) and render.
     fn render_vars(
         &self,
-        template: &minijinja::Template<'_, '_>,
+        name: &str,
         vars: Vars,
         kwargs: impl Iterator<Item = (minijinja::Value, minijinja::Value)>,
+        renderer: Renderer,
     ) -> Result<String, TemplateError> {
         let mut ctx: Vec<(minijinja::Value, minijinja::Value)> = self.inner.special_jinja.clone();
         ctx.extend(kwargs);
@@ -293,10 +312,39 @@ impl ChatTemplate {
             "add_generation_prompt".into(),
             minijinja::Value::from(vars.add_generation_prompt),
         ));
+        let index = self.inner.variants.iter().position(|(n, _)| n == name);
+        let fast = index.and_then(|i| self.inner.fast.get(i)).and_then(Option::as_ref);
+        if let (Some(fast), false) = (fast, renderer == Renderer::Minijinja) {
+            if let Some(out) = fast.render(&ctx) {
+                return Ok(out);
+            }
+        }
+        if renderer == Renderer::FastOnly {
+            return Err(TemplateError::Render {
+                reason: FAST_PATH_NOT_TAKEN.into(),
+            });
+        }
+        let template = self.template(name)?;
         let ctx: minijinja::Value = ctx.into_iter().collect();
         template.render(ctx).map_err(render_error)
     }
 }
+
+/// Which renderer [`ChatTemplate::render_with`] uses.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renderer {
+    /// The fast renderer when it handles the template and input, else minijinja (what `render` does).
+    Auto,
+    /// minijinja only.
+    Minijinja,
+    /// The fast renderer only; an error with [`FAST_PATH_NOT_TAKEN`] when it does not handle the input.
+    FastOnly,
+}
+
+/// The reason of the error [`Renderer::FastOnly`] gives when the fast renderer hands over.
+#[doc(hidden)]
+pub const FAST_PATH_NOT_TAKEN: &str = "the fast renderer does not handle this template or input";
 
 /// The standard template variables of one render.
 struct Vars {

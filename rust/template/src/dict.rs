@@ -15,7 +15,19 @@ const PAIR_DICT_MAX: usize = 16;
 /// finds the same value a map would. Behaves as a map everywhere (iteration yields keys, `items()`,
 /// `|tojson`, `in`, equality).
 #[derive(Debug)]
-struct PairDict(Vec<(minijinja::Value, minijinja::Value)>);
+pub(crate) struct PairDict(Vec<(minijinja::Value, minijinja::Value)>);
+
+impl PairDict {
+    /// The value under a string key, borrowed.
+    pub(crate) fn get(&self, key: &str) -> Option<&minijinja::Value> {
+        self.0.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v)
+    }
+
+    /// Every `(key, value)` pair in order.
+    pub(crate) fn pairs(&self) -> &[(minijinja::Value, minijinja::Value)] {
+        &self.0
+    }
+}
 
 impl Object for PairDict {
     fn repr(self: &Arc<Self>) -> ObjectRepr {
@@ -30,10 +42,7 @@ impl Object for PairDict {
     }
 
     fn get_value_by_str(self: &Arc<Self>, key: &str) -> Option<minijinja::Value> {
-        self.0
-            .iter()
-            .find(|(k, _)| k.as_str() == Some(key))
-            .map(|(_, v)| v.clone())
+        self.get(key).cloned()
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {

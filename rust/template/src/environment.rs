@@ -167,7 +167,7 @@ fn namespace_function(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error>
 }
 
 /// jinja2's `join(value, d='', attribute=None)`, printing items with Python's `str()`.
-fn join_filter(value: &Value, sep: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(crate) fn join_filter(value: &Value, sep: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     let attribute: Option<Value> = kwargs.get("attribute")?;
     let sep = match kwargs.get::<Option<Value>>("d")? {
         Some(d) => Some(d),
@@ -249,7 +249,7 @@ fn format_filter(fmt: &str, args: Rest<Value>) -> Result<Value, Error> {
 }
 
 /// jinja2's `length`: `len(value)`, 0 for undefined, an error for values without a length.
-fn length_filter(value: &Value) -> Result<Value, Error> {
+pub(crate) fn length_filter(value: &Value) -> Result<Value, Error> {
     match value.kind() {
         ValueKind::Undefined => Ok(Value::from(0)),
         ValueKind::String => Ok(Value::from(value.as_str().unwrap_or_default().chars().count())),
@@ -268,7 +268,7 @@ fn length_filter(value: &Value) -> Result<Value, Error> {
 }
 
 /// jinja2's string filters apply `str()` first, so `[{'type': 'text', ...}] | trim` prints a Python list.
-fn string_filter(name: &str, value: &Value, args: &[Value]) -> Result<Value, Error> {
+pub(crate) fn string_filter(name: &str, value: &Value, args: &[Value]) -> Result<Value, Error> {
     let text = py_str(value);
     let out = match name {
         "trim" => {

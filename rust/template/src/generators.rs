@@ -99,21 +99,29 @@ pub fn register(env: &mut Environment<'static>) {
             Ok(generator(unique.try_iter()?.collect()))
         },
     );
-    env.add_filter("items", |value: &Value| -> Result<Value, Error> {
-        if value.is_undefined() {
-            return Ok(generator(Vec::new()));
-        }
-        if value.kind() != ValueKind::Map {
-            return Err(Error::new(
-                minijinja::ErrorKind::InvalidOperation,
-                "items filter needs a mapping",
-            ));
-        }
-        let mut pairs = Vec::new();
-        for key in value.try_iter()? {
-            let item = value.get_item(&key)?;
-            pairs.push(crate::tuple::pair(key, item));
-        }
-        Ok(generator(pairs))
-    });
+    env.add_filter("items", items_filter);
+}
+
+/// jinja2's `items` filter: a generator of `(key, value)` tuples; nothing for undefined.
+pub(crate) fn items_filter(value: &Value) -> Result<Value, Error> {
+    if value.is_undefined() {
+        return Ok(generator(Vec::new()));
+    }
+    items_of(value).map(generator)
+}
+
+/// A mapping's `(key, value)` pairs as tuples.
+pub(crate) fn items_of(value: &Value) -> Result<Vec<Value>, Error> {
+    if value.kind() != ValueKind::Map {
+        return Err(Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            "items filter needs a mapping",
+        ));
+    }
+    let mut pairs = Vec::new();
+    for key in value.try_iter()? {
+        let item = value.get_item(&key)?;
+        pairs.push(crate::tuple::pair(key, item));
+    }
+    Ok(pairs)
 }

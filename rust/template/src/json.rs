@@ -5,6 +5,7 @@
 //! Python writes `", "`/`": "` separators, floats as `repr` (`1e-07`, `-0.0`), keeps key order and does
 //! not HTML-escape, unlike minijinja's built-in `tojson`.
 
+use crate::dict::PairDict;
 use crate::pyrepr::write_float;
 use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Error, ErrorKind};
@@ -108,22 +109,33 @@ pub fn dump(out: &mut String, value: &Value, opts: &DumpOptions, depth: usize) -
             }
         }
         ValueKind::String => write_json_str(out, value.as_str().unwrap_or_default(), opts.ensure_ascii),
-        ValueKind::Seq | ValueKind::Iterable => {
-            let items: Vec<Value> = value.try_iter()?.collect();
-            if items.is_empty() {
-                out.push_str("[]");
+        // Lists and small dicts from the input are walked in place (no collected copies).
+        ValueKind::Seq if value.downcast_object_ref::<Vec<Value>>().is_some() => {
+            let items = value.downcast_object_ref::<Vec<Value>>().map_or(&[][..], Vec::as_slice);
+            dump_seq(out, items, opts, depth)?;
+        }
+        ValueKind::Map if !opts.sort_keys && value.downcast_object_ref::<PairDict>().is_some() => {
+            let pairs = value.downcast_object_ref::<PairDict>().map_or(&[][..], PairDict::pairs);
+            if pairs.is_empty() {
+                out.push_str("{}");
                 return Ok(());
             }
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
+            out.push('{');
+            for (i, (key, item)) in pairs.iter().enumerate() {
                 if i > 0 {
                     out.push_str(&opts.item_sep);
                 }
                 newline_indent(out, opts, depth + 1);
+                write_key(out, key, opts)?;
+                out.push_str(&opts.key_sep);
                 dump(out, item, opts, depth + 1)?;
             }
             newline_indent(out, opts, depth);
-            out.push(']');
+            out.push('}');
+        }
+        ValueKind::Seq | ValueKind::Iterable => {
+            let items: Vec<Value> = value.try_iter()?.collect();
+            dump_seq(out, &items, opts, depth)?;
         }
         ValueKind::Map => {
             let mut keys: Vec<Value> = value.try_iter()?.collect();
@@ -160,6 +172,24 @@ pub fn dump(out: &mut String, value: &Value, opts: &DumpOptions, depth: usize) -
             ));
         }
     }
+    Ok(())
+}
+
+fn dump_seq(out: &mut String, items: &[Value], opts: &DumpOptions, depth: usize) -> Result<(), Error> {
+    if items.is_empty() {
+        out.push_str("[]");
+        return Ok(());
+    }
+    out.push('[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(&opts.item_sep);
+        }
+        newline_indent(out, opts, depth + 1);
+        dump(out, item, opts, depth + 1)?;
+    }
+    newline_indent(out, opts, depth);
+    out.push(']');
     Ok(())
 }
 

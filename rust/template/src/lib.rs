@@ -13,6 +13,7 @@ mod clock;
 mod dict;
 mod discover;
 mod environment;
+mod fast;
 mod generators;
 mod host;
 mod inspect;
@@ -27,6 +28,8 @@ mod tuple;
 mod value;
 
 pub use chat_template::ChatTemplate;
+#[doc(hidden)]
+pub use chat_template::{Renderer, FAST_PATH_NOT_TAKEN};
 pub use clock::DateTime;
 pub use host::{HostRenderArgs, HostValue};
 pub use inspect::TemplateInfo;

@@ -12,13 +12,7 @@ use minijinja::{Error, ErrorKind, State};
 
 /// The environment's unknown-method callback.
 pub fn call_method(state: &State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
-    let handled = match value.kind() {
-        ValueKind::String => string_method(value.as_str().unwrap_or_default(), method, args)?,
-        ValueKind::Map => map_method(value, method, args)?,
-        ValueKind::Seq => seq_method(value, method, args)?,
-        _ => None,
-    };
-    match handled {
+    match plain_method(value, method, args)? {
         Some(v) => Ok(v),
         None => minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args).map_err(|err| {
             if err.kind() == ErrorKind::UnknownMethod {
@@ -30,6 +24,16 @@ pub fn call_method(state: &State, value: &Value, method: &str, args: &[Value]) -
                 err
             }
         }),
+    }
+}
+
+/// The methods implemented here (not minijinja_contrib's); `None` when `method` is not one of them.
+pub(crate) fn plain_method(value: &Value, method: &str, args: &[Value]) -> Result<Option<Value>, Error> {
+    match value.kind() {
+        ValueKind::String => string_method(value.as_str().unwrap_or_default(), method, args),
+        ValueKind::Map => map_method(value, method, args),
+        ValueKind::Seq => seq_method(value, method, args),
+        _ => Ok(None),
     }
 }
 

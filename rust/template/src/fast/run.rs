@@ -1,0 +1,1205 @@
+//! The fast renderer's interpreter: walks a [`Program`] over the render's data without copying it.
+//!
+//! Values read from the render's input (messages, tools, special tokens) are borrowed ([`V::B`],
+//! [`V::T`], [`V::S`]) instead of cloned, so `message.role == "user"` compares two `&str`s and
+//! `messages[1:]` is a sub-slice. Anything outside the implemented semantics returns [`Bail`]; the
+//! caller then renders the same input with minijinja, whose result (output or error) is authoritative.
+
+use super::ir::{Arith, Builtin, Cmp, Expr, FilterKind, LoopAttr, Stmt, Sym, Target, TestKind};
+use super::ns::Namespace;
+use super::Compiled;
+use crate::dict::PairDict;
+use crate::none::is_py_none;
+use crate::pyrepr::write_str;
+use minijinja::value::{Kwargs, ValueKind};
+use minijinja::Value;
+use std::borrow::Cow;
+
+/// This render is outside what the fast renderer implements (or it fails): use minijinja.
+#[derive(Debug)]
+pub struct Bail;
+
+type R<T> = Result<T, Bail>;
+
+/// A value during a render: borrowed from the input where possible.
+#[derive(Debug, Clone)]
+pub enum V<'a> {
+    B(&'a Value),
+    O(Value),
+    /// Text borrowed from the input (e.g. a trimmed message content).
+    T(&'a str),
+    /// A slice of an input list (`messages[1:]`).
+    S(&'a [Value]),
+    Macro(usize),
+    /// One of the environment's global functions (`raise_exception`, `strftime_now`, ...), read as a
+    /// value: only `is defined` / `is undefined` are answered here.
+    Global,
+}
+
+const UNDEFINED: V<'static> = V::O(Value::UNDEFINED);
+
+impl<'a> V<'a> {
+    fn val(&self) -> R<Cow<'_, Value>> {
+        Ok(match self {
+            V::B(v) => Cow::Borrowed(*v),
+            V::O(v) => Cow::Borrowed(v),
+            V::T(s) => Cow::Owned(Value::from(*s)),
+            V::S(items) => Cow::Owned(Value::from(items.to_vec())),
+            V::Macro(_) | V::Global => return Err(Bail),
+        })
+    }
+
+    fn into_value(self) -> R<Value> {
+        Ok(match self {
+            V::O(v) => v,
+            other => other.val()?.into_owned(),
+        })
+    }
+
+    /// The value, when it is one already (borrowed or owned).
+    fn raw(&self) -> Option<&Value> {
+        match self {
+            V::B(v) => Some(v),
+            V::O(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            V::B(v) => v.as_str(),
+            V::O(v) => v.as_str(),
+            V::T(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The borrowed text, when this is text from the input.
+    fn text(&self) -> Option<&'a str> {
+        match self {
+            V::B(v) => v.as_str(),
+            V::T(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The borrowed list items, when this is a list from the input.
+    fn seq(&self) -> Option<&'a [Value]> {
+        match self {
+            V::B(v) => v.downcast_object_ref::<Vec<Value>>().map(Vec::as_slice),
+            V::S(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    fn pair_dict(&self) -> Option<&'a PairDict> {
+        match self {
+            V::B(v) => v.downcast_object_ref::<PairDict>(),
+            _ => None,
+        }
+    }
+
+    fn kind(&self) -> R<ValueKind> {
+        Ok(match self {
+            V::B(v) => v.kind(),
+            V::O(v) => v.kind(),
+            V::T(_) => ValueKind::String,
+            V::S(_) => ValueKind::Seq,
+            V::Macro(_) | V::Global => return Err(Bail),
+        })
+    }
+
+    fn is_undefined(&self) -> bool {
+        match self {
+            V::B(v) => v.is_undefined(),
+            V::O(v) => v.is_undefined(),
+            _ => false,
+        }
+    }
+
+    fn truthy(&self) -> R<bool> {
+        Ok(match self {
+            V::B(v) => v.is_true(),
+            V::O(v) => v.is_true(),
+            V::T(s) => !s.is_empty(),
+            V::S(items) => !items.is_empty(),
+            V::Macro(_) | V::Global => return Err(Bail),
+        })
+    }
+
+    /// A namespace or macro must not reach generic value code, which may treat it differently from
+    /// minijinja's own types.
+    fn plain(self) -> R<Self> {
+        match &self {
+            // Input values are never namespaces; only values the template made can be.
+            V::O(v) if v.kind() == ValueKind::Plain && v.downcast_object_ref::<Namespace>().is_some() => Err(Bail),
+            V::Macro(_) | V::Global => Err(Bail),
+            _ => Ok(self),
+        }
+    }
+}
+
+/// The items a `for` loop walks.
+enum Items<'a> {
+    Slice(&'a [Value]),
+    Pairs(&'a [(Value, Value)]),
+    Owned(Vec<V<'a>>),
+}
+
+impl<'a> Items<'a> {
+    fn len(&self) -> usize {
+        match self {
+            Items::Slice(s) => s.len(),
+            Items::Pairs(p) => p.len(),
+            Items::Owned(v) => v.len(),
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<V<'a>> {
+        match self {
+            Items::Slice(s) => s.get(i).map(V::B),
+            Items::Pairs(_) => None,
+            Items::Owned(v) => v.get(i).cloned(),
+        }
+    }
+}
+
+struct LoopState<'a> {
+    items: Items<'a>,
+    index: usize,
+}
+
+enum Flow {
+    Next,
+    Break,
+    Continue,
+}
+
+/// One render.
+pub struct Run<'a> {
+    prog: &'a Compiled,
+    root: Vec<Option<&'a Value>>,
+    scope: Vec<(Sym, V<'a>)>,
+    /// Start of each open frame in `scope`: the template's, then loops and macro calls.
+    frames: Vec<usize>,
+    /// While a macro runs: the start of its frame and the end of the template's top-level frame; names
+    /// are looked up there and nowhere between (macros see their arguments and the top level).
+    macro_view: Option<(usize, usize)>,
+    loops: Vec<LoopState<'a>>,
+    pub out: String,
+}
+
+impl<'a> Run<'a> {
+    pub fn new(prog: &'a Compiled, ctx: &'a [(Value, Value)], capacity: usize) -> Self {
+        let mut root = vec![None; prog.program.syms.len()];
+        for (k, v) in ctx {
+            if let Some(sym) = k.as_str().and_then(|k| prog.program.syms.get(k)) {
+                root[*sym as usize] = Some(v);
+            }
+        }
+        Run {
+            prog,
+            root,
+            scope: Vec::with_capacity(32),
+            frames: vec![0],
+            macro_view: None,
+            loops: Vec::new(),
+            out: String::with_capacity(capacity),
+        }
+    }
+
+    pub fn run(&mut self) -> R<()> {
+        let body = &self.prog.program.body;
+        match self.block(body)? {
+            Flow::Next => Ok(()),
+            _ => Err(Bail),
+        }
+    }
+
+    fn block(&mut self, stmts: &'a [Stmt]) -> R<Flow> {
+        for s in stmts {
+            match s {
+                Stmt::Raw(text) => self.out.push_str(text),
+                Stmt::Emit(e) => self.emit(e)?,
+                Stmt::If(cond, then, otherwise) => {
+                    let branch = if self.cond(cond)? { then } else { otherwise };
+                    match self.block(branch)? {
+                        Flow::Next => {}
+                        other => return Ok(other),
+                    }
+                }
+                Stmt::For(f) => self.for_loop(f)?,
+                Stmt::Set(sym, e) => {
+                    let v = self.eval(e)?;
+                    self.set(*sym, v);
+                }
+                Stmt::SetAttr(sym, attr, e) => {
+                    let v = self.eval(e)?.plain()?.into_value()?;
+                    let target = self.lookup(*sym)?;
+                    let ns = target
+                        .raw()
+                        .and_then(|t| t.downcast_object_ref::<Namespace>())
+                        .ok_or(Bail)?;
+                    ns.set(attr, v);
+                }
+                Stmt::DefineMacro(sym, index) => self.set(*sym, V::Macro(*index)),
+                Stmt::Unsupported => return Err(Bail),
+                Stmt::Break => return Ok(Flow::Break),
+                Stmt::Continue => return Ok(Flow::Continue),
+            }
+        }
+        Ok(Flow::Next)
+    }
+
+    /// Assign in the current frame.
+    fn set(&mut self, sym: Sym, v: V<'a>) {
+        let start = self.frames.last().copied().unwrap_or(0);
+        match self.scope[start..].iter_mut().rev().find(|(s, _)| *s == sym) {
+            Some(slot) => slot.1 = v,
+            None => self.scope.push((sym, v)),
+        }
+    }
+
+    fn lookup(&self, sym: Sym) -> R<V<'a>> {
+        let found = match self.macro_view {
+            None => self.scope.iter().rev().find(|(s, _)| *s == sym),
+            Some((base, top_end)) => self.scope[base..]
+                .iter()
+                .rev()
+                .chain(self.scope[..top_end].iter().rev())
+                .find(|(s, _)| *s == sym),
+        };
+        if let Some((_, v)) = found {
+            return Ok(v.clone());
+        }
+        if let Some(v) = self.root[sym as usize] {
+            return Ok(V::B(v));
+        }
+        if self.prog.globals[sym as usize] {
+            return Ok(V::Global);
+        }
+        Ok(UNDEFINED)
+    }
+
+    fn emit(&mut self, e: &'a Expr) -> R<()> {
+        match e {
+            Expr::Concat(items) => {
+                for item in items {
+                    let v = self.eval(item)?;
+                    self.write_concat_part(&v)?;
+                }
+                return Ok(());
+            }
+            Expr::Add(items) => {
+                let values = items.iter().map(|x| self.eval(x)).collect::<R<Vec<_>>>()?;
+                if values.iter().all(|v| v.as_str().is_some()) {
+                    for v in &values {
+                        self.out.push_str(v.as_str().unwrap_or_default());
+                    }
+                    return Ok(());
+                }
+                let v = add_all(values)?;
+                return self.write(&v);
+            }
+            Expr::Filter(FilterKind::ToJson, input, pos, kwargs) if pos.is_empty() && kwargs.is_empty() => {
+                let v = self.eval(input)?.plain()?;
+                return crate::json::dump(&mut self.out, &*v.val()?, &self.prog.json, 0).map_err(|_| Bail);
+            }
+            Expr::Filter(FilterKind::Safe, input, ..) if matches!(**input, Expr::Filter(FilterKind::ToJson, ..)) => {
+                return self.emit(input);
+            }
+            Expr::CallName(sym, _, pos, kwargs) => {
+                if let V::Macro(index) = self.lookup(*sym)? {
+                    return self.call_macro(index, pos, kwargs, true).map(|_| ());
+                }
+            }
+            _ => {}
+        }
+        let v = self.eval(e)?;
+        self.write(&v)
+    }
+
+    fn write(&mut self, v: &V<'a>) -> R<()> {
+        if let Some(s) = v.as_str() {
+            self.out.push_str(s);
+            return Ok(());
+        }
+        let v = v.clone().plain()?;
+        let v = v.val()?;
+        if is_py_none(&v) {
+            self.out.push_str("None");
+        } else {
+            write_str(&mut self.out, &v);
+        }
+        Ok(())
+    }
+
+    /// One operand of `~`, written as minijinja's `Display` would.
+    fn write_concat_part(&mut self, v: &V<'a>) -> R<()> {
+        if let Some(s) = v.as_str() {
+            self.out.push_str(s);
+            return Ok(());
+        }
+        let value = v.val()?;
+        if value.is_undefined() {
+            return Ok(());
+        }
+        match (value.kind(), value.as_i64()) {
+            (ValueKind::Number, Some(i)) if value.is_integer() => {
+                use std::fmt::Write;
+                let _ = write!(self.out, "{i}");
+                Ok(())
+            }
+            _ => Err(Bail),
+        }
+    }
+
+    fn for_loop(&mut self, f: &'a super::ir::For) -> R<()> {
+        let source = self.eval(&f.iter)?.plain()?;
+        let mut items = if f.items {
+            match source.pair_dict() {
+                Some(d) => Items::Pairs(d.pairs()),
+                None => {
+                    let value = source.val()?;
+                    if value.is_undefined() {
+                        Items::Owned(Vec::new())
+                    } else {
+                        let pairs = crate::generators::items_of(&value).map_err(|_| Bail)?;
+                        Items::Owned(pairs.into_iter().map(V::O).collect())
+                    }
+                }
+            }
+        } else {
+            iterate(&source)?
+        };
+        if let Some(filter) = &f.filter {
+            items = self.filtered(f, items, filter)?;
+        }
+        if items.len() == 0 {
+            let flow = self.block(&f.else_body)?;
+            return match flow {
+                Flow::Next => Ok(()),
+                _ => Err(Bail),
+            };
+        }
+        let start = self.scope.len();
+        self.frames.push(start);
+        let n = items.len();
+        self.loops.push(LoopState { items, index: 0 });
+        let mut result = Ok(());
+        for i in 0..n {
+            if let Some(state) = self.loops.last_mut() {
+                state.index = i;
+            }
+            if let Err(e) = self.bind_target(&f.target, i) {
+                result = Err(e);
+                break;
+            }
+            match self.block(&f.body) {
+                Ok(Flow::Break) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.loops.pop();
+        self.frames.pop();
+        self.scope.truncate(start);
+        result
+    }
+
+    /// Bind the loop target to item `i` of the innermost loop.
+    fn bind_target(&mut self, target: &Target, i: usize) -> R<()> {
+        let state = self.loops.last().ok_or(Bail)?;
+        match (&state.items, target) {
+            (Items::Pairs(p), Target::Pair(a, b)) => {
+                let (k, v) = &p[i];
+                let (a, b) = (*a, *b);
+                self.set(a, V::B(k));
+                self.set(b, V::B(v));
+            }
+            (Items::Pairs(_), Target::One(_)) => return Err(Bail),
+            (items, Target::One(sym)) => {
+                let item = items.get(i).ok_or(Bail)?;
+                let sym = *sym;
+                self.set(sym, item);
+            }
+            (items, Target::Pair(a, b)) => {
+                let item = items.get(i).ok_or(Bail)?;
+                let (x, y) = unpack_pair(&item)?;
+                let (a, b) = (*a, *b);
+                self.set(a, x);
+                self.set(b, y);
+            }
+        }
+        Ok(())
+    }
+
+    /// `for x in xs if cond`: the kept items, as jinja2 counts them.
+    fn filtered(&mut self, f: &'a super::ir::For, items: Items<'a>, filter: &'a Expr) -> R<Items<'a>> {
+        let start = self.scope.len();
+        self.frames.push(start);
+        let n = items.len();
+        self.loops.push(LoopState { items, index: 0 });
+        let mut kept = Vec::new();
+        let mut result = Ok(());
+        for i in 0..n {
+            let keep = self.bind_target(&f.target, i).and_then(|_| self.cond(filter));
+            match keep {
+                Ok(true) => {
+                    let state = self.loops.last().ok_or(Bail)?;
+                    match &state.items {
+                        Items::Pairs(p) => {
+                            let (k, v) = &p[i];
+                            kept.push(V::O(crate::tuple::pair(k.clone(), v.clone())));
+                        }
+                        items => kept.push(items.get(i).ok_or(Bail)?),
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.loops.pop();
+        self.frames.pop();
+        self.scope.truncate(start);
+        result.map(|_| Items::Owned(kept))
+    }
+
+    fn call_macro(&mut self, index: usize, pos: &'a [Expr], kwargs: &'a [(Box<str>, Expr)], direct: bool) -> R<V<'a>> {
+        let m = self.prog.program.macros.get(index).ok_or(Bail)?;
+        if pos.len() > m.args.len() {
+            return Err(Bail);
+        }
+        let mut bound: Vec<Option<V<'a>>> = vec![None; m.args.len()];
+        for (slot, e) in bound.iter_mut().zip(pos) {
+            *slot = Some(self.eval(e)?);
+        }
+        for (name, e) in kwargs {
+            let at = m.arg_names.iter().position(|n| n == name).ok_or(Bail)?;
+            if bound[at].is_some() {
+                return Err(Bail);
+            }
+            bound[at] = Some(self.eval(e)?);
+        }
+        let top_end = match self.macro_view {
+            Some((_, top_end)) => top_end,
+            None => self.frames.get(1).copied().unwrap_or(self.scope.len()),
+        };
+        let start = self.scope.len();
+        let saved_view = self.macro_view.replace((start, top_end));
+        self.frames.push(start);
+        let first_default = m.args.len() - m.defaults.len();
+        let mut result = Ok(());
+        for (i, (sym, value)) in m.args.iter().zip(bound).enumerate() {
+            let value = match value {
+                Some(v) => v,
+                None if i >= first_default => match self.eval(&m.defaults[i - first_default]) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                },
+                None => UNDEFINED,
+            };
+            self.scope.push((*sym, value));
+        }
+        let saved_out = if direct {
+            None
+        } else {
+            Some(std::mem::take(&mut self.out))
+        };
+        if result.is_ok() {
+            result = match self.block(&m.body) {
+                Ok(Flow::Next) => Ok(()),
+                Ok(_) => Err(Bail),
+                Err(e) => Err(e),
+            };
+        }
+        self.frames.pop();
+        self.scope.truncate(start);
+        self.macro_view = saved_view;
+        let rendered = match saved_out {
+            Some(saved) => V::O(Value::from(std::mem::replace(&mut self.out, saved))),
+            None => UNDEFINED,
+        };
+        result.map(|_| rendered)
+    }
+
+    /// The hot node kinds; the rest are in [`Run::eval_cold`] so this frame stays small.
+    fn eval(&mut self, e: &'a Expr) -> R<V<'a>> {
+        match e {
+            Expr::Const(v) => Ok(V::B(v)),
+            Expr::Var(sym) => self.lookup(*sym),
+            Expr::Attr(base, name) => {
+                let base = self.eval(base)?;
+                attr(base, name)
+            }
+            Expr::Loop(attr) => self.loop_attr(*attr),
+            Expr::Not(_) | Expr::Cmp(..) | Expr::EqStr(..) | Expr::In(..) | Expr::Test(..) => {
+                Ok(V::O(Value::from(self.cond(e)?)))
+            }
+            Expr::And(a, b) => {
+                let a = self.eval(a)?;
+                if a.truthy()? {
+                    self.eval(b)
+                } else {
+                    Ok(a)
+                }
+            }
+            Expr::Or(a, b) => {
+                let a = self.eval(a)?;
+                if a.truthy()? {
+                    Ok(a)
+                } else {
+                    self.eval(b)
+                }
+            }
+            Expr::Cond(test, then, otherwise) => {
+                if self.cond(test)? {
+                    self.eval(then)
+                } else {
+                    match otherwise {
+                        Some(x) => self.eval(x),
+                        None => Ok(UNDEFINED),
+                    }
+                }
+            }
+            _ => self.eval_cold(e),
+        }
+    }
+
+    /// An expression's truth value, without building a value for comparisons and tests.
+    fn cond(&mut self, e: &'a Expr) -> R<bool> {
+        match e {
+            Expr::EqStr(x, literal, negate) => {
+                let v = self.eval(x)?;
+                let equal = match v.as_str() {
+                    Some(s) => s == &**literal,
+                    None => {
+                        v.plain()?;
+                        false
+                    }
+                };
+                Ok(equal != *negate)
+            }
+            Expr::Not(x) => Ok(!self.cond(x)?),
+            Expr::And(a, b) => Ok(self.cond(a)? && self.cond(b)?),
+            Expr::Or(a, b) => Ok(self.cond(a)? || self.cond(b)?),
+            Expr::Test(kind, input) => {
+                let v = self.eval(input)?;
+                test(*kind, &v)
+            }
+            Expr::Cmp(op, a, b) => {
+                let a = self.eval(a)?.plain()?;
+                let b = self.eval(b)?.plain()?;
+                compare(*op, &a, &b)
+            }
+            Expr::In(needle, container) => {
+                let needle = self.eval(needle)?.plain()?;
+                let container = self.eval(container)?.plain()?;
+                contains(&container, &needle)
+            }
+            _ => self.eval(e)?.truthy(),
+        }
+    }
+
+    #[inline(never)]
+    fn eval_cold(&mut self, e: &'a Expr) -> R<V<'a>> {
+        Ok(match e {
+            Expr::Const(_)
+            | Expr::Var(_)
+            | Expr::Attr(..)
+            | Expr::Loop(_)
+            | Expr::Not(_)
+            | Expr::Cmp(..)
+            | Expr::EqStr(..)
+            | Expr::In(..)
+            | Expr::Test(..)
+            | Expr::And(..)
+            | Expr::Or(..)
+            | Expr::Cond(..) => return self.eval(e),
+            Expr::Item(base, key) => {
+                let base = self.eval(base)?.plain()?;
+                let key = self.eval(key)?.plain()?;
+                item(base, key)?
+            }
+            Expr::Slice(base, start, stop) => {
+                let base = self.eval(base)?.plain()?;
+                let start = match start {
+                    Some(x) => Some(self.eval(x)?),
+                    None => None,
+                };
+                let stop = match stop {
+                    Some(x) => Some(self.eval(x)?),
+                    None => None,
+                };
+                slice(base, start, stop)?
+            }
+            Expr::Neg(x) => {
+                let v = self.eval(x)?;
+                let v = v.val()?;
+                let i = v.as_i64().filter(|_| v.is_integer()).ok_or(Bail)?;
+                V::O(Value::from(i.checked_neg().ok_or(Bail)?))
+            }
+            Expr::Add(items) => {
+                let values = items.iter().map(|x| self.eval(x)).collect::<R<Vec<_>>>()?;
+                add_all(values)?
+            }
+            Expr::Arith(op, a, b) => {
+                let a = self.eval(a)?.val()?.as_i64().ok_or(Bail)?;
+                let b = self.eval(b)?.val()?.as_i64().ok_or(Bail)?;
+                let r = match op {
+                    Arith::Sub => a.checked_sub(b),
+                    Arith::Mul => a.checked_mul(b),
+                    Arith::Rem if b > 0 => a.checked_rem_euclid(b),
+                    Arith::Rem => None,
+                };
+                V::O(Value::from(r.ok_or(Bail)?))
+            }
+            Expr::Concat(items) => {
+                let saved = std::mem::take(&mut self.out);
+                let mut result = Ok(());
+                for item in items {
+                    result = self.eval(item).and_then(|v| self.write_concat_part(&v));
+                    if result.is_err() {
+                        break;
+                    }
+                }
+                let text = std::mem::replace(&mut self.out, saved);
+                result?;
+                V::O(Value::from(text))
+            }
+            Expr::Filter(kind, input, pos, kwargs) => {
+                let input = self.eval(input)?.plain()?;
+                let pos = pos
+                    .iter()
+                    .map(|x| self.eval(x).and_then(V::plain))
+                    .collect::<R<Vec<_>>>()?;
+                let kwargs = kwargs
+                    .iter()
+                    .map(|(k, x)| Ok((&**k, self.eval(x)?.plain()?.into_value()?)))
+                    .collect::<R<Vec<_>>>()?;
+                filter(*kind, input, pos, kwargs)?
+            }
+            Expr::CallName(sym, builtin, pos, kwargs) => match self.lookup(*sym) {
+                Ok(V::Macro(index)) => self.call_macro(index, pos, kwargs, false)?,
+                Ok(V::Global) => {
+                    let builtin = builtin.ok_or(Bail)?;
+                    let pos = pos
+                        .iter()
+                        .map(|x| self.eval(x)?.plain()?.into_value())
+                        .collect::<R<Vec<_>>>()?;
+                    let kwargs = kwargs
+                        .iter()
+                        .map(|(k, x)| Ok((&**k, self.eval(x)?.plain()?.into_value()?)))
+                        .collect::<R<Vec<_>>>()?;
+                    self.builtin(builtin, pos, kwargs)?
+                }
+                _ => return Err(Bail),
+            },
+            Expr::Method(base, name, args) => {
+                let base = self.eval(base)?.plain()?;
+                let args = args
+                    .iter()
+                    .map(|x| self.eval(x)?.plain()?.into_value())
+                    .collect::<R<Vec<_>>>()?;
+                method(base, name, &args)?
+            }
+            Expr::Unsupported => return Err(Bail),
+            Expr::Map(pairs) => {
+                // Later keys replace earlier values in place, as in a Python dict display.
+                let mut out: Vec<(Value, Value)> = Vec::with_capacity(pairs.len());
+                for (k, v) in pairs {
+                    let k = self.eval(k)?.plain()?.into_value()?;
+                    let v = self.eval(v)?.plain()?.into_value()?;
+                    match out.iter_mut().find(|(existing, _)| *existing == k) {
+                        Some(slot) => slot.1 = v,
+                        None => out.push((k, v)),
+                    }
+                }
+                V::O(crate::dict::pair_dict(out))
+            }
+            Expr::List(items) => V::O(Value::from(
+                items
+                    .iter()
+                    .map(|x| self.eval(x)?.plain()?.into_value())
+                    .collect::<R<Vec<_>>>()?,
+            )),
+        })
+    }
+
+    fn loop_attr(&self, attr: LoopAttr) -> R<V<'a>> {
+        let state = self.loops.last().ok_or(Bail)?;
+        let (i, n) = (state.index, state.items.len());
+        Ok(match attr {
+            LoopAttr::Index => V::O(Value::from(i + 1)),
+            LoopAttr::Index0 => V::O(Value::from(i)),
+            LoopAttr::RevIndex => V::O(Value::from(n - i)),
+            LoopAttr::RevIndex0 => V::O(Value::from(n - i - 1)),
+            LoopAttr::First => V::O(Value::from(i == 0)),
+            LoopAttr::Last => V::O(Value::from(i + 1 == n)),
+            LoopAttr::Length => V::O(Value::from(n)),
+            LoopAttr::PrevItem => match i {
+                0 => UNDEFINED,
+                _ => state.items.get(i - 1).ok_or(Bail)?,
+            },
+            LoopAttr::NextItem => match state.items.get(i + 1) {
+                Some(v) => v,
+                None if i + 1 == n && !matches!(state.items, Items::Pairs(_)) => UNDEFINED,
+                None => return Err(Bail),
+            },
+        })
+    }
+
+    fn builtin(&self, builtin: Builtin, pos: Vec<Value>, kwargs: Vec<(&str, Value)>) -> R<V<'a>> {
+        Ok(match builtin {
+            Builtin::Namespace => {
+                if pos.len() > 1 {
+                    return Err(Bail);
+                }
+                let mut pairs: Vec<(String, Value)> = Vec::new();
+                if let Some(first) = pos.first() {
+                    if first.kind() != ValueKind::Map {
+                        return Err(Bail);
+                    }
+                    for key in first.try_iter().map_err(|_| Bail)? {
+                        let item = first.get_item(&key).map_err(|_| Bail)?;
+                        pairs.push((key.as_str().ok_or(Bail)?.to_string(), item));
+                    }
+                }
+                for (k, v) in kwargs {
+                    pairs.push((k.to_string(), v));
+                }
+                if pairs.iter().any(|(k, _)| k.starts_with('_')) {
+                    return Err(Bail);
+                }
+                V::O(Namespace::value(pairs))
+            }
+            Builtin::StrftimeNow => {
+                let [format] = pos.as_slice() else { return Err(Bail) };
+                if !kwargs.is_empty() {
+                    return Err(Bail);
+                }
+                let format = format.as_str().ok_or(Bail)?;
+                let now = self.prog.now.unwrap_or_else(crate::clock::DateTime::now_utc);
+                V::O(Value::from(now.strftime(format)))
+            }
+            Builtin::Range => {
+                if !kwargs.is_empty() {
+                    return Err(Bail);
+                }
+                let ints = pos
+                    .iter()
+                    .map(|v| v.as_i64().filter(|_| v.is_integer()))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or(Bail)?;
+                let (lo, hi) = match ints.as_slice() {
+                    [hi] => (0, *hi),
+                    [lo, hi] => (*lo, *hi),
+                    _ => return Err(Bail),
+                };
+                if hi.saturating_sub(lo) > 10_000 {
+                    return Err(Bail);
+                }
+                V::O(Value::from((lo..hi).map(Value::from).collect::<Vec<_>>()))
+            }
+        })
+    }
+}
+
+/// What a loop over `source` walks (strings by character, as the source rewrite arranges).
+fn iterate<'a>(source: &V<'a>) -> R<Items<'a>> {
+    if let Some(items) = source.seq() {
+        return Ok(Items::Slice(items));
+    }
+    if let Some(d) = source.pair_dict() {
+        return Ok(Items::Owned(d.pairs().iter().map(|(k, _)| V::B(k)).collect()));
+    }
+    if let Some(s) = source.as_str() {
+        return Ok(Items::Owned(
+            s.chars().map(|c| V::O(Value::from(c.to_string()))).collect(),
+        ));
+    }
+    let value = source.val()?;
+    match value.kind() {
+        ValueKind::Undefined => Ok(Items::Owned(Vec::new())),
+        ValueKind::Seq | ValueKind::Map | ValueKind::Iterable if !is_py_none(&value) => {
+            let items = value.try_iter().map_err(|_| Bail)?;
+            Ok(Items::Owned(items.map(V::O).collect()))
+        }
+        _ => Err(Bail),
+    }
+}
+
+/// `for a, b in pairs`: a two-item sequence.
+fn unpack_pair<'a>(item: &V<'a>) -> R<(V<'a>, V<'a>)> {
+    if let Some([a, b]) = item.seq() {
+        return Ok((V::B(a), V::B(b)));
+    }
+    let value = item.val()?;
+    if value.kind() != ValueKind::Seq || value.len() != Some(2) {
+        return Err(Bail);
+    }
+    let a = value.get_item_by_index(0).map_err(|_| Bail)?;
+    let b = value.get_item_by_index(1).map_err(|_| Bail)?;
+    Ok((V::O(a), V::O(b)))
+}
+
+fn attr<'a>(base: V<'a>, name: &str) -> R<V<'a>> {
+    if let Some(d) = base.pair_dict() {
+        return Ok(d.get(name).map_or(UNDEFINED, V::B));
+    }
+    match base.raw() {
+        None if matches!(base, V::Macro(_) | V::Global) => Err(Bail),
+        None => Ok(UNDEFINED),
+        Some(v) => {
+            if v.is_undefined() {
+                return Err(Bail);
+            }
+            Ok(V::O(v.get_attr(name).map_err(|_| Bail)?))
+        }
+    }
+}
+
+fn item<'a>(base: V<'a>, key: V<'a>) -> R<V<'a>> {
+    if let Some(items) = base.seq() {
+        if let Some(i) = key
+            .val()?
+            .as_i64()
+            .filter(|_| key.kind().is_ok_and(|k| k == ValueKind::Number))
+        {
+            let len = items.len() as i64;
+            let at = if i < 0 { i + len } else { i };
+            return Ok(match usize::try_from(at).ok().and_then(|at| items.get(at)) {
+                Some(v) => V::B(v),
+                None => UNDEFINED,
+            });
+        }
+    }
+    if let (Some(d), Some(k)) = (base.pair_dict(), key.as_str()) {
+        return Ok(d.get(k).map_or(UNDEFINED, V::B));
+    }
+    let value = base.val()?;
+    if value.is_undefined() {
+        return Err(Bail);
+    }
+    Ok(V::O(value.get_item(&*key.val()?).map_err(|_| Bail)?))
+}
+
+/// Python slice bounds for a sequence of `len` items (no step).
+fn bounds(len: usize, start: Option<&V<'_>>, stop: Option<&V<'_>>) -> R<(usize, usize)> {
+    let resolve = |v: Option<&V<'_>>, default: i64| -> R<usize> {
+        let i = match v {
+            None => default,
+            Some(v) => {
+                let value = v.val()?;
+                if value.is_none() {
+                    default
+                } else {
+                    value.as_i64().filter(|_| value.is_integer()).ok_or(Bail)?
+                }
+            }
+        };
+        let len = len as i64;
+        let i = if i < 0 { (i + len).max(0) } else { i.min(len) };
+        Ok(i as usize)
+    };
+    let lo = resolve(start, 0)?;
+    let hi = resolve(stop, len as i64)?;
+    Ok((lo, hi.max(lo)))
+}
+
+fn slice<'a>(base: V<'a>, start: Option<V<'a>>, stop: Option<V<'a>>) -> R<V<'a>> {
+    if let Some(items) = base.seq() {
+        let (lo, hi) = bounds(items.len(), start.as_ref(), stop.as_ref())?;
+        return Ok(V::S(&items[lo..hi]));
+    }
+    if let Some(s) = base.as_str() {
+        if s.is_ascii() {
+            let (lo, hi) = bounds(s.len(), start.as_ref(), stop.as_ref())?;
+            return Ok(match base.text() {
+                Some(t) => V::T(&t[lo..hi]),
+                None => V::O(Value::from(&s[lo..hi])),
+            });
+        }
+        let chars: Vec<char> = s.chars().collect();
+        let (lo, hi) = bounds(chars.len(), start.as_ref(), stop.as_ref())?;
+        return Ok(V::O(Value::from(chars[lo..hi].iter().collect::<String>())));
+    }
+    let value = base.val()?;
+    if value.kind() == ValueKind::Seq {
+        let items: Vec<Value> = value.try_iter().map_err(|_| Bail)?.collect();
+        let (lo, hi) = bounds(items.len(), start.as_ref(), stop.as_ref())?;
+        return Ok(V::O(Value::from(items[lo..hi].to_vec())));
+    }
+    Err(Bail)
+}
+
+fn compare(op: Cmp, a: &V<'_>, b: &V<'_>) -> R<bool> {
+    if let (Some(x), Some(y)) = (a.as_str(), b.as_str()) {
+        return Ok(match op {
+            Cmp::Eq => x == y,
+            Cmp::Ne => x != y,
+            Cmp::Lt => x < y,
+            Cmp::Le => x <= y,
+            Cmp::Gt => x > y,
+            Cmp::Ge => x >= y,
+        });
+    }
+    let (x, y) = (a.val()?, b.val()?);
+    Ok(match op {
+        Cmp::Eq => x == y,
+        Cmp::Ne => x != y,
+        _ => {
+            // Ordering is only defined here between numbers, as in Python.
+            if x.kind() != ValueKind::Number || y.kind() != ValueKind::Number {
+                return Err(Bail);
+            }
+            match op {
+                Cmp::Lt => x < y,
+                Cmp::Le => x <= y,
+                Cmp::Gt => x > y,
+                _ => x >= y,
+            }
+        }
+    })
+}
+
+fn contains(container: &V<'_>, needle: &V<'_>) -> R<bool> {
+    if let Some(s) = container.as_str() {
+        return Ok(s.contains(needle.as_str().ok_or(Bail)?));
+    }
+    if let Some(items) = container.seq() {
+        return Ok(match needle.as_str() {
+            Some(n) => items.iter().any(|v| v.as_str() == Some(n)),
+            None => {
+                let n = needle.val()?;
+                items.contains(&n)
+            }
+        });
+    }
+    if let Some(d) = container.pair_dict() {
+        return Ok(match needle.as_str() {
+            Some(n) => d.get(n).is_some(),
+            None => {
+                let n = needle.val()?;
+                d.pairs().iter().any(|(k, _)| *k == *n)
+            }
+        });
+    }
+    let c = container.val()?;
+    if c.is_undefined() {
+        return Ok(false);
+    }
+    let n = needle.val()?;
+    match c.kind() {
+        ValueKind::Map => Ok(!c.get_item(&n).map_err(|_| Bail)?.is_undefined()),
+        ValueKind::Seq | ValueKind::Iterable => Ok(c.try_iter().map_err(|_| Bail)?.any(|v| v == *n)),
+        _ => Err(Bail),
+    }
+}
+
+fn add_all(values: Vec<V<'_>>) -> R<V<'_>> {
+    let mut iter = values.into_iter();
+    let mut acc = iter.next().ok_or(Bail)?;
+    for next in iter {
+        acc = add(&acc, &next)?;
+    }
+    Ok(acc)
+}
+
+fn add<'a>(a: &V<'a>, b: &V<'a>) -> R<V<'a>> {
+    if let (Some(x), Some(y)) = (a.as_str(), b.as_str()) {
+        let mut s = String::with_capacity(x.len() + y.len());
+        s.push_str(x);
+        s.push_str(y);
+        return Ok(V::O(Value::from(s)));
+    }
+    let (x, y) = (a.val()?, b.val()?);
+    if x.is_integer() && y.is_integer() {
+        let sum = x
+            .as_i64()
+            .ok_or(Bail)?
+            .checked_add(y.as_i64().ok_or(Bail)?)
+            .ok_or(Bail)?;
+        return Ok(V::O(Value::from(sum)));
+    }
+    Err(Bail)
+}
+
+fn test(kind: TestKind, v: &V<'_>) -> R<bool> {
+    if matches!(v, V::Global | V::Macro(_)) {
+        return match kind {
+            TestKind::Defined => Ok(true),
+            TestKind::Undefined => Ok(false),
+            _ => Err(Bail),
+        };
+    }
+    let k = v.kind()?;
+    Ok(match kind {
+        TestKind::Defined => k != ValueKind::Undefined,
+        TestKind::Undefined => k == ValueKind::Undefined,
+        TestKind::None => v.raw().is_some_and(is_py_none),
+        TestKind::String => k == ValueKind::String,
+        TestKind::Mapping => k == ValueKind::Map,
+        TestKind::Iterable => matches!(
+            k,
+            ValueKind::Seq | ValueKind::Map | ValueKind::String | ValueKind::Iterable | ValueKind::Undefined
+        ),
+        TestKind::Sequence => matches!(k, ValueKind::Seq | ValueKind::Map | ValueKind::String),
+        TestKind::Number => matches!(k, ValueKind::Number | ValueKind::Bool),
+        TestKind::Integer => k == ValueKind::Bool || (k == ValueKind::Number && v.val()?.is_integer()),
+        TestKind::Float => k == ValueKind::Number && !v.val()?.is_integer(),
+        TestKind::Boolean => k == ValueKind::Bool,
+        TestKind::True => k == ValueKind::Bool && v.truthy()?,
+        TestKind::False => k == ValueKind::Bool && !v.truthy()?,
+    })
+}
+
+fn is_py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str, Value)>) -> R<V<'a>> {
+    let err = |_| Bail;
+    Ok(match kind {
+        FilterKind::Length => {
+            if let Some(items) = input.seq() {
+                return Ok(V::O(Value::from(items.len())));
+            }
+            if let Some(s) = input.as_str() {
+                let n = if s.is_ascii() { s.len() } else { s.chars().count() };
+                return Ok(V::O(Value::from(n)));
+            }
+            V::O(crate::environment::length_filter(&*input.val()?).map_err(err)?)
+        }
+        FilterKind::Trim if pos.is_empty() && input.as_str().is_some() => match input.text() {
+            Some(t) => V::T(t.trim_matches(is_py_space)),
+            None => V::O(Value::from(
+                input.as_str().unwrap_or_default().trim_matches(is_py_space),
+            )),
+        },
+        FilterKind::Trim | FilterKind::Lower | FilterKind::Upper | FilterKind::Capitalize | FilterKind::Title => {
+            let name = match kind {
+                FilterKind::Trim => "trim",
+                FilterKind::Lower => "lower",
+                FilterKind::Upper => "upper",
+                FilterKind::Capitalize => "capitalize",
+                _ => "title",
+            };
+            let args = pos.into_iter().map(V::into_value).collect::<R<Vec<_>>>()?;
+            V::O(crate::environment::string_filter(name, &*input.val()?, &args).map_err(err)?)
+        }
+        FilterKind::StringOf => match &input {
+            V::T(_) => input,
+            _ if input
+                .raw()
+                .is_some_and(|v| v.kind() == ValueKind::String && !v.is_safe()) =>
+            {
+                input
+            }
+            _ => V::O(Value::from(crate::pyrepr::py_str(&*input.val()?))),
+        },
+        FilterKind::Safe => {
+            let s = input.as_str().ok_or(Bail)?;
+            if input.raw().is_some_and(Value::is_safe) {
+                input
+            } else {
+                V::O(Value::from_safe_string(s.to_string()))
+            }
+        }
+        FilterKind::ToJson => {
+            let indent = match pos.into_iter().next() {
+                Some(v) => Some(v.into_value()?),
+                None => None,
+            };
+            let kwargs: Kwargs = kwargs.into_iter().collect();
+            V::O(crate::json::tojson_filter(&*input.val()?, indent, kwargs).map_err(err)?)
+        }
+        FilterKind::Join => {
+            let sep = match pos.into_iter().next() {
+                Some(v) => Some(v.into_value()?),
+                None => None,
+            };
+            let kwargs: Kwargs = kwargs.into_iter().collect();
+            V::O(crate::environment::join_filter(&*input.val()?, sep, kwargs).map_err(err)?)
+        }
+        FilterKind::Default => {
+            let mut pos = pos.into_iter();
+            let other = pos.next();
+            let lax = match pos.next() {
+                Some(v) => v.truthy()?,
+                None => false,
+            };
+            if input.is_undefined() || (lax && !input.truthy()?) {
+                other.unwrap_or(V::O(Value::from("")))
+            } else {
+                input
+            }
+        }
+        FilterKind::Items => {
+            let value = input.val()?;
+            V::O(crate::generators::items_filter(&value).map_err(err)?)
+        }
+        FilterKind::List => {
+            if let Some(items) = input.seq() {
+                return Ok(V::O(Value::from(items.to_vec())));
+            }
+            let value = input.val()?;
+            if value.is_undefined() {
+                return Ok(V::O(Value::from(Vec::<Value>::new())));
+            }
+            if is_py_none(&value) {
+                return Err(Bail);
+            }
+            V::O(Value::from(value.try_iter().map_err(err)?.collect::<Vec<_>>()))
+        }
+        FilterKind::First | FilterKind::Last => {
+            let items = input.seq().ok_or(Bail)?;
+            let v = if matches!(kind, FilterKind::First) {
+                items.first()
+            } else {
+                items.last()
+            };
+            v.map_or(UNDEFINED, V::B)
+        }
+        FilterKind::MarkupAdd => {
+            let right = pos.into_iter().next().ok_or(Bail)?;
+            V::O(crate::markup::markup_add(&*input.val()?, &*right.val()?).map_err(err)?)
+        }
+    })
+}
+
+fn method<'a>(base: V<'a>, name: &str, args: &[Value]) -> R<V<'a>> {
+    if name == "get" {
+        if let (Some(d), Some(key)) = (base.pair_dict(), args.first().and_then(Value::as_str)) {
+            return match (d.get(key), args.get(1), args.len()) {
+                (Some(v), _, 1 | 2) => Ok(V::B(v)),
+                (None, Some(default), 2) => Ok(V::O(default.clone())),
+                (None, None, 1) => Ok(V::O(Value::from(()))),
+                _ => Err(Bail),
+            };
+        }
+    }
+    if args.is_empty() && matches!(name, "strip" | "lstrip" | "rstrip") {
+        if let Some(t) = base.text() {
+            return Ok(V::T(match name {
+                "strip" => t.trim_matches(is_py_space),
+                "lstrip" => t.trim_start_matches(is_py_space),
+                _ => t.trim_end_matches(is_py_space),
+            }));
+        }
+    }
+    let value = base.val()?;
+    match crate::methods::plain_method(&value, name, args) {
+        Ok(Some(v)) => Ok(V::O(v)),
+        _ => Err(Bail),
+    }
+}
