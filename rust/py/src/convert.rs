@@ -2,11 +2,11 @@
 //! and Python object -> chat-template value (`HostValue`) for rendering without JSON at all.
 //! Dict key order is kept (`serde_json` is built with `preserve_order`).
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
-use smgpy_template::HostValue;
+use smgpy_template::{Doc, HostValue, Slot};
 
 /// Convert a Python value made of dict/list/tuple/str/int/float/bool/None into a JSON value.
 pub fn py_to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
@@ -67,6 +67,18 @@ pub fn py_to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 /// Convert a Python object straight into a template value (no JSON in between). Integers of any
 /// size up to 128 bits stay exact, as Python's `json.dumps` would print them.
 pub fn py_to_host(obj: &Bound<'_, PyAny>) -> PyResult<HostValue> {
+    // Exact built-in types first: each test is one pointer comparison, while the subclass-aware casts
+    // below call into the interpreter (under the stable ABI) for every object of a long conversation.
+    if obj.is_exact_instance_of::<PyString>() {
+        if let Ok(s) = obj.cast_exact::<PyString>() {
+            return Ok(HostValue::string(s.to_str()?));
+        }
+    }
+    if obj.is_exact_instance_of::<PyDict>() {
+        if let Ok(d) = obj.cast_exact::<PyDict>() {
+            return Ok(HostValue::dict(dict_pairs(d)?));
+        }
+    }
     if obj.is_none() {
         return Ok(HostValue::none());
     }
@@ -111,15 +123,115 @@ pub fn py_to_host(obj: &Bound<'_, PyAny>) -> PyResult<HostValue> {
     )))
 }
 
+/// Write a Python object into a template document at `slot` (same rules as [`py_to_host`]).
+pub fn py_into_doc(obj: &Bound<'_, PyAny>, doc: &mut Doc, slot: Slot) -> PyResult<()> {
+    let too_large = |e: smgpy_template::TooLarge| PyValueError::new_err(e.to_string());
+    if obj.is_exact_instance_of::<PyString>() {
+        if let Ok(s) = obj.cast_exact::<PyString>() {
+            return doc.set_str(slot, s.to_str()?).map_err(too_large);
+        }
+    }
+    if obj.is_exact_instance_of::<PyDict>() {
+        if let Ok(d) = obj.cast_exact::<PyDict>() {
+            return dict_into_doc(d, doc, slot, false);
+        }
+    }
+    if obj.is_none() {
+        doc.set_none(slot);
+        return Ok(());
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        let first = doc.set_list(slot, l.len()).map_err(too_large)?;
+        for (k, item) in l.iter().enumerate().take(l.len()) {
+            py_into_doc(&item, doc, first + k)?;
+        }
+        return Ok(());
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return doc.set_str(slot, s.to_str()?).map_err(too_large);
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        return dict_into_doc(d, doc, slot, false);
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        doc.set_bool(slot, b.is_true());
+        return Ok(());
+    }
+    if obj.is_instance_of::<PyInt>() {
+        if let Ok(v) = obj.extract::<i64>() {
+            doc.set_int(slot, v);
+            return Ok(());
+        }
+        if let Ok(v) = obj.extract::<i128>() {
+            return doc.set_big_int(slot, v).map_err(too_large);
+        }
+        doc.set_float(slot, obj.extract()?);
+        return Ok(());
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        doc.set_float(slot, f.value());
+        return Ok(());
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        let first = doc.set_list(slot, t.len()).map_err(too_large)?;
+        for (k, item) in t.iter().enumerate().take(t.len()) {
+            py_into_doc(&item, doc, first + k)?;
+        }
+        return Ok(());
+    }
+    Err(PyTypeError::new_err(format!(
+        "cannot pass a Python {} to a chat template: use dict, list, str, int, float, bool or None",
+        obj.get_type().name()?
+    )))
+}
+
+/// A dict into a document, keys as strings (`str(key)` for other keys). With `skip_none`, None-valued
+/// items are left out (chat messages, as transformers passes them).
+pub fn dict_into_doc(d: &Bound<'_, PyDict>, doc: &mut Doc, slot: Slot, skip_none: bool) -> PyResult<()> {
+    let too_large = |e: smgpy_template::TooLarge| PyValueError::new_err(e.to_string());
+    let len = if skip_none {
+        d.iter().filter(|(_, v)| !v.is_none()).count()
+    } else {
+        d.len()
+    };
+    let first = doc.set_dict(slot, len).map_err(too_large)?;
+    let mut k = 0;
+    for (key, value) in d.iter() {
+        if skip_none && value.is_none() {
+            continue;
+        }
+        if k == len {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "dict changed size during conversion",
+            ));
+        }
+        match key.cast_exact::<PyString>() {
+            Ok(s) => doc.set_str(first + 2 * k, s.to_str()?),
+            Err(_) => match key.cast::<PyString>() {
+                Ok(s) => doc.set_str(first + 2 * k, s.to_str()?),
+                Err(_) => doc.set_str(first + 2 * k, key.str()?.to_str()?),
+            },
+        }
+        .map_err(too_large)?;
+        py_into_doc(&value, doc, first + 2 * k + 1)?;
+        k += 1;
+    }
+    doc.truncate(slot, k);
+    Ok(())
+}
+
 /// A dict's items as template values, keys as strings (`str(key)` for non-string keys), in
 /// order. Keys go straight from the Python string to the template value (short ones are stored
 /// inline, no allocation).
 pub fn dict_pairs(d: &Bound<'_, PyDict>) -> PyResult<Vec<(HostValue, HostValue)>> {
     let mut pairs = Vec::with_capacity(d.len());
     for (k, v) in d.iter() {
-        let key = match k.cast::<PyString>() {
+        let key = match k.cast_exact::<PyString>() {
             Ok(s) => HostValue::string(s.to_str()?),
-            Err(_) => HostValue::string(k.str()?.to_str()?),
+            Err(_) => match k.cast::<PyString>() {
+                Ok(s) => HostValue::string(s.to_str()?),
+                Err(_) => HostValue::string(k.str()?.to_str()?),
+            },
         };
         pairs.push((key, py_to_host(&v)?));
     }

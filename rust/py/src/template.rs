@@ -2,11 +2,13 @@
 //! plus `normalize_messages` / `normalize_tools`. Conversion only; rendering runs with the GIL released.
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString};
 use serde_json::{Map, Value};
-use smgpy_template::{DateTime, HostRenderArgs, HostValue, RenderArgs, TemplateError as CoreError};
+use smgpy_template::{
+    DateTime, Doc, DocRenderArgs, HostRenderArgs, HostValue, RenderArgs, Slot, TemplateError as CoreError,
+};
 
-use crate::convert::{dict_pairs, py_to_host, py_to_value, str_key_pairs, value_to_py};
+use crate::convert::{dict_into_doc, dict_pairs, py_into_doc, py_to_host, py_to_value, str_key_pairs, value_to_py};
 
 pyo3::create_exception!(
     smgpy._native,
@@ -60,6 +62,65 @@ fn list_to_values(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option
             ))),
         },
     }
+}
+
+/// Message fields transformers aliases into each other; messages with one go through [`host_args`].
+const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
+
+/// The render input written into one template document, or `None` when a message is not a dict or
+/// carries a reasoning field (then [`host_args`] and the value path handle it).
+fn doc_args(
+    messages: &Bound<'_, PyList>,
+    tools: Option<&Bound<'_, PyAny>>,
+    add_generation_prompt: bool,
+    documents: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Option<DocRenderArgs>> {
+    let too_large = |e: smgpy_template::TooLarge| PyValueError::new_err(e.to_string());
+    let mut doc = Doc::with_capacity(16 * messages.len() + 64, 4096);
+    let root = doc.reserve(1).map_err(too_large)?;
+    let first = doc.set_list(root, messages.len()).map_err(too_large)?;
+    for (k, m) in messages.iter().enumerate().take(messages.len()) {
+        let Ok(d) = m.cast::<PyDict>() else { return Ok(None) };
+        for (key, value) in d.iter() {
+            let reasoning = key
+                .cast::<PyString>()
+                .ok()
+                .and_then(|s| s.to_str().ok().map(|s| REASONING_FIELDS.contains(&s)))
+                .unwrap_or(false);
+            if reasoning && !value.is_none() {
+                return Ok(None);
+            }
+        }
+        dict_into_doc(d, &mut doc, first + k, true)?;
+    }
+    let mut list = |obj: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<Option<Slot>> {
+        match obj {
+            None => Ok(None),
+            Some(o) if o.is_none() => Ok(None),
+            Some(o) if o.is_instance_of::<PyList>() || o.is_instance_of::<pyo3::types::PyTuple>() => {
+                let slot = doc.reserve(1).map_err(too_large)?;
+                py_into_doc(o, &mut doc, slot)?;
+                Ok(Some(slot))
+            }
+            Some(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "{what} must be a list of dicts"
+            ))),
+        }
+    };
+    let tools = list(tools, "tools")?;
+    let documents = list(documents, "documents")?;
+    Ok(Some(DocRenderArgs {
+        doc,
+        messages: root,
+        tools,
+        documents,
+        add_generation_prompt,
+        kwargs: match kwargs {
+            Some(k) => str_key_pairs(k)?,
+            None => Vec::new(),
+        },
+    }))
 }
 
 /// The render input straight from Python objects, or `None` when a message is not a dict (the JSON
@@ -204,9 +265,13 @@ impl PyChatTemplate {
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<String> {
         if !normalize && !continue_final_message {
+            if let Some(args) = doc_args(messages, tools, add_generation_prompt, documents, kwargs)? {
+                let inner = &self.inner;
+                return py.detach(move || inner.render_doc(args)).map_err(to_py_err);
+            }
             if let Some(args) = host_args(messages, tools, add_generation_prompt, documents, kwargs)? {
                 let inner = &self.inner;
-                return py.detach(|| inner.render_host(&args)).map_err(to_py_err);
+                return py.detach(move || inner.render_host(args)).map_err(to_py_err);
             }
         }
         let mut messages = list_to_values(Some(messages.as_any()), "messages")?.unwrap_or_default();

@@ -3,7 +3,7 @@
 use crate::clock::DateTime;
 use crate::dict::pair_dict;
 use crate::environment::{build, RaisedByTemplate};
-use crate::host::{host_list, HostRenderArgs};
+use crate::host::{host_list, DocRenderArgs, HostRenderArgs};
 use crate::inspect::TemplateInfo;
 use crate::source::prepare_source;
 use crate::value::to_jinja;
@@ -20,7 +20,7 @@ const TOOL_USE: &str = "tool_use";
 /// transformers appends this to the final message for `continue_final_message`, then cuts the output there.
 const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
 /// Message fields that carry reasoning; transformers copies the first present one to the others.
-const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
+pub(crate) const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
 
 /// A compiled chat template plus the special tokens it is rendered with. Cloning is cheap (an `Arc`).
 #[derive(Debug, Clone)]
@@ -212,6 +212,11 @@ impl ChatTemplate {
     /// [`ChatTemplate::render`] with a chosen renderer; for the differential tests and benchmarks.
     #[doc(hidden)]
     pub fn render_with(&self, args: &RenderArgs, renderer: Renderer) -> Result<String, TemplateError> {
+        if renderer != Renderer::Minijinja {
+            if let Some(doc_args) = DocRenderArgs::from_json(args) {
+                return self.render_doc_with(doc_args, renderer);
+            }
+        }
         let inner = &self.inner;
         let name = self.variant(args.tools.is_some());
         let source = inner
@@ -258,24 +263,79 @@ impl ChatTemplate {
 
     /// Render from values built straight from host objects (see [`HostValue`]); same output as
     /// [`ChatTemplate::render`] for the same input.
-    pub fn render_host(&self, args: &HostRenderArgs) -> Result<String, TemplateError> {
+    /// Takes the arguments by value: their values become the template's without a copy.
+    pub fn render_host(&self, args: HostRenderArgs) -> Result<String, TemplateError> {
         let name = self.variant(args.tools.is_some());
-        let messages = args
-            .messages
-            .iter()
-            .map(|pairs| prepared_message(pairs.iter().map(|(k, v)| (k.as_str().unwrap_or_default(), v.0.clone()))))
-            .collect();
+        let messages = args.messages.into_iter().map(prepared_host_message).collect();
         let kwargs = args
             .kwargs
-            .iter()
-            .map(|(k, v)| (minijinja::Value::from(k.as_str()), v.0.clone()));
+            .into_iter()
+            .map(|(k, v)| (minijinja::Value::from(k.as_str()), v.0));
         let vars = Vars {
             messages,
-            tools: host_list(&args.tools),
-            documents: host_list(&args.documents),
+            tools: host_list(args.tools),
+            documents: host_list(args.documents),
             add_generation_prompt: args.add_generation_prompt,
         };
         self.render_vars(name, vars, kwargs, Renderer::Auto)
+    }
+
+    /// Render from a [`Doc`] (see [`DocRenderArgs`]); same output as [`ChatTemplate::render`] for the same
+    /// input. The fast renderer reads the document in place; only when it hands over is the document
+    /// converted into minijinja values.
+    pub fn render_doc(&self, args: DocRenderArgs) -> Result<String, TemplateError> {
+        self.render_doc_with(args, Renderer::Auto)
+    }
+
+    fn render_doc_with(&self, args: DocRenderArgs, renderer: Renderer) -> Result<String, TemplateError> {
+        let name = self.variant(args.tools.is_some());
+        let doc = &args.doc;
+        let kwargs = || {
+            args.kwargs
+                .iter()
+                .map(|(k, v)| (minijinja::Value::from(k.as_str()), v.0.clone()))
+        };
+        let index = self.inner.variants.iter().position(|(n, _)| n == name);
+        if let Some(fast) = index.and_then(|i| self.inner.fast.get(i)).and_then(Option::as_ref) {
+            let mut ctx: Vec<(minijinja::Value, minijinja::Value)> = self.inner.special_jinja.clone();
+            ctx.extend(kwargs());
+            let mut nodes = vec![("messages", doc.at(args.messages))];
+            for (key, slot) in [("tools", args.tools), ("documents", args.documents)] {
+                match slot {
+                    Some(slot) => nodes.push((key, doc.at(slot))),
+                    None => ctx.push((key.into(), crate::none::py_none())),
+                }
+            }
+            ctx.push((
+                "add_generation_prompt".into(),
+                minijinja::Value::from(args.add_generation_prompt),
+            ));
+            if let Some(out) = fast.render(&ctx, &nodes) {
+                return Ok(out);
+            }
+        }
+        if renderer == Renderer::FastOnly {
+            return Err(TemplateError::Render {
+                reason: FAST_PATH_NOT_TAKEN.into(),
+            });
+        }
+        let messages = match doc.at(args.messages).to_value() {
+            v if v.kind() == minijinja::value::ValueKind::Seq => {
+                v.try_iter().map(Iterator::collect).unwrap_or_default()
+            }
+            _ => Vec::new(),
+        };
+        let list = |slot: Option<crate::Slot>| match slot {
+            Some(slot) => doc.at(slot).to_value(),
+            None => crate::none::py_none(),
+        };
+        let vars = Vars {
+            messages,
+            tools: list(args.tools),
+            documents: list(args.documents),
+            add_generation_prompt: args.add_generation_prompt,
+        };
+        self.render_vars(name, vars, kwargs(), Renderer::Minijinja)
     }
 
     /// The variant transformers would use: `tool_use` when tools are given and it exists.
@@ -315,7 +375,7 @@ impl ChatTemplate {
         let index = self.inner.variants.iter().position(|(n, _)| n == name);
         let fast = index.and_then(|i| self.inner.fast.get(i)).and_then(Option::as_ref);
         if let (Some(fast), false) = (fast, renderer == Renderer::Minijinja) {
-            if let Some(out) = fast.render(&ctx) {
+            if let Some(out) = fast.render(&ctx, &[]) {
                 return Ok(out);
             }
         }
@@ -392,6 +452,19 @@ fn message_to_jinja(message: &Value) -> Result<minijinja::Value, TemplateError> 
         });
     };
     Ok(prepared_message(map.iter().map(|(k, v)| (k.as_str(), to_jinja(v)))))
+}
+
+/// [`prepared_message`] for a message built from host values, reusing its pair list.
+fn prepared_host_message(pairs: Vec<(crate::HostValue, crate::HostValue)>) -> minijinja::Value {
+    let mut pairs: Vec<(minijinja::Value, minijinja::Value)> = pairs.into_iter().map(|(k, v)| (k.0, v.0)).collect();
+    let has_reasoning = pairs
+        .iter()
+        .any(|(k, v)| k.as_str().is_some_and(|k| REASONING_FIELDS.contains(&k)) && !v.is_none());
+    if has_reasoning {
+        return prepared_message(pairs.iter().map(|(k, v)| (k.as_str().unwrap_or_default(), v.clone())));
+    }
+    pairs.retain(|(_, v)| !v.is_none());
+    pair_dict(pairs)
 }
 
 /// One message as transformers 5 passes it to the template: None-valued keys dropped, and the

@@ -6,6 +6,7 @@
 //! not HTML-escape, unlike minijinja's built-in `tojson`.
 
 use crate::dict::PairDict;
+use crate::doc::{Node, NodeRef};
 use crate::pyrepr::write_float;
 use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Error, ErrorKind};
@@ -77,6 +78,55 @@ pub fn tojson_filter(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Re
     let mut out = String::new();
     dump(&mut out, value, &opts, 0)?;
     Ok(Value::from(out))
+}
+
+/// [`dump`] for a document value, read in place. Scalars go through [`dump`] (no allocation for them);
+/// with `sort_keys` the value is converted first.
+pub(crate) fn dump_node(out: &mut String, node: NodeRef<'_>, opts: &DumpOptions, depth: usize) -> Result<(), Error> {
+    match node.node() {
+        Node::Str(..) => write_json_str(out, node.as_str().unwrap_or_default(), opts.ensure_ascii),
+        Node::List(first, len) => {
+            if len == 0 {
+                out.push_str("[]");
+                return Ok(());
+            }
+            out.push('[');
+            for k in 0..len {
+                if k > 0 {
+                    out.push_str(&opts.item_sep);
+                }
+                newline_indent(out, opts, depth + 1);
+                dump_node(out, node.child(first, k), opts, depth + 1)?;
+            }
+            newline_indent(out, opts, depth);
+            out.push(']');
+        }
+        Node::Dict(..) if opts.sort_keys => dump(out, &node.to_value(), opts, depth)?,
+        Node::Dict(first, len) => {
+            if len == 0 {
+                out.push_str("{}");
+                return Ok(());
+            }
+            out.push('{');
+            for k in 0..len {
+                if k > 0 {
+                    out.push_str(&opts.item_sep);
+                }
+                newline_indent(out, opts, depth + 1);
+                let key = node.child(first, 2 * k);
+                match key.as_str() {
+                    Some(s) => write_json_str(out, s, opts.ensure_ascii),
+                    None => write_key(out, &key.to_value(), opts)?,
+                }
+                out.push_str(&opts.key_sep);
+                dump_node(out, node.child(first, 2 * k + 1), opts, depth + 1)?;
+            }
+            newline_indent(out, opts, depth);
+            out.push('}');
+        }
+        _ => dump(out, &node.to_value(), opts, depth)?,
+    }
+    Ok(())
 }
 
 /// Serialise `value` like `json.dumps` with `opts`.

@@ -12,6 +12,7 @@ mod chat_template;
 mod clock;
 mod dict;
 mod discover;
+mod doc;
 mod environment;
 mod fast;
 mod generators;
@@ -31,7 +32,8 @@ pub use chat_template::ChatTemplate;
 #[doc(hidden)]
 pub use chat_template::{Renderer, FAST_PATH_NOT_TAKEN};
 pub use clock::DateTime;
-pub use host::{HostRenderArgs, HostValue};
+pub use doc::{Doc, Slot, TooLarge};
+pub use host::{DocRenderArgs, HostRenderArgs, HostValue};
 pub use inspect::TemplateInfo;
 pub use normalize::{normalize_messages, normalize_tools};
 

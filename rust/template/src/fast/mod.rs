@@ -23,6 +23,7 @@ mod ns;
 mod run;
 
 use crate::clock::DateTime;
+use crate::doc::NodeRef;
 use crate::json::DumpOptions;
 use minijinja::machinery::{parse, WhitespaceConfig};
 use minijinja::syntax::SyntaxConfig;
@@ -79,13 +80,14 @@ impl Compiled {
         })
     }
 
-    /// Render with the context `ctx` (name, value pairs; later ones win). `None`: render with minijinja.
-    pub fn render(&self, ctx: &[(Value, Value)]) -> Option<String> {
+    /// Render with the context `ctx` (name, value pairs; later ones win) and the document values
+    /// `nodes` (which win over `ctx`). `None`: render with minijinja.
+    pub fn render(&self, ctx: &[(Value, Value)], nodes: &[(&str, NodeRef<'_>)]) -> Option<String> {
         if self.misses.load(Ordering::Relaxed) >= GIVE_UP_AFTER && self.hits.load(Ordering::Relaxed) == 0 {
             return None;
         }
         let capacity = self.last_len.load(Ordering::Relaxed) + 256;
-        let mut run = run::Run::new(self, ctx, capacity);
+        let mut run = run::Run::new(self, ctx, nodes, capacity);
         match run.run() {
             Ok(()) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);

@@ -9,6 +9,7 @@ use super::ir::{Arith, Builtin, Cmp, Expr, FilterKind, LoopAttr, Stmt, Sym, Targ
 use super::ns::Namespace;
 use super::Compiled;
 use crate::dict::PairDict;
+use crate::doc::{Node, NodeRef};
 use crate::none::is_py_none;
 use crate::pyrepr::write_str;
 use minijinja::value::{Kwargs, ValueKind};
@@ -30,6 +31,10 @@ pub enum V<'a> {
     T(&'a str),
     /// A slice of an input list (`messages[1:]`).
     S(&'a [Value]),
+    /// A value of the input document.
+    N(NodeRef<'a>),
+    /// A range of a document list's items (`messages[1:]`): the list's document, first item, length.
+    L(NodeRef<'a>, u32, u32),
     Macro(usize),
     /// One of the environment's global functions (`raise_exception`, `strftime_now`, ...), read as a
     /// value: only `is defined` / `is undefined` are answered here.
@@ -45,6 +50,10 @@ impl<'a> V<'a> {
             V::O(v) => Cow::Borrowed(v),
             V::T(s) => Cow::Owned(Value::from(*s)),
             V::S(items) => Cow::Owned(Value::from(items.to_vec())),
+            V::N(r) => Cow::Owned(r.to_value()),
+            V::L(r, first, len) => Cow::Owned(Value::from(
+                (0..*len).map(|k| r.child(*first, k).to_value()).collect::<Vec<_>>(),
+            )),
             V::Macro(_) | V::Global => return Err(Bail),
         })
     }
@@ -70,6 +79,7 @@ impl<'a> V<'a> {
             V::B(v) => v.as_str(),
             V::O(v) => v.as_str(),
             V::T(s) => Some(s),
+            V::N(r) => r.as_str(),
             _ => None,
         }
     }
@@ -79,6 +89,24 @@ impl<'a> V<'a> {
         match self {
             V::B(v) => v.as_str(),
             V::T(s) => Some(s),
+            V::N(r) => r.as_str(),
+            _ => None,
+        }
+    }
+
+    /// A document list (or a range of one): `(anchor, first item, length)`.
+    fn nodes(&self) -> Option<(NodeRef<'a>, u32, u32)> {
+        match self {
+            V::N(r) => r.list().map(|(first, len)| (*r, first, len)),
+            V::L(r, first, len) => Some((*r, *first, *len)),
+            _ => None,
+        }
+    }
+
+    /// A document dict.
+    fn node_dict(&self) -> Option<NodeRef<'a>> {
+        match self {
+            V::N(r) if r.dict().is_some() => Some(*r),
             _ => None,
         }
     }
@@ -104,7 +132,8 @@ impl<'a> V<'a> {
             V::B(v) => v.kind(),
             V::O(v) => v.kind(),
             V::T(_) => ValueKind::String,
-            V::S(_) => ValueKind::Seq,
+            V::S(_) | V::L(..) => ValueKind::Seq,
+            V::N(r) => r.kind(),
             V::Macro(_) | V::Global => return Err(Bail),
         })
     }
@@ -123,6 +152,8 @@ impl<'a> V<'a> {
             V::O(v) => v.is_true(),
             V::T(s) => !s.is_empty(),
             V::S(items) => !items.is_empty(),
+            V::N(r) => r.is_true(),
+            V::L(_, _, len) => *len > 0,
             V::Macro(_) | V::Global => return Err(Bail),
         })
     }
@@ -143,6 +174,10 @@ impl<'a> V<'a> {
 enum Items<'a> {
     Slice(&'a [Value]),
     Pairs(&'a [(Value, Value)]),
+    /// A document list's items: anchor, first, length.
+    Nodes(NodeRef<'a>, u32, u32),
+    /// A document dict's pairs: anchor, first key, number of pairs.
+    NodePairs(NodeRef<'a>, u32, u32),
     Owned(Vec<V<'a>>),
 }
 
@@ -151,6 +186,7 @@ impl<'a> Items<'a> {
         match self {
             Items::Slice(s) => s.len(),
             Items::Pairs(p) => p.len(),
+            Items::Nodes(_, _, n) | Items::NodePairs(_, _, n) => *n as usize,
             Items::Owned(v) => v.len(),
         }
     }
@@ -158,7 +194,8 @@ impl<'a> Items<'a> {
     fn get(&self, i: usize) -> Option<V<'a>> {
         match self {
             Items::Slice(s) => s.get(i).map(V::B),
-            Items::Pairs(_) => None,
+            Items::Pairs(_) | Items::NodePairs(..) => None,
+            Items::Nodes(r, first, n) => (i < *n as usize).then(|| V::N(r.child(*first, i as u32))),
             Items::Owned(v) => v.get(i).cloned(),
         }
     }
@@ -178,7 +215,7 @@ enum Flow {
 /// One render.
 pub struct Run<'a> {
     prog: &'a Compiled,
-    root: Vec<Option<&'a Value>>,
+    root: Vec<Option<V<'a>>>,
     scope: Vec<(Sym, V<'a>)>,
     /// Start of each open frame in `scope`: the template's, then loops and macro calls.
     frames: Vec<usize>,
@@ -190,11 +227,17 @@ pub struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    pub fn new(prog: &'a Compiled, ctx: &'a [(Value, Value)], capacity: usize) -> Self {
-        let mut root = vec![None; prog.program.syms.len()];
+    /// `ctx` holds the context's values; `nodes` names document values (they win over `ctx`).
+    pub fn new(prog: &'a Compiled, ctx: &'a [(Value, Value)], nodes: &[(&str, NodeRef<'a>)], capacity: usize) -> Self {
+        let mut root: Vec<Option<V<'a>>> = vec![None; prog.program.syms.len()];
         for (k, v) in ctx {
             if let Some(sym) = k.as_str().and_then(|k| prog.program.syms.get(k)) {
-                root[*sym as usize] = Some(v);
+                root[*sym as usize] = Some(V::B(v));
+            }
+        }
+        for (k, r) in nodes {
+            if let Some(sym) = prog.program.syms.get(*k) {
+                root[*sym as usize] = Some(V::N(*r));
             }
         }
         Run {
@@ -272,8 +315,8 @@ impl<'a> Run<'a> {
         if let Some((_, v)) = found {
             return Ok(v.clone());
         }
-        if let Some(v) = self.root[sym as usize] {
-            return Ok(V::B(v));
+        if let Some(v) = &self.root[sym as usize] {
+            return Ok(v.clone());
         }
         if self.prog.globals[sym as usize] {
             return Ok(V::Global);
@@ -303,6 +346,9 @@ impl<'a> Run<'a> {
             }
             Expr::Filter(FilterKind::ToJson, input, pos, kwargs) if pos.is_empty() && kwargs.is_empty() => {
                 let v = self.eval(input)?.plain()?;
+                if let V::N(r) = v {
+                    return crate::json::dump_node(&mut self.out, r, &self.prog.json, 0).map_err(|_| Bail);
+                }
                 return crate::json::dump(&mut self.out, &*v.val()?, &self.prog.json, 0).map_err(|_| Bail);
             }
             Expr::Filter(FilterKind::Safe, input, ..) if matches!(**input, Expr::Filter(FilterKind::ToJson, ..)) => {
@@ -357,9 +403,13 @@ impl<'a> Run<'a> {
     fn for_loop(&mut self, f: &'a super::ir::For) -> R<()> {
         let source = self.eval(&f.iter)?.plain()?;
         let mut items = if f.items {
-            match source.pair_dict() {
-                Some(d) => Items::Pairs(d.pairs()),
-                None => {
+            match (
+                source.pair_dict(),
+                source.node_dict().and_then(|r| r.dict().map(|d| (r, d))),
+            ) {
+                (Some(d), _) => Items::Pairs(d.pairs()),
+                (None, Some((r, (first, len)))) => Items::NodePairs(r, first, len),
+                (None, None) => {
                     let value = source.val()?;
                     if value.is_undefined() {
                         Items::Owned(Vec::new())
@@ -420,7 +470,13 @@ impl<'a> Run<'a> {
                 self.set(a, V::B(k));
                 self.set(b, V::B(v));
             }
-            (Items::Pairs(_), Target::One(_)) => return Err(Bail),
+            (Items::NodePairs(r, first, _), Target::Pair(a, b)) => {
+                let (k, v) = (r.child(*first, 2 * i as u32), r.child(*first, 2 * i as u32 + 1));
+                let (a, b) = (*a, *b);
+                self.set(a, V::N(k));
+                self.set(b, V::N(v));
+            }
+            (Items::Pairs(_) | Items::NodePairs(..), Target::One(_)) => return Err(Bail),
             (items, Target::One(sym)) => {
                 let item = items.get(i).ok_or(Bail)?;
                 let sym = *sym;
@@ -454,6 +510,11 @@ impl<'a> Run<'a> {
                         Items::Pairs(p) => {
                             let (k, v) = &p[i];
                             kept.push(V::O(crate::tuple::pair(k.clone(), v.clone())));
+                        }
+                        Items::NodePairs(r, first, _) => {
+                            let k = r.child(*first, 2 * i as u32).to_value();
+                            let v = r.child(*first, 2 * i as u32 + 1).to_value();
+                            kept.push(V::O(crate::tuple::pair(k, v)));
                         }
                         items => kept.push(items.get(i).ok_or(Bail)?),
                     }
@@ -752,7 +813,7 @@ impl<'a> Run<'a> {
             },
             LoopAttr::NextItem => match state.items.get(i + 1) {
                 Some(v) => v,
-                None if i + 1 == n && !matches!(state.items, Items::Pairs(_)) => UNDEFINED,
+                None if i + 1 == n && !matches!(state.items, Items::Pairs(_) | Items::NodePairs(..)) => UNDEFINED,
                 None => return Err(Bail),
             },
         })
@@ -819,6 +880,12 @@ fn iterate<'a>(source: &V<'a>) -> R<Items<'a>> {
     if let Some(items) = source.seq() {
         return Ok(Items::Slice(items));
     }
+    if let Some((r, first, len)) = source.nodes() {
+        return Ok(Items::Nodes(r, first, len));
+    }
+    if let Some((r, (first, len))) = source.node_dict().and_then(|r| r.dict().map(|d| (r, d))) {
+        return Ok(Items::Owned((0..len).map(|k| V::N(r.child(first, 2 * k))).collect()));
+    }
     if let Some(d) = source.pair_dict() {
         return Ok(Items::Owned(d.pairs().iter().map(|(k, _)| V::B(k)).collect()));
     }
@@ -843,6 +910,9 @@ fn unpack_pair<'a>(item: &V<'a>) -> R<(V<'a>, V<'a>)> {
     if let Some([a, b]) = item.seq() {
         return Ok((V::B(a), V::B(b)));
     }
+    if let Some((r, first, 2)) = item.nodes() {
+        return Ok((V::N(r.child(first, 0)), V::N(r.child(first, 1))));
+    }
     let value = item.val()?;
     if value.kind() != ValueKind::Seq || value.len() != Some(2) {
         return Err(Bail);
@@ -853,6 +923,12 @@ fn unpack_pair<'a>(item: &V<'a>) -> R<(V<'a>, V<'a>)> {
 }
 
 fn attr<'a>(base: V<'a>, name: &str) -> R<V<'a>> {
+    if let V::N(r) = base {
+        return Ok(r.get(name).map_or(UNDEFINED, V::N));
+    }
+    if let V::L(..) = base {
+        return Ok(UNDEFINED);
+    }
     if let Some(d) = base.pair_dict() {
         return Ok(d.get(name).map_or(UNDEFINED, V::B));
     }
@@ -869,6 +945,20 @@ fn attr<'a>(base: V<'a>, name: &str) -> R<V<'a>> {
 }
 
 fn item<'a>(base: V<'a>, key: V<'a>) -> R<V<'a>> {
+    if let Some((r, first, len)) = base.nodes() {
+        if key.kind().is_ok_and(|k| k == ValueKind::Number) {
+            if let Some(i) = key.val()?.as_i64().filter(|_| key.val().is_ok_and(|k| k.is_integer())) {
+                let at = if i < 0 { i + i64::from(len) } else { i };
+                return Ok(match u32::try_from(at).ok().filter(|&at| at < len) {
+                    Some(at) => V::N(r.child(first, at)),
+                    None => UNDEFINED,
+                });
+            }
+        }
+    }
+    if let (Some(r), Some(k)) = (base.node_dict(), key.as_str()) {
+        return Ok(r.get(k).map_or(UNDEFINED, V::N));
+    }
     if let Some(items) = base.seq() {
         if let Some(i) = key
             .val()?
@@ -917,6 +1007,10 @@ fn bounds(len: usize, start: Option<&V<'_>>, stop: Option<&V<'_>>) -> R<(usize, 
 }
 
 fn slice<'a>(base: V<'a>, start: Option<V<'a>>, stop: Option<V<'a>>) -> R<V<'a>> {
+    if let Some((r, first, len)) = base.nodes() {
+        let (lo, hi) = bounds(len as usize, start.as_ref(), stop.as_ref())?;
+        return Ok(V::L(r, first + lo as u32, (hi - lo) as u32));
+    }
     if let Some(items) = base.seq() {
         let (lo, hi) = bounds(items.len(), start.as_ref(), stop.as_ref())?;
         return Ok(V::S(&items[lo..hi]));
@@ -975,6 +1069,25 @@ fn compare(op: Cmp, a: &V<'_>, b: &V<'_>) -> R<bool> {
 fn contains(container: &V<'_>, needle: &V<'_>) -> R<bool> {
     if let Some(s) = container.as_str() {
         return Ok(s.contains(needle.as_str().ok_or(Bail)?));
+    }
+    if let Some((r, first, len)) = container.nodes() {
+        return Ok(match needle.as_str() {
+            Some(n) => (0..len).any(|k| r.child(first, k).as_str() == Some(n)),
+            None => {
+                let n = needle.val()?;
+                (0..len).any(|k| r.child(first, k).to_value() == *n)
+            }
+        });
+    }
+    if let Some(r) = container.node_dict() {
+        return Ok(match needle.as_str() {
+            Some(n) => r.get(n).is_some(),
+            None => {
+                let n = needle.val()?;
+                let (first, len) = r.dict().unwrap_or((0, 0));
+                (0..len).any(|k| r.child(first, 2 * k).to_value() == *n)
+            }
+        });
     }
     if let Some(items) = container.seq() {
         return Ok(match needle.as_str() {
@@ -1046,7 +1159,10 @@ fn test(kind: TestKind, v: &V<'_>) -> R<bool> {
     Ok(match kind {
         TestKind::Defined => k != ValueKind::Undefined,
         TestKind::Undefined => k == ValueKind::Undefined,
-        TestKind::None => v.raw().is_some_and(is_py_none),
+        TestKind::None => match v {
+            V::N(r) => matches!(r.node(), Node::None),
+            _ => v.raw().is_some_and(is_py_none),
+        },
         TestKind::String => k == ValueKind::String,
         TestKind::Mapping => k == ValueKind::Map,
         TestKind::Iterable => matches!(
@@ -1074,6 +1190,12 @@ fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str
             if let Some(items) = input.seq() {
                 return Ok(V::O(Value::from(items.len())));
             }
+            if let Some((_, _, len)) = input.nodes() {
+                return Ok(V::O(Value::from(len)));
+            }
+            if let Some((_, len)) = input.node_dict().and_then(|r| r.dict()) {
+                return Ok(V::O(Value::from(len)));
+            }
             if let Some(s) = input.as_str() {
                 let n = if s.is_ascii() { s.len() } else { s.chars().count() };
                 return Ok(V::O(Value::from(n)));
@@ -1099,6 +1221,7 @@ fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str
         }
         FilterKind::StringOf => match &input {
             V::T(_) => input,
+            V::N(r) if r.as_str().is_some() => input,
             _ if input
                 .raw()
                 .is_some_and(|v| v.kind() == ValueKind::String && !v.is_safe()) =>
@@ -1152,6 +1275,9 @@ fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str
             if let Some(items) = input.seq() {
                 return Ok(V::O(Value::from(items.to_vec())));
             }
+            if input.nodes().is_some() {
+                return Ok(V::O(input.into_value()?));
+            }
             let value = input.val()?;
             if value.is_undefined() {
                 return Ok(V::O(Value::from(Vec::<Value>::new())));
@@ -1162,6 +1288,14 @@ fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str
             V::O(Value::from(value.try_iter().map_err(err)?.collect::<Vec<_>>()))
         }
         FilterKind::First | FilterKind::Last => {
+            if let Some((r, first, len)) = input.nodes() {
+                let at = if matches!(kind, FilterKind::First) {
+                    0
+                } else {
+                    len.wrapping_sub(1)
+                };
+                return Ok(if len == 0 { UNDEFINED } else { V::N(r.child(first, at)) });
+            }
             let items = input.seq().ok_or(Bail)?;
             let v = if matches!(kind, FilterKind::First) {
                 items.first()
@@ -1179,6 +1313,14 @@ fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str
 
 fn method<'a>(base: V<'a>, name: &str, args: &[Value]) -> R<V<'a>> {
     if name == "get" {
+        if let (Some(r), Some(key)) = (base.node_dict(), args.first().and_then(Value::as_str)) {
+            return match (r.get(key), args.get(1), args.len()) {
+                (Some(v), _, 1 | 2) => Ok(V::N(v)),
+                (None, Some(default), 2) => Ok(V::O(default.clone())),
+                (None, None, 1) => Ok(V::O(Value::from(()))),
+                _ => Err(Bail),
+            };
+        }
         if let (Some(d), Some(key)) = (base.pair_dict(), args.first().and_then(Value::as_str)) {
             return match (d.get(key), args.get(1), args.len()) {
                 (Some(v), _, 1 | 2) => Ok(V::B(v)),
