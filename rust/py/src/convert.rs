@@ -133,7 +133,7 @@ pub fn py_into_doc(obj: &Bound<'_, PyAny>, doc: &mut Doc, slot: Slot) -> PyResul
     }
     if obj.is_exact_instance_of::<PyDict>() {
         if let Ok(d) = obj.cast_exact::<PyDict>() {
-            return dict_into_doc(d, doc, slot, false);
+            return dict_into_doc(d, doc, slot);
         }
     }
     if obj.is_none() {
@@ -151,7 +151,7 @@ pub fn py_into_doc(obj: &Bound<'_, PyAny>, doc: &mut Doc, slot: Slot) -> PyResul
         return doc.set_str(slot, s.to_str()?).map_err(too_large);
     }
     if let Ok(d) = obj.cast::<PyDict>() {
-        return dict_into_doc(d, doc, slot, false);
+        return dict_into_doc(d, doc, slot);
     }
     if let Ok(b) = obj.cast::<PyBool>() {
         doc.set_bool(slot, b.is_true());
@@ -185,25 +185,15 @@ pub fn py_into_doc(obj: &Bound<'_, PyAny>, doc: &mut Doc, slot: Slot) -> PyResul
     )))
 }
 
-/// A dict into a document, keys as strings (`str(key)` for other keys). With `skip_none`, None-valued
-/// items are left out (chat messages, as transformers passes them).
-pub fn dict_into_doc(d: &Bound<'_, PyDict>, doc: &mut Doc, slot: Slot, skip_none: bool) -> PyResult<()> {
+/// A dict into a document, keys as strings (`str(key)` for other keys).
+pub fn dict_into_doc(d: &Bound<'_, PyDict>, doc: &mut Doc, slot: Slot) -> PyResult<()> {
     let too_large = |e: smgpy_template::TooLarge| PyValueError::new_err(e.to_string());
-    let len = if skip_none {
-        d.iter().filter(|(_, v)| !v.is_none()).count()
-    } else {
-        d.len()
-    };
+    let len = d.len();
     let first = doc.set_dict(slot, len).map_err(too_large)?;
     let mut k = 0;
     for (key, value) in d.iter() {
-        if skip_none && value.is_none() {
-            continue;
-        }
         if k == len {
-            return Err(pyo3::exceptions::PyRuntimeError::new_err(
-                "dict changed size during conversion",
-            ));
+            return Err(pyo3::exceptions::PyRuntimeError::new_err("a dict changed size while it was read"));
         }
         match key.cast_exact::<PyString>() {
             Ok(s) => doc.set_str(first + 2 * k, s.to_str()?),

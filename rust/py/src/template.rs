@@ -8,7 +8,7 @@ use smgpy_template::{
     DateTime, Doc, DocRenderArgs, HostRenderArgs, HostValue, RenderArgs, Slot, TemplateError as CoreError,
 };
 
-use crate::convert::{dict_into_doc, dict_pairs, py_into_doc, py_to_host, py_to_value, str_key_pairs, value_to_py};
+use crate::convert::{dict_pairs, py_into_doc, py_to_host, py_to_value, str_key_pairs, value_to_py};
 
 pyo3::create_exception!(
     smgpy._native,
@@ -67,6 +67,35 @@ fn list_to_values(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option
 /// Message fields transformers aliases into each other; messages with one go through [`host_args`].
 const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
 
+/// One message into a document as transformers passes it (None-valued keys left out), in one pass over
+/// the dict. `false` when it has a reasoning field, which the value path aliases.
+fn message_into_doc(d: &Bound<'_, PyDict>, doc: &mut Doc, slot: Slot) -> PyResult<bool> {
+    let too_large = |e: smgpy_template::TooLarge| PyValueError::new_err(e.to_string());
+    let len = d.len();
+    let first = doc.set_dict(slot, len).map_err(too_large)?;
+    let mut k = 0;
+    for (key, value) in d.iter() {
+        if value.is_none() {
+            continue;
+        }
+        let Ok(key) = key.cast::<PyString>() else { return Ok(false) };
+        let key = key.to_str()?;
+        if REASONING_FIELDS.contains(&key) {
+            return Ok(false);
+        }
+        if k == len {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "a message dict changed size while it was read",
+            ));
+        }
+        doc.set_str(first + 2 * k, key).map_err(too_large)?;
+        py_into_doc(&value, doc, first + 2 * k + 1)?;
+        k += 1;
+    }
+    doc.truncate(slot, k);
+    Ok(true)
+}
+
 /// The render input written into one template document, or `None` when a message is not a dict or
 /// carries a reasoning field (then [`host_args`] and the value path handle it).
 fn doc_args(
@@ -82,17 +111,9 @@ fn doc_args(
     let first = doc.set_list(root, messages.len()).map_err(too_large)?;
     for (k, m) in messages.iter().enumerate().take(messages.len()) {
         let Ok(d) = m.cast::<PyDict>() else { return Ok(None) };
-        for (key, value) in d.iter() {
-            let reasoning = key
-                .cast::<PyString>()
-                .ok()
-                .and_then(|s| s.to_str().ok().map(|s| REASONING_FIELDS.contains(&s)))
-                .unwrap_or(false);
-            if reasoning && !value.is_none() {
-                return Ok(None);
-            }
+        if !message_into_doc(d, &mut doc, first + k)? {
+            return Ok(None);
         }
-        dict_into_doc(d, &mut doc, first + k, true)?;
     }
     let mut list = |obj: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<Option<Slot>> {
         match obj {

@@ -224,10 +224,17 @@ impl<'a> NodeRef<'a> {
     /// The value under a string key of a dict.
     pub fn get(self, key: &str) -> Option<NodeRef<'a>> {
         let (first, len) = self.dict()?;
-        (0..len)
-            .map(|k| first + 2 * k)
-            .find(|&k| self.at(k).as_str() == Some(key))
-            .map(|k| self.at(k + 1))
+        let pairs = self.doc.nodes.get(first as usize..(first + 2 * len) as usize)?;
+        let text = self.doc.text.as_bytes();
+        let key = key.as_bytes();
+        // Compare lengths first: most keys of a message differ in length from the one asked for.
+        let at = pairs.chunks_exact(2).position(|pair| match pair[0] {
+            Node::Str(start, n) => {
+                n as usize == key.len() && text.get(start as usize..(start + n) as usize) == Some(key)
+            }
+            _ => false,
+        })?;
+        Some(self.at(first + 2 * at as u32 + 1))
     }
 
     pub fn kind(self) -> ValueKind {

@@ -102,10 +102,10 @@ impl DocRenderArgs {
         let first = doc.set_list(root, args.messages.len()).ok()?;
         for (k, message) in args.messages.iter().enumerate() {
             let map = message.as_object()?;
-            if crate::chat_template::REASONING_FIELDS
-                .iter()
-                .any(|f| map.get(*f).is_some_and(|v| !v.is_null()))
-            {
+            let reasoning = |(k, v): (&String, &serde_json::Value)| {
+                crate::chat_template::REASONING_FIELDS.contains(&k.as_str()) && !v.is_null()
+            };
+            if map.iter().any(reasoning) {
                 return None;
             }
             let kept = map.values().filter(|v| !v.is_null()).count();

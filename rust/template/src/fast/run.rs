@@ -328,32 +328,34 @@ impl<'a> Run<'a> {
         match e {
             Expr::Concat(items) => {
                 for item in items {
-                    let v = self.eval(item)?;
-                    self.write_concat_part(&v)?;
+                    self.emit_part(item)?;
                 }
                 return Ok(());
             }
             Expr::Add(items) => {
-                let values = items.iter().map(|x| self.eval(x)).collect::<R<Vec<_>>>()?;
-                if values.iter().all(|v| v.as_str().is_some()) {
-                    for v in &values {
-                        self.out.push_str(v.as_str().unwrap_or_default());
+                // Strings are written as they come; a non-string operand means numbers or lists are being
+                // added, so the output goes back to the mark and the whole sum is computed instead.
+                let mark = self.out.len();
+                let mut all_strings = true;
+                for item in items {
+                    let v = self.eval(item)?;
+                    match v.as_str() {
+                        Some(s) => self.out.push_str(s),
+                        None => {
+                            all_strings = false;
+                            break;
+                        }
                     }
+                }
+                if all_strings {
                     return Ok(());
                 }
+                self.out.truncate(mark);
+                let values = items.iter().map(|x| self.eval(x)).collect::<R<Vec<_>>>()?;
                 let v = add_all(values)?;
                 return self.write(&v);
             }
-            Expr::Filter(FilterKind::ToJson, input, pos, kwargs) if pos.is_empty() && kwargs.is_empty() => {
-                let v = self.eval(input)?.plain()?;
-                if let V::N(r) = v {
-                    return crate::json::dump_node(&mut self.out, r, &self.prog.json, 0).map_err(|_| Bail);
-                }
-                return crate::json::dump(&mut self.out, &*v.val()?, &self.prog.json, 0).map_err(|_| Bail);
-            }
-            Expr::Filter(FilterKind::Safe, input, ..) if matches!(**input, Expr::Filter(FilterKind::ToJson, ..)) => {
-                return self.emit(input);
-            }
+            _ if plain_tojson(e).is_some() => return self.emit_part(e),
             Expr::CallName(sym, _, pos, kwargs) => {
                 if let V::Macro(index) = self.lookup(*sym)? {
                     return self.call_macro(index, pos, kwargs, true).map(|_| ());
@@ -378,6 +380,19 @@ impl<'a> Run<'a> {
             write_str(&mut self.out, &v);
         }
         Ok(())
+    }
+
+    /// One operand of `~` in an emitted expression: JSON is written straight to the output.
+    fn emit_part(&mut self, e: &'a Expr) -> R<()> {
+        if let Some(input) = plain_tojson(e) {
+            let v = self.eval(input)?.plain()?;
+            if let V::N(r) = v {
+                return crate::json::dump_node(&mut self.out, r, &self.prog.json, 0).map_err(|_| Bail);
+            }
+            return crate::json::dump(&mut self.out, &*v.val()?, &self.prog.json, 0).map_err(|_| Bail);
+        }
+        let v = self.eval(e)?;
+        self.write_concat_part(&v)
     }
 
     /// One operand of `~`, written as minijinja's `Display` would.
@@ -875,6 +890,15 @@ impl<'a> Run<'a> {
     }
 }
 
+/// `x|tojson` or `x|tojson|safe` with default options: the `x`, whose JSON can be written straight out.
+fn plain_tojson(e: &Expr) -> Option<&Expr> {
+    match e {
+        Expr::Filter(FilterKind::ToJson, input, pos, kwargs) if pos.is_empty() && kwargs.is_empty() => Some(input),
+        Expr::Filter(FilterKind::Safe, inner, pos, kwargs) if pos.is_empty() && kwargs.is_empty() => plain_tojson(inner),
+        _ => None,
+    }
+}
+
 /// What a loop over `source` walks (strings by character, as the source rewrite arranges).
 fn iterate<'a>(source: &V<'a>) -> R<Items<'a>> {
     if let Some(items) = source.seq() {
@@ -1089,7 +1113,8 @@ fn contains(container: &V<'_>, needle: &V<'_>) -> R<bool> {
             }
         });
     }
-    if let Some(items) = container.seq() {
+    let owned_list = container.raw().and_then(|v| v.downcast_object_ref::<Vec<Value>>());
+    if let Some(items) = container.seq().or(owned_list.map(Vec::as_slice)) {
         return Ok(match needle.as_str() {
             Some(n) => items.iter().any(|v| v.as_str() == Some(n)),
             None => {
