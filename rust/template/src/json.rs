@@ -36,6 +36,14 @@ impl Default for DumpOptions {
 
 /// The `tojson` filter: `value | tojson(indent=2, ensure_ascii=True, separators=(',', ':'), sort_keys=True)`.
 pub fn tojson_filter(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let opts = dump_options(indent, kwargs)?;
+    let mut out = String::new();
+    dump(&mut out, value, &opts, 0)?;
+    Ok(Value::from(out))
+}
+
+/// The options of a `tojson(indent, ensure_ascii=..., separators=..., sort_keys=...)` call.
+pub(crate) fn dump_options(indent: Option<Value>, kwargs: Kwargs) -> Result<DumpOptions, Error> {
     let mut opts = DumpOptions::default();
     let indent = match kwargs.get::<Option<Value>>("indent")? {
         Some(v) => Some(v),
@@ -75,9 +83,7 @@ pub fn tojson_filter(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Re
         }
     }
     kwargs.assert_all_used()?;
-    let mut out = String::new();
-    dump(&mut out, value, &opts, 0)?;
-    Ok(Value::from(out))
+    Ok(opts)
 }
 
 /// [`dump`] for a document value, read in place. Scalars go through [`dump`] (no allocation for them);
@@ -274,6 +280,21 @@ fn newline_indent(out: &mut String, opts: &DumpOptions, depth: usize) {
 }
 
 /// A JSON string literal with Python's escapes.
+/// Bytes that stop [`write_json_str`]'s copy: control bytes, `"` and `\\`; with `ensure_ascii` also
+/// every byte above `~` (the first byte of a non-ASCII character, or DEL).
+const fn stop_table(ensure_ascii: bool) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = b < 0x20 || b == b'"' as usize || b == b'\\' as usize || (ensure_ascii && b > 0x7e);
+        b += 1;
+    }
+    t
+}
+
+static STOP_ASCII: [bool; 256] = stop_table(true);
+static STOP_UTF8: [bool; 256] = stop_table(false);
+
 pub fn write_json_str(out: &mut String, s: &str, ensure_ascii: bool) {
     out.reserve(s.len() + 2);
     out.push('"');
@@ -281,9 +302,10 @@ pub fn write_json_str(out: &mut String, s: &str, ensure_ascii: bool) {
     // (each is ASCII, or with `ensure_ascii` the first byte of a character, so `i` stays on a
     // character boundary).
     let bytes = s.as_bytes();
+    let stops = if ensure_ascii { &STOP_ASCII } else { &STOP_UTF8 };
     let (mut run, mut i) = (0, 0);
     while let Some(&b) = bytes.get(i) {
-        if b >= 0x20 && b != b'"' && b != b'\\' && !(ensure_ascii && b > 0x7e) {
+        if !stops[b as usize] {
             i += 1;
             continue;
         }

@@ -133,6 +133,8 @@ pub enum Expr {
     Var(Sym),
     Loop(LoopAttr),
     Attr(Box<Expr>, Box<str>),
+    /// `name.attr` / `name['attr']`: the most common read, without a nested node.
+    VarAttr(Sym, Box<str>),
     Item(Box<Expr>, Box<Expr>),
     Slice(Box<Expr>, Option<Box<Expr>>, Option<Box<Expr>>),
     Not(Box<Expr>),

@@ -248,13 +248,13 @@ impl Lower {
                     self.loop_refs += 1;
                     Expr::Loop(loop_attr(g.name)?)
                 }
-                _ => Expr::Attr(self.boxed(&g.expr)?, g.name.into()),
+                _ => attr_of(self.expr(&g.expr), g.name),
             },
             // `x['key']` finds what `x.key` finds for every value a template sees (dicts, lists,
             // strings, undefined), so it takes the attribute path.
             ast::Expr::GetItem(g) => match &g.subscript_expr {
                 ast::Expr::Const(c) if c.value.as_str().is_some() => {
-                    Expr::Attr(self.boxed(&g.expr)?, c.value.as_str().unwrap_or_default().into())
+                    attr_of(self.expr(&g.expr), c.value.as_str().unwrap_or_default())
                 }
                 _ => Expr::Item(self.boxed(&g.expr)?, self.boxed(&g.subscript_expr)?),
             },
@@ -346,6 +346,14 @@ impl Lower {
             }
         }
         Some((pos, kwargs))
+    }
+}
+
+/// `base.name`, fused with a plain variable base.
+fn attr_of(base: Expr, name: &str) -> Expr {
+    match base {
+        Expr::Var(sym) => Expr::VarAttr(sym, name.into()),
+        base => Expr::Attr(Box::new(base), name.into()),
     }
 }
 

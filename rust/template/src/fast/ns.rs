@@ -16,6 +16,12 @@ impl Namespace {
         Value::from_object(Namespace(Mutex::new(pairs)))
     }
 
+    /// The attribute `key`, if set.
+    pub fn get(&self, key: &str) -> Option<Value> {
+        let pairs = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    }
+
     pub fn set(&self, key: &str, value: Value) {
         let mut pairs = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match pairs.iter_mut().find(|(k, _)| k == key) {
@@ -31,8 +37,6 @@ impl Object for Namespace {
     }
 
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
-        let key = key.as_str()?;
-        let pairs = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+        self.get(key.as_str()?)
     }
 }

@@ -74,6 +74,7 @@ impl<'a> V<'a> {
         }
     }
 
+    #[inline]
     fn as_str(&self) -> Option<&str> {
         match self {
             V::B(v) => v.as_str(),
@@ -356,6 +357,23 @@ impl<'a> Run<'a> {
                 return self.write(&v);
             }
             _ if plain_tojson(e).is_some() => return self.emit_part(e),
+            Expr::Filter(FilterKind::ToJson, input, pos, kwargs) => {
+                // `tojson(indent=4)` and friends: the options are parsed as the filter parses them.
+                let v = self.eval(input)?.plain()?;
+                let indent = match pos.first() {
+                    Some(x) => Some(self.eval(x)?.plain()?.into_value()?),
+                    None => None,
+                };
+                let kwargs = kwargs
+                    .iter()
+                    .map(|(k, x)| Ok((&**k, self.eval(x)?.plain()?.into_value()?)))
+                    .collect::<R<Vec<_>>>()?;
+                let opts = crate::json::dump_options(indent, kwargs.into_iter().collect()).map_err(|_| Bail)?;
+                if let V::N(r) = v {
+                    return crate::json::dump_node(&mut self.out, r, &opts, 0).map_err(|_| Bail);
+                }
+                return crate::json::dump(&mut self.out, &*v.val()?, &opts, 0).map_err(|_| Bail);
+            }
             Expr::CallName(sym, _, pos, kwargs) => {
                 if let V::Macro(index) = self.lookup(*sym)? {
                     return self.call_macro(index, pos, kwargs, true).map(|_| ());
@@ -613,6 +631,10 @@ impl<'a> Run<'a> {
         match e {
             Expr::Const(v) => Ok(V::B(v)),
             Expr::Var(sym) => self.lookup(*sym),
+            Expr::VarAttr(sym, name) => {
+                let base = self.lookup(*sym)?;
+                attr(base, name)
+            }
             Expr::Attr(base, name) => {
                 let base = self.eval(base)?;
                 attr(base, name)
@@ -692,6 +714,7 @@ impl<'a> Run<'a> {
             Expr::Const(_)
             | Expr::Var(_)
             | Expr::Attr(..)
+            | Expr::VarAttr(..)
             | Expr::Loop(_)
             | Expr::Not(_)
             | Expr::Cmp(..)
@@ -962,6 +985,9 @@ fn attr<'a>(base: V<'a>, name: &str) -> R<V<'a>> {
         Some(v) => {
             if v.is_undefined() {
                 return Err(Bail);
+            }
+            if let Some(ns) = v.downcast_object_ref::<Namespace>() {
+                return Ok(ns.get(name).map_or(UNDEFINED, V::O));
             }
             Ok(V::O(v.get_attr(name).map_err(|_| Bail)?))
         }
