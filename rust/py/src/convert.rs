@@ -193,7 +193,9 @@ pub fn dict_into_doc(d: &Bound<'_, PyDict>, doc: &mut Doc, slot: Slot) -> PyResu
     let mut k = 0;
     for (key, value) in d.iter() {
         if k == len {
-            return Err(pyo3::exceptions::PyRuntimeError::new_err("a dict changed size while it was read"));
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "a dict changed size while it was read",
+            ));
         }
         match key.cast_exact::<PyString>() {
             Ok(s) => doc.set_str(first + 2 * k, s.to_str()?),

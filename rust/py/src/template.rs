@@ -78,7 +78,9 @@ fn message_into_doc(d: &Bound<'_, PyDict>, doc: &mut Doc, slot: Slot) -> PyResul
         if value.is_none() {
             continue;
         }
-        let Ok(key) = key.cast::<PyString>() else { return Ok(false) };
+        let Ok(key) = key.cast::<PyString>() else {
+            return Ok(false);
+        };
         let key = key.to_str()?;
         if REASONING_FIELDS.contains(&key) {
             return Ok(false);

@@ -279,7 +279,7 @@ impl<'a> Run<'a> {
                 }
                 Stmt::SetAttr(sym, attr, e) => {
                     let v = self.eval(e)?.plain()?.into_value()?;
-                    let target = self.lookup(*sym)?;
+                    let target = self.lookup_ref(*sym);
                     let ns = target
                         .raw()
                         .and_then(|t| t.downcast_object_ref::<Namespace>())
@@ -305,6 +305,12 @@ impl<'a> Run<'a> {
     }
 
     fn lookup(&self, sym: Sym) -> R<V<'a>> {
+        Ok(self.lookup_ref(sym).clone())
+    }
+
+    /// The value a name resolves to: the innermost binding in scope (macros see their own frame and
+    /// the top level), then the render's context, then the environment's globals.
+    fn lookup_ref(&self, sym: Sym) -> &V<'a> {
         let found = match self.macro_view {
             None => self.scope.iter().rev().find(|(s, _)| *s == sym),
             Some((base, top_end)) => self.scope[base..]
@@ -314,15 +320,15 @@ impl<'a> Run<'a> {
                 .find(|(s, _)| *s == sym),
         };
         if let Some((_, v)) = found {
-            return Ok(v.clone());
+            return v;
         }
         if let Some(v) = &self.root[sym as usize] {
-            return Ok(v.clone());
+            return v;
         }
         if self.prog.globals[sym as usize] {
-            return Ok(V::Global);
+            return &V::Global;
         }
-        Ok(UNDEFINED)
+        &UNDEFINED
     }
 
     fn emit(&mut self, e: &'a Expr) -> R<()> {
@@ -631,13 +637,10 @@ impl<'a> Run<'a> {
         match e {
             Expr::Const(v) => Ok(V::B(v)),
             Expr::Var(sym) => self.lookup(*sym),
-            Expr::VarAttr(sym, name) => {
-                let base = self.lookup(*sym)?;
-                attr(base, name)
-            }
+            Expr::VarAttr(sym, name) => attr(self.lookup_ref(*sym), name),
             Expr::Attr(base, name) => {
                 let base = self.eval(base)?;
-                attr(base, name)
+                attr(&base, name)
             }
             Expr::Loop(attr) => self.loop_attr(*attr),
             Expr::Not(_) | Expr::Cmp(..) | Expr::EqStr(..) | Expr::In(..) | Expr::Test(..) => {
@@ -917,7 +920,9 @@ impl<'a> Run<'a> {
 fn plain_tojson(e: &Expr) -> Option<&Expr> {
     match e {
         Expr::Filter(FilterKind::ToJson, input, pos, kwargs) if pos.is_empty() && kwargs.is_empty() => Some(input),
-        Expr::Filter(FilterKind::Safe, inner, pos, kwargs) if pos.is_empty() && kwargs.is_empty() => plain_tojson(inner),
+        Expr::Filter(FilterKind::Safe, inner, pos, kwargs) if pos.is_empty() && kwargs.is_empty() => {
+            plain_tojson(inner)
+        }
         _ => None,
     }
 }
@@ -969,7 +974,7 @@ fn unpack_pair<'a>(item: &V<'a>) -> R<(V<'a>, V<'a>)> {
     Ok((V::O(a), V::O(b)))
 }
 
-fn attr<'a>(base: V<'a>, name: &str) -> R<V<'a>> {
+fn attr<'a>(base: &V<'a>, name: &str) -> R<V<'a>> {
     if let V::N(r) = base {
         return Ok(r.get(name).map_or(UNDEFINED, V::N));
     }
