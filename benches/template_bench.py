@@ -3,13 +3,15 @@
 For a few real templates and a long conversation (system prompt, tools, 50 turns with tool calls), measure
 renders per second of ``smgpy._native.ChatTemplate.render`` and of transformers' own render path
 (``transformers.utils.chat_template_utils.render_jinja_template``, which ``apply_chat_template`` calls), after
-checking both produce the same text. Run: ``python benches/template_bench.py [--seconds 2]``.
+checking both produce the same text. The two engines run in alternated rounds; rates and the ratio are medians
+over rounds. Run: ``python benches/template_bench.py [--seconds 4] [--rounds 8]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -87,7 +89,7 @@ def rate(fn: Callable[[], Any], seconds: float) -> float:
     return n / elapsed
 
 
-def measure(label: str, source: str, seconds: float) -> None:
+def measure(label: str, source: str, seconds: float, rounds: int) -> None:
     """Print one table row: both engines on the same template and conversation."""
     template = _native.ChatTemplate(source, SPECIAL_TOKENS)
     messages = long_conversation(string_arguments="DeepSeek" in label)
@@ -111,20 +113,31 @@ def measure(label: str, source: str, seconds: float) -> None:
         print(f"{label:24} skipped: transformers raises {exc!r}")
         return
     assert ours() == expected, f"{label}: outputs differ"
-    a, b = rate(ours, seconds), rate(theirs, seconds)
-    print(f"{label:24} {len(expected):>7} {a:>10.0f} {b:>15.0f} {a / b:>6.1f}x")
+    # Alternate short rounds of each engine and take medians, so that load from other processes on a
+    # shared machine hits both sides alike; the ratio is the median of the per-round ratios.
+    ours_rates, theirs_rates = [], []
+    for _ in range(rounds):
+        ours_rates.append(rate(ours, seconds / rounds))
+        theirs_rates.append(rate(theirs, seconds / rounds))
+    ratios = sorted(a / b for a, b in zip(ours_rates, theirs_rates, strict=True))
+    a, b = statistics.median(ours_rates), statistics.median(theirs_rates)
+    print(
+        f"{label:24} {len(expected):>7} {a:>10.0f} {b:>15.0f} {statistics.median(ratios):>6.1f}x"
+        f"   ({ratios[0]:.1f}x-{ratios[-1]:.1f}x)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
+    parser.add_argument("--seconds", type=float, default=4.0, help="time per engine and template")
+    parser.add_argument("--rounds", type=int, default=8, help="alternated rounds per engine and template")
     args = parser.parse_args()
     print(f"conversation: {len(long_conversation())} messages, {len(TOOLS)} tools")
-    print(f"{'template':24} {'chars':>7} {'smgpy/s':>10} {'transformers/s':>15} {'ratio':>7}")
+    print(f"{'template':24} {'chars':>7} {'smgpy/s':>10} {'transformers/s':>15} {'ratio':>7}   (range of rounds)")
     for label, file in CANDIDATES:
         path = TEMPLATES / file
         if path.is_file():
-            measure(label, path.read_text(), args.seconds)
+            measure(label, path.read_text(), args.seconds, args.rounds)
 
 
 if __name__ == "__main__":

@@ -296,7 +296,8 @@ impl ChatTemplate {
                 .map(|(k, v)| (minijinja::Value::from(k.as_str()), v.0.clone()))
         };
         let index = self.inner.variants.iter().position(|(n, _)| n == name);
-        if let Some(fast) = index.and_then(|i| self.inner.fast.get(i)).and_then(Option::as_ref) {
+        let fast = index.and_then(|i| self.inner.fast.get(i)).and_then(Option::as_ref);
+        if let Some(fast) = fast {
             let mut ctx: Vec<(minijinja::Value, minijinja::Value)> = self.inner.special_jinja.clone();
             ctx.extend(kwargs());
             let mut nodes = vec![("messages", doc.at(args.messages))];
@@ -335,7 +336,11 @@ impl ChatTemplate {
             documents: list(args.documents),
             add_generation_prompt: args.add_generation_prompt,
         };
-        self.render_vars(name, vars, kwargs(), Renderer::Minijinja)
+        let rendered = self.render_vars(name, vars, kwargs(), Renderer::Minijinja);
+        if let (Some(fast), Ok(_)) = (fast, &rendered) {
+            fast.note_handover();
+        }
+        rendered
     }
 
     /// The variant transformers would use: `tool_use` when tools are given and it exists.
@@ -386,7 +391,11 @@ impl ChatTemplate {
         }
         let template = self.template(name)?;
         let ctx: minijinja::Value = ctx.into_iter().collect();
-        template.render(ctx).map_err(render_error)
+        let rendered = template.render(ctx).map_err(render_error);
+        if let (Some(fast), Renderer::Auto, Ok(_)) = (fast, renderer, &rendered) {
+            fast.note_handover();
+        }
+        rendered
     }
 }
 

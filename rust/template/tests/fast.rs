@@ -292,3 +292,30 @@ fn feature_templates_take_the_fast_path() {
         }
     }
 }
+
+#[test]
+fn recursive_macros_and_errors_match_minijinja() {
+    let args = RenderArgs {
+        messages: vec![json!({"role": "user", "content": "hi"})],
+        ..RenderArgs::default()
+    };
+    let sources = [
+        // Bounded recursion renders; unbounded recursion fails the same way as minijinja alone.
+        "{% macro down(n) %}{{ n }}{% if n > 0 %}{{ down(n - 1) }}{% endif %}{% endmacro %}{{ down(5) }}",
+        "{% macro forever(n) %}{{ forever(n + 1) }}{% endmacro %}{{ forever(0) }}",
+        // raise_exception's message reaches the caller unchanged.
+        "{% for m in messages %}{{ raise_exception('no ' ~ m.role ~ ' turns') }}{% endfor %}",
+        // Errors in the middle of output: nothing of the partial fast render leaks.
+        "{{ messages[0].content }}{{ messages[0].content.nosuchmethod() }}",
+        "{{ undefined_name.attr }}",
+    ];
+    for source in sources {
+        let template = ChatTemplate::new(source, tokens()).unwrap();
+        let reference = template
+            .render_with(&args, Renderer::Minijinja)
+            .map_err(|e| e.to_string());
+        assert_eq!(template.render(&args).map_err(|e| e.to_string()), reference, "{source}");
+    }
+    let raised = ChatTemplate::new(sources[2], tokens()).unwrap().render(&args);
+    assert_eq!(raised.unwrap_err().to_string(), "no user turns");
+}

@@ -62,13 +62,15 @@ impl Lower {
             return;
         }
         if let ast::Stmt::EmitRaw(r) = stmt {
-            if !r.raw.is_empty() {
-                out.push(Stmt::Raw(r.raw.into()));
-            }
+            push_raw(out, r.raw);
             return;
         }
         let lowered = self.try_stmt(stmt).unwrap_or(Stmt::Unsupported);
-        out.push(lowered);
+        match lowered {
+            // `{{ 'literal' }}` prints the literal: it joins the surrounding text.
+            Stmt::Emit(Expr::Const(c)) if c.as_str().is_some() => push_raw(out, c.as_str().unwrap_or_default()),
+            lowered => out.push(lowered),
+        }
     }
 
     fn try_stmt(&mut self, stmt: &ast::Stmt<'_>) -> Option<Stmt> {
@@ -346,6 +348,22 @@ impl Lower {
             }
         }
         Some((pos, kwargs))
+    }
+}
+
+/// Append template text, joining it to the text before when there is nothing in between.
+fn push_raw(out: &mut Vec<Stmt>, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    match out.last_mut() {
+        Some(Stmt::Raw(prev)) => {
+            let mut joined = String::with_capacity(prev.len() + text.len());
+            joined.push_str(prev);
+            joined.push_str(text);
+            *prev = joined.into();
+        }
+        _ => out.push(Stmt::Raw(text.into())),
     }
 }
 

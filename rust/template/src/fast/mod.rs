@@ -30,7 +30,8 @@ use minijinja::syntax::SyntaxConfig;
 use minijinja::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A template whose first this-many renders all fell back stops trying the fast path.
+/// A template whose first this-many successful renders all came from minijinja stops trying the fast
+/// path (it uses something the fast renderer does not implement on every input).
 const GIVE_UP_AFTER: usize = 16;
 
 /// A template compiled for the fast renderer.
@@ -41,7 +42,8 @@ pub struct Compiled {
     globals: Vec<bool>,
     json: DumpOptions,
     now: Option<DateTime>,
-    /// Renders that completed here, and renders handed to minijinja.
+    /// Renders that completed here, and renders minijinja completed after a hand-over (renders that
+    /// fail, e.g. on `raise_exception`, count for neither).
     hits: AtomicUsize,
     misses: AtomicUsize,
     /// Output size of the last render, to size the next buffer.
@@ -94,10 +96,12 @@ impl Compiled {
                 self.last_len.store(run.out.len(), Ordering::Relaxed);
                 Some(run.out)
             }
-            Err(run::Bail) => {
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                None
-            }
+            Err(run::Bail) => None,
         }
+    }
+
+    /// Record that minijinja rendered an input this renderer handed over.
+    pub fn note_handover(&self) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -161,6 +161,7 @@ impl<'a> V<'a> {
 
     /// A namespace or macro must not reach generic value code, which may treat it differently from
     /// minijinja's own types.
+    #[inline]
     fn plain(self) -> R<Self> {
         match &self {
             // Input values are never namespaces; only values the template made can be.
@@ -224,8 +225,13 @@ pub struct Run<'a> {
     /// are looked up there and nowhere between (macros see their arguments and the top level).
     macro_view: Option<(usize, usize)>,
     loops: Vec<LoopState<'a>>,
+    /// Macro calls in progress; deep recursion is left to minijinja and its limits.
+    macro_depth: usize,
     pub out: String,
 }
+
+/// Macro calls nested deeper than this hand the render over.
+const MAX_MACRO_DEPTH: usize = 64;
 
 impl<'a> Run<'a> {
     /// `ctx` holds the context's values; `nodes` names document values (they win over `ctx`).
@@ -248,6 +254,7 @@ impl<'a> Run<'a> {
             frames: vec![0],
             macro_view: None,
             loops: Vec::new(),
+            macro_depth: 0,
             out: String::with_capacity(capacity),
         }
     }
@@ -573,7 +580,7 @@ impl<'a> Run<'a> {
 
     fn call_macro(&mut self, index: usize, pos: &'a [Expr], kwargs: &'a [(Box<str>, Expr)], direct: bool) -> R<V<'a>> {
         let m = self.prog.program.macros.get(index).ok_or(Bail)?;
-        if pos.len() > m.args.len() {
+        if pos.len() > m.args.len() || self.macro_depth >= MAX_MACRO_DEPTH {
             return Err(Bail);
         }
         let mut bound: Vec<Option<V<'a>>> = vec![None; m.args.len()];
@@ -594,14 +601,19 @@ impl<'a> Run<'a> {
         let start = self.scope.len();
         let saved_view = self.macro_view.replace((start, top_end));
         self.frames.push(start);
-        let first_default = m.args.len() - m.defaults.len();
+        self.macro_depth += 1;
+        let first_default = m.args.len().saturating_sub(m.defaults.len());
         let mut result = Ok(());
         for (i, (sym, value)) in m.args.iter().zip(bound).enumerate() {
             let value = match value {
                 Some(v) => v,
-                None if i >= first_default => match self.eval(&m.defaults[i - first_default]) {
-                    Ok(v) => v,
-                    Err(e) => {
+                None if i >= first_default => match m.defaults.get(i - first_default).map(|d| self.eval(d)) {
+                    Some(Ok(v)) => v,
+                    None => {
+                        result = Err(Bail);
+                        break;
+                    }
+                    Some(Err(e)) => {
                         result = Err(e);
                         break;
                     }
@@ -625,6 +637,7 @@ impl<'a> Run<'a> {
         self.frames.pop();
         self.scope.truncate(start);
         self.macro_view = saved_view;
+        self.macro_depth -= 1;
         let rendered = match saved_out {
             Some(saved) => V::O(Value::from(std::mem::replace(&mut self.out, saved))),
             None => UNDEFINED,
