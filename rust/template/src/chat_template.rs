@@ -209,6 +209,17 @@ impl ChatTemplate {
         self.inner.fast.iter().any(Option::is_some)
     }
 
+    /// The constructs of this template the fast renderer does not implement; for tests and diagnostics.
+    #[doc(hidden)]
+    pub fn fast_unsupported(&self) -> Vec<String> {
+        self.inner
+            .fast
+            .iter()
+            .flatten()
+            .flat_map(|f| f.unsupported().iter().cloned())
+            .collect()
+    }
+
     /// [`ChatTemplate::render`] with a chosen renderer; for the differential tests and benchmarks.
     #[doc(hidden)]
     pub fn render_with(&self, args: &RenderArgs, renderer: Renderer) -> Result<String, TemplateError> {
@@ -311,14 +322,14 @@ impl ChatTemplate {
                 "add_generation_prompt".into(),
                 minijinja::Value::from(args.add_generation_prompt),
             ));
-            if let Some(out) = fast.render(&ctx, &nodes) {
-                return Ok(out);
+            match fast.render(&ctx, &nodes) {
+                Ok(out) => return Ok(out),
+                Err(line) if renderer == Renderer::FastOnly => return Err(handed_over(line)),
+                Err(_) => {}
             }
         }
         if renderer == Renderer::FastOnly {
-            return Err(TemplateError::Render {
-                reason: FAST_PATH_NOT_TAKEN.into(),
-            });
+            return Err(handed_over(0));
         }
         let messages = match doc.at(args.messages).to_value() {
             v if v.kind() == minijinja::value::ValueKind::Seq => {
@@ -380,18 +391,26 @@ impl ChatTemplate {
         let index = self.inner.variants.iter().position(|(n, _)| n == name);
         let fast = index.and_then(|i| self.inner.fast.get(i)).and_then(Option::as_ref);
         if let (Some(fast), false) = (fast, renderer == Renderer::Minijinja) {
-            if let Some(out) = fast.render(&ctx, &[]) {
-                return Ok(out);
+            match fast.render(&ctx, &[]) {
+                Ok(out) => return Ok(out),
+                Err(line) if renderer == Renderer::FastOnly => return Err(handed_over(line)),
+                Err(_) => {}
             }
         }
         if renderer == Renderer::FastOnly {
-            return Err(TemplateError::Render {
-                reason: FAST_PATH_NOT_TAKEN.into(),
-            });
+            return Err(handed_over(0));
         }
         let template = self.template(name)?;
         let ctx: minijinja::Value = ctx.into_iter().collect();
-        let rendered = template.render(ctx).map_err(render_error);
+        // minijinja indexes past the end on some inputs (`[][::-1]`); a render must fail, not panic.
+        let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| template.render(ctx)))
+            .unwrap_or_else(|_| {
+                Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    "the template engine failed on this input (internal error)",
+                ))
+            })
+            .map_err(render_error);
         if let (Some(fast), Renderer::Auto, Ok(_)) = (fast, renderer, &rendered) {
             fast.note_handover();
         }
@@ -414,6 +433,13 @@ pub enum Renderer {
 /// The reason of the error [`Renderer::FastOnly`] gives when the fast renderer hands over.
 #[doc(hidden)]
 pub const FAST_PATH_NOT_TAKEN: &str = "the fast renderer does not handle this template or input";
+
+/// The [`Renderer::FastOnly`] error: which line of the fast renderer handed over (0: none was tried).
+fn handed_over(line: u32) -> TemplateError {
+    TemplateError::Render {
+        reason: format!("{FAST_PATH_NOT_TAKEN} (fast/run.rs line {line})"),
+    }
+}
 
 /// The standard template variables of one render.
 struct Vars {

@@ -38,7 +38,7 @@ pub fn is_generator(v: &Value) -> bool {
     v.downcast_object_ref::<Generator>().is_some()
 }
 
-fn generator(items: Vec<Value>) -> Value {
+pub(crate) fn generator(items: Vec<Value>) -> Value {
     Value::from_object(Generator(items))
 }
 

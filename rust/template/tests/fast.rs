@@ -59,17 +59,23 @@ fn fast_renders_equal_minijinja_on_every_fixture() {
         second: 0,
     };
     let (mut compiled, mut fast, mut handed_over, mut pairs) = (0, 0, 0, 0);
+    let mut where_handed_over: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut unsupported: std::collections::BTreeMap<String, usize> = Default::default();
     let mut not_compiled = Vec::new();
     for path in &paths {
         let source = std::fs::read_to_string(path).unwrap();
         let Ok(template) = ChatTemplate::new(&source, tokens()).and_then(|t| t.with_now(now)) else {
             continue;
         };
+        for what in template.fast_unsupported() {
+            *unsupported.entry(what).or_default() += 1;
+        }
         if template.has_fast_path() {
             compiled += 1;
         } else {
             not_compiled.push(path.file_name().unwrap().to_string_lossy().to_string());
         }
+        let fast_before = fast;
         for conv in &conversations {
             pairs += 1;
             let args = RenderArgs {
@@ -99,17 +105,35 @@ fn fast_renders_equal_minijinja_on_every_fixture() {
                 Err(e) => {
                     assert!(e.contains(FAST_PATH_NOT_TAKEN), "{e}");
                     handed_over += 1;
+                    let line = e
+                        .rsplit(' ')
+                        .next()
+                        .unwrap_or_default()
+                        .trim_end_matches(')')
+                        .to_string();
+                    *where_handed_over.entry(line).or_default() += 1;
                 }
             }
             // What `render` returns is always minijinja's result.
             let auto = template.render(&args).map_err(|e| e.to_string());
             assert_eq!(auto, reference, "{} x {}", path.display(), conv["name"]);
         }
+        if std::env::var_os("SMGPY_FAST_REPORT").is_some() {
+            eprintln!(
+                "{:>3}/{} fast  {}  {:?}",
+                fast - fast_before,
+                conversations.len(),
+                path.file_name().unwrap_or_default().to_string_lossy(),
+                template.fast_unsupported()
+            );
+        }
     }
     eprintln!(
         "fast renderer: {compiled}/{} templates compiled; {fast} of {pairs} renders fast, {handed_over} handed to minijinja; not compiled: {not_compiled:?}",
         paths.len()
     );
+    eprintln!("hand-overs by fast/run.rs line: {where_handed_over:?}");
+    eprintln!("unsupported constructs (templates using them): {unsupported:?}");
     assert!(
         compiled * 2 > paths.len(),
         "fewer than half the fixture templates compile for the fast renderer"
@@ -130,7 +154,14 @@ const FEATURE_TEMPLATES: &[&str] = &[
      {{ outer }}{{ sep }}{{ x|upper if upper else x }}{% endmacro %}\
      {% for m in messages %}{% set outer = 'in' %}{% set ns.n = ns.n + 1 %}{% set ns.last = m.role %}\
      {{ show(m.role) }}{{ show(m.role, sep='+', upper=true) }}{% endfor %}{{ outer }} {{ ns.n }} {{ ns.last }}\
-     {% set text = show('t') %}{{ text|length }}",
+     {% set text = show('t') %}{{ text|length }}\
+     {% for m in messages %}{{ seen|default('first') }}>{% set seen = m.role %}{{ seen }};{% endfor %}{{ seen|default('gone') }}\
+     {% set first = true %}{% for m in messages %}{% if not first %}, {% endif %}{{ m.role }}{% set first = false %}{% endfor %}\
+     {% set block %}[{{ messages|length }}]{% endset %}{{ block }}{{ block|length }}\
+     {% for m in messages[::-1] %}{{ m.role[0] }}{% endfor %}{% for m in messages[::2] %}{{ loop.index }}{% endfor %}\
+     {% for m in messages[-2::-2] %}{{ m.role[-1] }}{% endfor %}{{ 'abcdef'[::-2] }}{{ 'abcdef'[1:-1:2] }}\
+     {{ messages|selectattr('role', 'equalto', 'user')|list|length }}{{ messages|rejectattr('content')|list|length }}\
+     {{ messages|map(attribute='role')|join(',') }}{{ messages|selectattr('name', 'defined')|map(attribute='name')|list }}",
     // Filters, tests and methods on every kind of value.
     "{% for m in messages %}{{ m.content|default('none', true)|string|trim|length }};\
      {{ m|tojson }};{{ m.content|tojson(indent=2) }};{{ m.get('name', 'anon') }};{{ m.get('nope') }};\
@@ -291,6 +322,14 @@ fn feature_templates_take_the_fast_path() {
             ),
         }
     }
+}
+
+#[test]
+fn engine_panics_become_errors() {
+    // minijinja indexes past the end when reversing an empty list; the render fails cleanly.
+    let template = ChatTemplate::new("{% for m in messages[::-1] %}{{ m }}{% endfor %}", tokens()).unwrap();
+    let err = template.render(&RenderArgs::default()).unwrap_err();
+    assert!(err.to_string().contains("internal error"), "{err}");
 }
 
 #[test]

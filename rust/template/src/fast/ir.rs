@@ -19,6 +19,8 @@ pub enum Stmt {
     Set(Sym, Expr),
     /// `{% set ns.attr = expr %}`
     SetAttr(Sym, Box<str>, Expr),
+    /// `{% set name %}body{% endset %}`: the body's output, as a string.
+    SetBlock(Sym, Vec<Stmt>),
     /// `{% macro %}` at the top level: binds the name to macro number `usize`.
     DefineMacro(Sym, usize),
     Break,
@@ -101,6 +103,10 @@ pub enum FilterKind {
     First,
     Last,
     MarkupAdd,
+    SelectAttr,
+    RejectAttr,
+    /// `map(attribute=...)` only.
+    MapAttr,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -136,7 +142,8 @@ pub enum Expr {
     /// `name.attr` / `name['attr']`: the most common read, without a nested node.
     VarAttr(Sym, Box<str>),
     Item(Box<Expr>, Box<Expr>),
-    Slice(Box<Expr>, Option<Box<Expr>>, Option<Box<Expr>>),
+    /// `base[start:stop]`, or with a step (`messages[::-1]`).
+    Slice(Box<Expr>, Option<Box<Expr>>, Option<Box<Expr>>, Option<Box<Expr>>),
     Not(Box<Expr>),
     Neg(Box<Expr>),
     And(Box<Expr>, Box<Expr>),

@@ -17,6 +17,8 @@ pub struct Program {
     pub macros: Vec<Macro>,
     /// Symbol number of every name the template mentions.
     pub syms: HashMap<String, Sym>,
+    /// What became [`Stmt::Unsupported`] / [`Expr::Unsupported`], in source order (for diagnostics).
+    pub unsupported: Vec<String>,
 }
 
 /// Lower a parsed template.
@@ -27,6 +29,7 @@ pub fn lower(template: &ast::Stmt<'_>) -> Program {
         body,
         macros: l.macros,
         syms: l.syms,
+        unsupported: l.unsupported,
     }
 }
 
@@ -38,6 +41,7 @@ struct Lower {
     in_macro: bool,
     /// Counts `loop.*` references lowered, to tell whether a body uses `loop`.
     loop_refs: usize,
+    unsupported: Vec<String>,
 }
 
 impl Lower {
@@ -65,7 +69,13 @@ impl Lower {
             push_raw(out, r.raw);
             return;
         }
-        let lowered = self.try_stmt(stmt).unwrap_or(Stmt::Unsupported);
+        let lowered = match self.try_stmt(stmt) {
+            Some(s) => s,
+            None => {
+                self.unsupported.push(stmt_name(stmt).to_string());
+                Stmt::Unsupported
+            }
+        };
         match lowered {
             // `{{ 'literal' }}` prints the literal: it joins the surrounding text.
             Stmt::Emit(Expr::Const(c)) if c.as_str().is_some() => push_raw(out, c.as_str().unwrap_or_default()),
@@ -97,6 +107,13 @@ impl Lower {
                     _ => return None,
                 }
             }
+            ast::Stmt::SetBlock(s) if s.filter.is_none() => match &s.target {
+                ast::Expr::Var(v) if v.id != "loop" => {
+                    let body = self.stmt_list(&s.body);
+                    Stmt::SetBlock(self.sym(v.id), body)
+                }
+                _ => return None,
+            },
             ast::Stmt::Macro(m) if !self.in_macro && self.loop_depth == 0 => {
                 let index = self.macro_def(m)?;
                 Stmt::DefineMacro(self.sym(m.name), index)
@@ -181,7 +198,24 @@ impl Lower {
     }
 
     fn expr(&mut self, e: &ast::Expr<'_>) -> Expr {
-        self.try_expr(e).unwrap_or(Expr::Unsupported)
+        match self.try_expr(e) {
+            Some(x) => x,
+            None => {
+                let what = match e {
+                    ast::Expr::Filter(f) => format!("filter {}", f.name),
+                    ast::Expr::Test(t) => format!("test {}", t.name),
+                    ast::Expr::Call(c) => match &c.expr {
+                        ast::Expr::Var(v) => format!("call {}()", v.id),
+                        ast::Expr::GetAttr(g) => format!("method .{}()", g.name),
+                        _ => "call".to_string(),
+                    },
+                    ast::Expr::GetAttr(g) => format!("attribute .{}", g.name),
+                    other => other.description().to_string(),
+                };
+                self.unsupported.push(what);
+                Expr::Unsupported
+            }
+        }
     }
 
     fn try_expr(&mut self, e: &ast::Expr<'_>) -> Option<Expr> {
@@ -195,9 +229,10 @@ impl Lower {
             }
             ast::Expr::Const(c) => Expr::Const(c.value.clone()),
             ast::Expr::Slice(s) => {
-                if s.step.is_some() {
-                    return None;
-                }
+                let step = match &s.step {
+                    Some(x) => Some(self.boxed(x)?),
+                    None => None,
+                };
                 let start = match &s.start {
                     Some(x) => Some(self.boxed(x)?),
                     None => None,
@@ -206,7 +241,7 @@ impl Lower {
                     Some(x) => Some(self.boxed(x)?),
                     None => None,
                 };
-                Expr::Slice(self.boxed(&s.expr)?, start, stop)
+                Expr::Slice(self.boxed(&s.expr)?, start, stop, step)
             }
             ast::Expr::UnaryOp(u) => match u.op {
                 ast::UnaryOpKind::Not => Expr::Not(self.boxed(&u.expr)?),
@@ -229,6 +264,12 @@ impl Lower {
                     FilterKind::ToJson | FilterKind::Join => pos.len() <= 1,
                     FilterKind::Default => pos.len() <= 2 && kwargs.is_empty(),
                     FilterKind::MarkupAdd => pos.len() == 1 && kwargs.is_empty(),
+                    FilterKind::SelectAttr | FilterKind::RejectAttr => !pos.is_empty() && kwargs.is_empty(),
+                    FilterKind::MapAttr => {
+                        pos.is_empty()
+                            && kwargs.iter().any(|(k, _)| &**k == "attribute")
+                            && kwargs.iter().all(|(k, _)| matches!(&**k, "attribute" | "default"))
+                    }
                     _ => pos.is_empty() && kwargs.is_empty(),
                 };
                 if !ok {
@@ -351,6 +392,21 @@ impl Lower {
     }
 }
 
+fn stmt_name(stmt: &ast::Stmt<'_>) -> &'static str {
+    match stmt {
+        ast::Stmt::ForLoop(_) => "for loop",
+        ast::Stmt::Set(_) => "set",
+        ast::Stmt::SetBlock(_) => "set block",
+        ast::Stmt::Macro(_) => "macro in a loop or macro",
+        ast::Stmt::CallBlock(_) => "call block",
+        ast::Stmt::FilterBlock(_) => "filter block",
+        ast::Stmt::WithBlock(_) => "with block",
+        ast::Stmt::Do(_) => "do",
+        ast::Stmt::Continue(_) | ast::Stmt::Break(_) => "loop control outside a loop",
+        _ => "statement",
+    }
+}
+
 /// Append template text, joining it to the text before when there is nothing in between.
 fn push_raw(out: &mut Vec<Stmt>, text: &str) {
     if text.is_empty() {
@@ -393,11 +449,14 @@ fn filter_kind(name: &str) -> Option<FilterKind> {
         "first" => FilterKind::First,
         "last" => FilterKind::Last,
         crate::markup::ADD_FILTER => FilterKind::MarkupAdd,
+        "selectattr" => FilterKind::SelectAttr,
+        "rejectattr" => FilterKind::RejectAttr,
+        "map" => FilterKind::MapAttr,
         _ => return None,
     })
 }
 
-fn test_kind(name: &str) -> Option<TestKind> {
+pub(super) fn test_kind(name: &str) -> Option<TestKind> {
     Some(match name {
         "defined" => TestKind::Defined,
         "undefined" => TestKind::Undefined,

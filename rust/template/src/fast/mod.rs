@@ -83,10 +83,11 @@ impl Compiled {
     }
 
     /// Render with the context `ctx` (name, value pairs; later ones win) and the document values
-    /// `nodes` (which win over `ctx`). `None`: render with minijinja.
-    pub fn render(&self, ctx: &[(Value, Value)], nodes: &[(&str, NodeRef<'_>)]) -> Option<String> {
+    /// `nodes` (which win over `ctx`). `Err(line)`: render with minijinja; `line` is where `run.rs` handed
+    /// over (0 when this template no longer tries).
+    pub fn render(&self, ctx: &[(Value, Value)], nodes: &[(&str, NodeRef<'_>)]) -> Result<String, u32> {
         if self.misses.load(Ordering::Relaxed) >= GIVE_UP_AFTER && self.hits.load(Ordering::Relaxed) == 0 {
-            return None;
+            return Err(0);
         }
         let capacity = self.last_len.load(Ordering::Relaxed) + 256;
         let mut run = run::Run::new(self, ctx, nodes, capacity);
@@ -94,10 +95,15 @@ impl Compiled {
             Ok(()) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 self.last_len.store(run.out.len(), Ordering::Relaxed);
-                Some(run.out)
+                Ok(run.out)
             }
-            Err(run::Bail) => None,
+            Err(bail) => Err(bail.line),
         }
+    }
+
+    /// The constructs this template uses that the fast renderer hands over on (for diagnostics).
+    pub fn unsupported(&self) -> &[String] {
+        &self.program.unsupported
     }
 
     /// Record that minijinja rendered an input this renderer handed over.

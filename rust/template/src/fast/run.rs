@@ -16,9 +16,18 @@ use minijinja::value::{Kwargs, ValueKind};
 use minijinja::Value;
 use std::borrow::Cow;
 
-/// This render is outside what the fast renderer implements (or it fails): use minijinja.
-#[derive(Debug)]
-pub struct Bail;
+/// This render is outside what the fast renderer implements (or it fails): use minijinja. `line` is the
+/// source line that handed over, for finding which constructs are worth implementing next.
+#[derive(Debug, Clone, Copy)]
+pub struct Bail {
+    pub line: u32,
+}
+
+macro_rules! bail {
+    () => {
+        Bail { line: line!() }
+    };
+}
 
 type R<T> = Result<T, Bail>;
 
@@ -54,7 +63,7 @@ impl<'a> V<'a> {
             V::L(r, first, len) => Cow::Owned(Value::from(
                 (0..*len).map(|k| r.child(*first, k).to_value()).collect::<Vec<_>>(),
             )),
-            V::Macro(_) | V::Global => return Err(Bail),
+            V::Macro(_) | V::Global => return Err(bail!()),
         })
     }
 
@@ -133,9 +142,10 @@ impl<'a> V<'a> {
             V::B(v) => v.kind(),
             V::O(v) => v.kind(),
             V::T(_) => ValueKind::String,
-            V::S(_) | V::L(..) => ValueKind::Seq,
+            // A slice of a list is an iterable in minijinja (`messages[1:] is sequence` is false there).
+            V::S(_) | V::L(..) => ValueKind::Iterable,
             V::N(r) => r.kind(),
-            V::Macro(_) | V::Global => return Err(Bail),
+            V::Macro(_) | V::Global => return Err(bail!()),
         })
     }
 
@@ -155,7 +165,7 @@ impl<'a> V<'a> {
             V::S(items) => !items.is_empty(),
             V::N(r) => r.is_true(),
             V::L(_, _, len) => *len > 0,
-            V::Macro(_) | V::Global => return Err(Bail),
+            V::Macro(_) | V::Global => return Err(bail!()),
         })
     }
 
@@ -165,8 +175,8 @@ impl<'a> V<'a> {
     fn plain(self) -> R<Self> {
         match &self {
             // Input values are never namespaces; only values the template made can be.
-            V::O(v) if v.kind() == ValueKind::Plain && v.downcast_object_ref::<Namespace>().is_some() => Err(Bail),
-            V::Macro(_) | V::Global => Err(Bail),
+            V::O(v) if v.kind() == ValueKind::Plain && v.downcast_object_ref::<Namespace>().is_some() => Err(bail!()),
+            V::Macro(_) | V::Global => Err(bail!()),
             _ => Ok(self),
         }
     }
@@ -184,6 +194,27 @@ enum Items<'a> {
 }
 
 impl<'a> Items<'a> {
+    /// Every item, in order (pairs become tuples).
+    fn into_vec(self) -> Vec<V<'a>> {
+        match self {
+            Items::Slice(s) => s.iter().map(V::B).collect(),
+            Items::Pairs(p) => p
+                .iter()
+                .map(|(k, v)| V::O(crate::tuple::pair(k.clone(), v.clone())))
+                .collect(),
+            Items::Nodes(r, first, n) => (0..n).map(|k| V::N(r.child(first, k))).collect(),
+            Items::NodePairs(r, first, n) => (0..n)
+                .map(|k| {
+                    V::O(crate::tuple::pair(
+                        r.child(first, 2 * k).to_value(),
+                        r.child(first, 2 * k + 1).to_value(),
+                    ))
+                })
+                .collect(),
+            Items::Owned(v) => v,
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Items::Slice(s) => s.len(),
@@ -263,7 +294,7 @@ impl<'a> Run<'a> {
         let body = &self.prog.program.body;
         match self.block(body)? {
             Flow::Next => Ok(()),
-            _ => Err(Bail),
+            _ => Err(bail!()),
         }
     }
 
@@ -290,11 +321,20 @@ impl<'a> Run<'a> {
                     let ns = target
                         .raw()
                         .and_then(|t| t.downcast_object_ref::<Namespace>())
-                        .ok_or(Bail)?;
+                        .ok_or(bail!())?;
                     ns.set(attr, v);
                 }
                 Stmt::DefineMacro(sym, index) => self.set(*sym, V::Macro(*index)),
-                Stmt::Unsupported => return Err(Bail),
+                Stmt::SetBlock(sym, body) => {
+                    let saved = std::mem::take(&mut self.out);
+                    let flow = self.block(body);
+                    let captured = std::mem::replace(&mut self.out, saved);
+                    match flow? {
+                        Flow::Next => self.set(*sym, V::O(Value::from(captured))),
+                        _ => return Err(bail!()),
+                    }
+                }
+                Stmt::Unsupported => return Err(bail!()),
                 Stmt::Break => return Ok(Flow::Break),
                 Stmt::Continue => return Ok(Flow::Continue),
             }
@@ -381,11 +421,11 @@ impl<'a> Run<'a> {
                     .iter()
                     .map(|(k, x)| Ok((&**k, self.eval(x)?.plain()?.into_value()?)))
                     .collect::<R<Vec<_>>>()?;
-                let opts = crate::json::dump_options(indent, kwargs.into_iter().collect()).map_err(|_| Bail)?;
+                let opts = crate::json::dump_options(indent, kwargs.into_iter().collect()).map_err(|_| bail!())?;
                 if let V::N(r) = v {
-                    return crate::json::dump_node(&mut self.out, r, &opts, 0).map_err(|_| Bail);
+                    return crate::json::dump_node(&mut self.out, r, &opts, 0).map_err(|_| bail!());
                 }
-                return crate::json::dump(&mut self.out, &*v.val()?, &opts, 0).map_err(|_| Bail);
+                return crate::json::dump(&mut self.out, &*v.val()?, &opts, 0).map_err(|_| bail!());
             }
             Expr::CallName(sym, _, pos, kwargs) => {
                 if let V::Macro(index) = self.lookup(*sym)? {
@@ -418,9 +458,9 @@ impl<'a> Run<'a> {
         if let Some(input) = plain_tojson(e) {
             let v = self.eval(input)?.plain()?;
             if let V::N(r) = v {
-                return crate::json::dump_node(&mut self.out, r, &self.prog.json, 0).map_err(|_| Bail);
+                return crate::json::dump_node(&mut self.out, r, &self.prog.json, 0).map_err(|_| bail!());
             }
-            return crate::json::dump(&mut self.out, &*v.val()?, &self.prog.json, 0).map_err(|_| Bail);
+            return crate::json::dump(&mut self.out, &*v.val()?, &self.prog.json, 0).map_err(|_| bail!());
         }
         let v = self.eval(e)?;
         self.write_concat_part(&v)
@@ -442,31 +482,14 @@ impl<'a> Run<'a> {
                 let _ = write!(self.out, "{i}");
                 Ok(())
             }
-            _ => Err(Bail),
+            _ => Err(bail!()),
         }
     }
 
     fn for_loop(&mut self, f: &'a super::ir::For) -> R<()> {
-        let source = self.eval(&f.iter)?.plain()?;
-        let mut items = if f.items {
-            match (
-                source.pair_dict(),
-                source.node_dict().and_then(|r| r.dict().map(|d| (r, d))),
-            ) {
-                (Some(d), _) => Items::Pairs(d.pairs()),
-                (None, Some((r, (first, len)))) => Items::NodePairs(r, first, len),
-                (None, None) => {
-                    let value = source.val()?;
-                    if value.is_undefined() {
-                        Items::Owned(Vec::new())
-                    } else {
-                        let pairs = crate::generators::items_of(&value).map_err(|_| Bail)?;
-                        Items::Owned(pairs.into_iter().map(V::O).collect())
-                    }
-                }
-            }
-        } else {
-            iterate(&source)?
+        let mut items = match &f.iter {
+            Expr::Slice(base, start, stop, Some(step)) if !f.items => self.stepped_items(base, start, stop, step)?,
+            _ => self.loop_items(f)?,
         };
         if let Some(filter) = &f.filter {
             items = self.filtered(f, items, filter)?;
@@ -475,7 +498,7 @@ impl<'a> Run<'a> {
             let flow = self.block(&f.else_body)?;
             return match flow {
                 Flow::Next => Ok(()),
-                _ => Err(Bail),
+                _ => Err(bail!()),
             };
         }
         let start = self.scope.len();
@@ -487,6 +510,9 @@ impl<'a> Run<'a> {
             if let Some(state) = self.loops.last_mut() {
                 state.index = i;
             }
+            // Each iteration starts from the loop's frame: what the previous one set is gone (jinja2
+            // and minijinja alike; `{% set first = false %}` in a loop body does not carry over).
+            self.scope.truncate(start);
             if let Err(e) = self.bind_target(&f.target, i) {
                 result = Err(e);
                 break;
@@ -506,9 +532,74 @@ impl<'a> Run<'a> {
         result
     }
 
+    /// An optional integer slice bound.
+    fn slice_bound(&mut self, e: &'a Option<Box<Expr>>) -> R<Option<i64>> {
+        let Some(x) = e else { return Ok(None) };
+        let v = self.eval(x)?;
+        let v = v.val()?;
+        if v.is_none() {
+            return Ok(None);
+        }
+        v.as_i64().filter(|_| v.is_integer()).map(Some).ok_or(bail!())
+    }
+
+    /// `for x in seq[start:stop:step]`: the items of a list that minijinja's slice picks.
+    fn stepped_items(
+        &mut self,
+        base: &'a Expr,
+        start: &'a Option<Box<Expr>>,
+        stop: &'a Option<Box<Expr>>,
+        step: &'a Expr,
+    ) -> R<Items<'a>> {
+        let base = self.eval(base)?.plain()?;
+        let (start, stop) = (self.slice_bound(start)?, self.slice_bound(stop)?);
+        let step = {
+            let v = self.eval(step)?;
+            let v = v.val()?;
+            v.as_i64().filter(|s| v.is_integer() && *s != 0).ok_or(bail!())?
+        };
+        if let Some((r, first, len)) = base.nodes() {
+            let picked = minijinja_slice_indices(start, stop, step, len as usize)?;
+            return Ok(Items::Owned(
+                picked.into_iter().map(|i| V::N(r.child(first, i as u32))).collect(),
+            ));
+        }
+        if let Some(items) = base.seq() {
+            let picked = minijinja_slice_indices(start, stop, step, items.len())?;
+            return Ok(Items::Owned(picked.into_iter().map(|i| V::B(&items[i])).collect()));
+        }
+        Err(bail!())
+    }
+
+    /// What a `for` loop (without a stepped slice) walks.
+    fn loop_items(&mut self, f: &'a super::ir::For) -> R<Items<'a>> {
+        let source = self.eval(&f.iter)?.plain()?;
+        if !f.items {
+            return iterate(&source);
+        }
+        Ok(
+            match (
+                source.pair_dict(),
+                source.node_dict().and_then(|r| r.dict().map(|d| (r, d))),
+            ) {
+                (Some(d), _) => Items::Pairs(d.pairs()),
+                (None, Some((r, (first, len)))) => Items::NodePairs(r, first, len),
+                (None, None) => {
+                    let value = source.val()?;
+                    if value.is_undefined() {
+                        Items::Owned(Vec::new())
+                    } else {
+                        let pairs = crate::generators::items_of(&value).map_err(|_| bail!())?;
+                        Items::Owned(pairs.into_iter().map(V::O).collect())
+                    }
+                }
+            },
+        )
+    }
+
     /// Bind the loop target to item `i` of the innermost loop.
     fn bind_target(&mut self, target: &Target, i: usize) -> R<()> {
-        let state = self.loops.last().ok_or(Bail)?;
+        let state = self.loops.last().ok_or(bail!())?;
         match (&state.items, target) {
             (Items::Pairs(p), Target::Pair(a, b)) => {
                 let (k, v) = &p[i];
@@ -522,14 +613,14 @@ impl<'a> Run<'a> {
                 self.set(a, V::N(k));
                 self.set(b, V::N(v));
             }
-            (Items::Pairs(_) | Items::NodePairs(..), Target::One(_)) => return Err(Bail),
+            (Items::Pairs(_) | Items::NodePairs(..), Target::One(_)) => return Err(bail!()),
             (items, Target::One(sym)) => {
-                let item = items.get(i).ok_or(Bail)?;
+                let item = items.get(i).ok_or(bail!())?;
                 let sym = *sym;
                 self.set(sym, item);
             }
             (items, Target::Pair(a, b)) => {
-                let item = items.get(i).ok_or(Bail)?;
+                let item = items.get(i).ok_or(bail!())?;
                 let (x, y) = unpack_pair(&item)?;
                 let (a, b) = (*a, *b);
                 self.set(a, x);
@@ -548,10 +639,11 @@ impl<'a> Run<'a> {
         let mut kept = Vec::new();
         let mut result = Ok(());
         for i in 0..n {
+            self.scope.truncate(start);
             let keep = self.bind_target(&f.target, i).and_then(|_| self.cond(filter));
             match keep {
                 Ok(true) => {
-                    let state = self.loops.last().ok_or(Bail)?;
+                    let state = self.loops.last().ok_or(bail!())?;
                     match &state.items {
                         Items::Pairs(p) => {
                             let (k, v) = &p[i];
@@ -562,7 +654,7 @@ impl<'a> Run<'a> {
                             let v = r.child(*first, 2 * i as u32 + 1).to_value();
                             kept.push(V::O(crate::tuple::pair(k, v)));
                         }
-                        items => kept.push(items.get(i).ok_or(Bail)?),
+                        items => kept.push(items.get(i).ok_or(bail!())?),
                     }
                 }
                 Ok(false) => {}
@@ -579,18 +671,18 @@ impl<'a> Run<'a> {
     }
 
     fn call_macro(&mut self, index: usize, pos: &'a [Expr], kwargs: &'a [(Box<str>, Expr)], direct: bool) -> R<V<'a>> {
-        let m = self.prog.program.macros.get(index).ok_or(Bail)?;
+        let m = self.prog.program.macros.get(index).ok_or(bail!())?;
         if pos.len() > m.args.len() || self.macro_depth >= MAX_MACRO_DEPTH {
-            return Err(Bail);
+            return Err(bail!());
         }
         let mut bound: Vec<Option<V<'a>>> = vec![None; m.args.len()];
         for (slot, e) in bound.iter_mut().zip(pos) {
             *slot = Some(self.eval(e)?);
         }
         for (name, e) in kwargs {
-            let at = m.arg_names.iter().position(|n| n == name).ok_or(Bail)?;
+            let at = m.arg_names.iter().position(|n| n == name).ok_or(bail!())?;
             if bound[at].is_some() {
-                return Err(Bail);
+                return Err(bail!());
             }
             bound[at] = Some(self.eval(e)?);
         }
@@ -610,7 +702,7 @@ impl<'a> Run<'a> {
                 None if i >= first_default => match m.defaults.get(i - first_default).map(|d| self.eval(d)) {
                     Some(Ok(v)) => v,
                     None => {
-                        result = Err(Bail);
+                        result = Err(bail!());
                         break;
                     }
                     Some(Err(e)) => {
@@ -630,7 +722,7 @@ impl<'a> Run<'a> {
         if result.is_ok() {
             result = match self.block(&m.body) {
                 Ok(Flow::Next) => Ok(()),
-                Ok(_) => Err(Bail),
+                Ok(_) => Err(bail!()),
                 Err(e) => Err(e),
             };
         }
@@ -745,7 +837,7 @@ impl<'a> Run<'a> {
                 let key = self.eval(key)?.plain()?;
                 item(base, key)?
             }
-            Expr::Slice(base, start, stop) => {
+            Expr::Slice(base, start, stop, step) => {
                 let base = self.eval(base)?.plain()?;
                 let start = match start {
                     Some(x) => Some(self.eval(x)?),
@@ -755,28 +847,36 @@ impl<'a> Run<'a> {
                     Some(x) => Some(self.eval(x)?),
                     None => None,
                 };
-                slice(base, start, stop)?
+                match step {
+                    // Stepped slices of strings; lists only as a loop's iterable (see `for_loop`).
+                    Some(step) if base.as_str().is_some() => {
+                        let step = self.eval(step)?;
+                        stepped_slice(base, start, stop, &step)?
+                    }
+                    Some(_) => return Err(bail!()),
+                    None => slice(base, start, stop)?,
+                }
             }
             Expr::Neg(x) => {
                 let v = self.eval(x)?;
                 let v = v.val()?;
-                let i = v.as_i64().filter(|_| v.is_integer()).ok_or(Bail)?;
-                V::O(Value::from(i.checked_neg().ok_or(Bail)?))
+                let i = v.as_i64().filter(|_| v.is_integer()).ok_or(bail!())?;
+                V::O(Value::from(i.checked_neg().ok_or(bail!())?))
             }
             Expr::Add(items) => {
                 let values = items.iter().map(|x| self.eval(x)).collect::<R<Vec<_>>>()?;
                 add_all(values)?
             }
             Expr::Arith(op, a, b) => {
-                let a = self.eval(a)?.val()?.as_i64().ok_or(Bail)?;
-                let b = self.eval(b)?.val()?.as_i64().ok_or(Bail)?;
+                let a = self.eval(a)?.val()?.as_i64().ok_or(bail!())?;
+                let b = self.eval(b)?.val()?.as_i64().ok_or(bail!())?;
                 let r = match op {
                     Arith::Sub => a.checked_sub(b),
                     Arith::Mul => a.checked_mul(b),
                     Arith::Rem if b > 0 => a.checked_rem_euclid(b),
                     Arith::Rem => None,
                 };
-                V::O(Value::from(r.ok_or(Bail)?))
+                V::O(Value::from(r.ok_or(bail!())?))
             }
             Expr::Concat(items) => {
                 let saved = std::mem::take(&mut self.out);
@@ -806,7 +906,7 @@ impl<'a> Run<'a> {
             Expr::CallName(sym, builtin, pos, kwargs) => match self.lookup(*sym) {
                 Ok(V::Macro(index)) => self.call_macro(index, pos, kwargs, false)?,
                 Ok(V::Global) => {
-                    let builtin = builtin.ok_or(Bail)?;
+                    let builtin = builtin.ok_or(bail!())?;
                     let pos = pos
                         .iter()
                         .map(|x| self.eval(x)?.plain()?.into_value())
@@ -817,7 +917,7 @@ impl<'a> Run<'a> {
                         .collect::<R<Vec<_>>>()?;
                     self.builtin(builtin, pos, kwargs)?
                 }
-                _ => return Err(Bail),
+                _ => return Err(bail!()),
             },
             Expr::Method(base, name, args) => {
                 let base = self.eval(base)?.plain()?;
@@ -827,7 +927,7 @@ impl<'a> Run<'a> {
                     .collect::<R<Vec<_>>>()?;
                 method(base, name, &args)?
             }
-            Expr::Unsupported => return Err(Bail),
+            Expr::Unsupported => return Err(bail!()),
             Expr::Map(pairs) => {
                 // Later keys replace earlier values in place, as in a Python dict display.
                 let mut out: Vec<(Value, Value)> = Vec::with_capacity(pairs.len());
@@ -851,7 +951,7 @@ impl<'a> Run<'a> {
     }
 
     fn loop_attr(&self, attr: LoopAttr) -> R<V<'a>> {
-        let state = self.loops.last().ok_or(Bail)?;
+        let state = self.loops.last().ok_or(bail!())?;
         let (i, n) = (state.index, state.items.len());
         Ok(match attr {
             LoopAttr::Index => V::O(Value::from(i + 1)),
@@ -863,12 +963,12 @@ impl<'a> Run<'a> {
             LoopAttr::Length => V::O(Value::from(n)),
             LoopAttr::PrevItem => match i {
                 0 => UNDEFINED,
-                _ => state.items.get(i - 1).ok_or(Bail)?,
+                _ => state.items.get(i - 1).ok_or(bail!())?,
             },
             LoopAttr::NextItem => match state.items.get(i + 1) {
                 Some(v) => v,
                 None if i + 1 == n && !matches!(state.items, Items::Pairs(_) | Items::NodePairs(..)) => UNDEFINED,
-                None => return Err(Bail),
+                None => return Err(bail!()),
             },
         })
     }
@@ -877,51 +977,51 @@ impl<'a> Run<'a> {
         Ok(match builtin {
             Builtin::Namespace => {
                 if pos.len() > 1 {
-                    return Err(Bail);
+                    return Err(bail!());
                 }
                 let mut pairs: Vec<(String, Value)> = Vec::new();
                 if let Some(first) = pos.first() {
                     if first.kind() != ValueKind::Map {
-                        return Err(Bail);
+                        return Err(bail!());
                     }
-                    for key in first.try_iter().map_err(|_| Bail)? {
-                        let item = first.get_item(&key).map_err(|_| Bail)?;
-                        pairs.push((key.as_str().ok_or(Bail)?.to_string(), item));
+                    for key in first.try_iter().map_err(|_| bail!())? {
+                        let item = first.get_item(&key).map_err(|_| bail!())?;
+                        pairs.push((key.as_str().ok_or(bail!())?.to_string(), item));
                     }
                 }
                 for (k, v) in kwargs {
                     pairs.push((k.to_string(), v));
                 }
                 if pairs.iter().any(|(k, _)| k.starts_with('_')) {
-                    return Err(Bail);
+                    return Err(bail!());
                 }
                 V::O(Namespace::value(pairs))
             }
             Builtin::StrftimeNow => {
-                let [format] = pos.as_slice() else { return Err(Bail) };
+                let [format] = pos.as_slice() else { return Err(bail!()) };
                 if !kwargs.is_empty() {
-                    return Err(Bail);
+                    return Err(bail!());
                 }
-                let format = format.as_str().ok_or(Bail)?;
+                let format = format.as_str().ok_or(bail!())?;
                 let now = self.prog.now.unwrap_or_else(crate::clock::DateTime::now_utc);
                 V::O(Value::from(now.strftime(format)))
             }
             Builtin::Range => {
                 if !kwargs.is_empty() {
-                    return Err(Bail);
+                    return Err(bail!());
                 }
                 let ints = pos
                     .iter()
                     .map(|v| v.as_i64().filter(|_| v.is_integer()))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or(Bail)?;
+                    .ok_or(bail!())?;
                 let (lo, hi) = match ints.as_slice() {
                     [hi] => (0, *hi),
                     [lo, hi] => (*lo, *hi),
-                    _ => return Err(Bail),
+                    _ => return Err(bail!()),
                 };
                 if hi.saturating_sub(lo) > 10_000 {
-                    return Err(Bail);
+                    return Err(bail!());
                 }
                 V::O(Value::from((lo..hi).map(Value::from).collect::<Vec<_>>()))
             }
@@ -963,10 +1063,10 @@ fn iterate<'a>(source: &V<'a>) -> R<Items<'a>> {
     match value.kind() {
         ValueKind::Undefined => Ok(Items::Owned(Vec::new())),
         ValueKind::Seq | ValueKind::Map | ValueKind::Iterable if !is_py_none(&value) => {
-            let items = value.try_iter().map_err(|_| Bail)?;
+            let items = value.try_iter().map_err(|_| bail!())?;
             Ok(Items::Owned(items.map(V::O).collect()))
         }
-        _ => Err(Bail),
+        _ => Err(bail!()),
     }
 }
 
@@ -980,10 +1080,10 @@ fn unpack_pair<'a>(item: &V<'a>) -> R<(V<'a>, V<'a>)> {
     }
     let value = item.val()?;
     if value.kind() != ValueKind::Seq || value.len() != Some(2) {
-        return Err(Bail);
+        return Err(bail!());
     }
-    let a = value.get_item_by_index(0).map_err(|_| Bail)?;
-    let b = value.get_item_by_index(1).map_err(|_| Bail)?;
+    let a = value.get_item_by_index(0).map_err(|_| bail!())?;
+    let b = value.get_item_by_index(1).map_err(|_| bail!())?;
     Ok((V::O(a), V::O(b)))
 }
 
@@ -998,16 +1098,16 @@ fn attr<'a>(base: &V<'a>, name: &str) -> R<V<'a>> {
         return Ok(d.get(name).map_or(UNDEFINED, V::B));
     }
     match base.raw() {
-        None if matches!(base, V::Macro(_) | V::Global) => Err(Bail),
+        None if matches!(base, V::Macro(_) | V::Global) => Err(bail!()),
         None => Ok(UNDEFINED),
         Some(v) => {
             if v.is_undefined() {
-                return Err(Bail);
+                return Err(bail!());
             }
             if let Some(ns) = v.downcast_object_ref::<Namespace>() {
                 return Ok(ns.get(name).map_or(UNDEFINED, V::O));
             }
-            Ok(V::O(v.get_attr(name).map_err(|_| Bail)?))
+            Ok(V::O(v.get_attr(name).map_err(|_| bail!())?))
         }
     }
 }
@@ -1046,9 +1146,9 @@ fn item<'a>(base: V<'a>, key: V<'a>) -> R<V<'a>> {
     }
     let value = base.val()?;
     if value.is_undefined() {
-        return Err(Bail);
+        return Err(bail!());
     }
-    Ok(V::O(value.get_item(&*key.val()?).map_err(|_| Bail)?))
+    Ok(V::O(value.get_item(&*key.val()?).map_err(|_| bail!())?))
 }
 
 /// Python slice bounds for a sequence of `len` items (no step).
@@ -1061,7 +1161,7 @@ fn bounds(len: usize, start: Option<&V<'_>>, stop: Option<&V<'_>>) -> R<(usize, 
                 if value.is_none() {
                     default
                 } else {
-                    value.as_i64().filter(|_| value.is_integer()).ok_or(Bail)?
+                    value.as_i64().filter(|_| value.is_integer()).ok_or(bail!())?
                 }
             }
         };
@@ -1097,11 +1197,89 @@ fn slice<'a>(base: V<'a>, start: Option<V<'a>>, stop: Option<V<'a>>) -> R<V<'a>>
     }
     let value = base.val()?;
     if value.kind() == ValueKind::Seq {
-        let items: Vec<Value> = value.try_iter().map_err(|_| Bail)?.collect();
+        let items: Vec<Value> = value.try_iter().map_err(|_| bail!())?.collect();
         let (lo, hi) = bounds(items.len(), start.as_ref(), stop.as_ref())?;
         return Ok(V::O(Value::from(items[lo..hi].to_vec())));
     }
-    Err(Bail)
+    Err(bail!())
+}
+
+/// The positions minijinja's `seq[start:stop:step]` visits in a list of `len` items. For negative steps
+/// this is minijinja's own rule (not Python's: `start=-5` of 3 items starts at 0), and where minijinja
+/// would index past the end the render is handed over.
+fn minijinja_slice_indices(start: Option<i64>, stop: Option<i64>, step: i64, len: usize) -> R<Vec<usize>> {
+    let n = len as i64;
+    let picked: Vec<usize> = if step > 0 {
+        let first = start.unwrap_or(0);
+        let (offset, count) = if first < 0 || stop.is_none_or(|x| x < 0) {
+            let offset = if first < 0 { (n + first).max(0) } else { first };
+            let end = match stop {
+                None => n,
+                Some(x) if x < 0 => (n + x).max(0),
+                Some(x) => x,
+            };
+            (offset, (end - offset).max(0))
+        } else {
+            (first, (stop.unwrap_or(n) - first).max(0))
+        };
+        (offset..offset.saturating_add(count).min(n))
+            .step_by(step as usize)
+            .map(|i| i as usize)
+            .collect()
+    } else {
+        let step = step.unsigned_abs() as usize;
+        let start = match start {
+            None => len.saturating_sub(1),
+            Some(s) if s >= n => len.saturating_sub(1),
+            Some(s) if s >= 0 => s as usize,
+            Some(s) => (n + s).max(0) as usize,
+        };
+        let stop = match stop {
+            None => 0,
+            Some(s) if s < 0 => (n + s).max(0) as usize,
+            Some(s) => s as usize,
+        };
+        let count = if stop == 0 {
+            (start + step) / step
+        } else {
+            start.saturating_sub(stop).saturating_add(step - 1) / step
+        };
+        if stop > start {
+            Vec::new()
+        } else {
+            (stop..=start).rev().step_by(step).take(count).collect()
+        }
+    };
+    if picked.iter().any(|&i| i >= len) {
+        return Err(bail!());
+    }
+    Ok(picked)
+}
+
+/// `text[start:stop:step]` with a step other than 1, by characters, as minijinja slices strings.
+fn stepped_slice<'a>(base: V<'a>, start: Option<V<'a>>, stop: Option<V<'a>>, step: &V<'a>) -> R<V<'a>> {
+    let int = |v: Option<&V<'_>>| -> R<Option<i64>> {
+        let Some(v) = v else { return Ok(None) };
+        let value = v.val()?;
+        if value.is_none() {
+            return Ok(None);
+        }
+        value.as_i64().filter(|_| value.is_integer()).map(Some).ok_or(bail!())
+    };
+    let step_value = step.val()?;
+    if step_value.is_none() {
+        return slice(base, start, stop);
+    }
+    let step = step_value
+        .as_i64()
+        .filter(|s| step_value.is_integer() && *s != 0)
+        .ok_or(bail!())?;
+    let text = base.as_str().ok_or(bail!())?;
+    let chars: Vec<char> = text.chars().collect();
+    let picked = minijinja_slice_indices(int(start.as_ref())?, int(stop.as_ref())?, step, chars.len())?;
+    Ok(V::O(Value::from(
+        picked.into_iter().map(|i| chars[i]).collect::<String>(),
+    )))
 }
 
 fn compare(op: Cmp, a: &V<'_>, b: &V<'_>) -> R<bool> {
@@ -1122,7 +1300,7 @@ fn compare(op: Cmp, a: &V<'_>, b: &V<'_>) -> R<bool> {
         _ => {
             // Ordering is only defined here between numbers, as in Python.
             if x.kind() != ValueKind::Number || y.kind() != ValueKind::Number {
-                return Err(Bail);
+                return Err(bail!());
             }
             match op {
                 Cmp::Lt => x < y,
@@ -1136,7 +1314,7 @@ fn compare(op: Cmp, a: &V<'_>, b: &V<'_>) -> R<bool> {
 
 fn contains(container: &V<'_>, needle: &V<'_>) -> R<bool> {
     if let Some(s) = container.as_str() {
-        return Ok(s.contains(needle.as_str().ok_or(Bail)?));
+        return Ok(s.contains(needle.as_str().ok_or(bail!())?));
     }
     if let Some((r, first, len)) = container.nodes() {
         return Ok(match needle.as_str() {
@@ -1182,15 +1360,15 @@ fn contains(container: &V<'_>, needle: &V<'_>) -> R<bool> {
     }
     let n = needle.val()?;
     match c.kind() {
-        ValueKind::Map => Ok(!c.get_item(&n).map_err(|_| Bail)?.is_undefined()),
-        ValueKind::Seq | ValueKind::Iterable => Ok(c.try_iter().map_err(|_| Bail)?.any(|v| v == *n)),
-        _ => Err(Bail),
+        ValueKind::Map => Ok(!c.get_item(&n).map_err(|_| bail!())?.is_undefined()),
+        ValueKind::Seq | ValueKind::Iterable => Ok(c.try_iter().map_err(|_| bail!())?.any(|v| v == *n)),
+        _ => Err(bail!()),
     }
 }
 
 fn add_all(values: Vec<V<'_>>) -> R<V<'_>> {
     let mut iter = values.into_iter();
-    let mut acc = iter.next().ok_or(Bail)?;
+    let mut acc = iter.next().ok_or(bail!())?;
     for next in iter {
         acc = add(&acc, &next)?;
     }
@@ -1208,12 +1386,12 @@ fn add<'a>(a: &V<'a>, b: &V<'a>) -> R<V<'a>> {
     if x.is_integer() && y.is_integer() {
         let sum = x
             .as_i64()
-            .ok_or(Bail)?
-            .checked_add(y.as_i64().ok_or(Bail)?)
-            .ok_or(Bail)?;
+            .ok_or(bail!())?
+            .checked_add(y.as_i64().ok_or(bail!())?)
+            .ok_or(bail!())?;
         return Ok(V::O(Value::from(sum)));
     }
-    Err(Bail)
+    Err(bail!())
 }
 
 fn test(kind: TestKind, v: &V<'_>) -> R<bool> {
@@ -1221,7 +1399,7 @@ fn test(kind: TestKind, v: &V<'_>) -> R<bool> {
         return match kind {
             TestKind::Defined => Ok(true),
             TestKind::Undefined => Ok(false),
-            _ => Err(Bail),
+            _ => Err(bail!()),
         };
     }
     let k = v.kind()?;
@@ -1248,12 +1426,19 @@ fn test(kind: TestKind, v: &V<'_>) -> R<bool> {
     })
 }
 
+/// How `selectattr` / `rejectattr` judge an item's attribute.
+enum Check {
+    Truthy,
+    Equals(Value),
+    Test(TestKind),
+}
+
 fn is_py_space(c: char) -> bool {
     c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
 fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str, Value)>) -> R<V<'a>> {
-    let err = |_| Bail;
+    let err = |_| bail!();
     Ok(match kind {
         FilterKind::Length => {
             if let Some(items) = input.seq() {
@@ -1300,7 +1485,7 @@ fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str
             _ => V::O(Value::from(crate::pyrepr::py_str(&*input.val()?))),
         },
         FilterKind::Safe => {
-            let s = input.as_str().ok_or(Bail)?;
+            let s = input.as_str().ok_or(bail!())?;
             if input.raw().is_some_and(Value::is_safe) {
                 input
             } else {
@@ -1352,7 +1537,7 @@ fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str
                 return Ok(V::O(Value::from(Vec::<Value>::new())));
             }
             if is_py_none(&value) {
-                return Err(Bail);
+                return Err(bail!());
             }
             V::O(Value::from(value.try_iter().map_err(err)?.collect::<Vec<_>>()))
         }
@@ -1365,7 +1550,7 @@ fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str
                 };
                 return Ok(if len == 0 { UNDEFINED } else { V::N(r.child(first, at)) });
             }
-            let items = input.seq().ok_or(Bail)?;
+            let items = input.seq().ok_or(bail!())?;
             let v = if matches!(kind, FilterKind::First) {
                 items.first()
             } else {
@@ -1373,8 +1558,72 @@ fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str
             };
             v.map_or(UNDEFINED, V::B)
         }
+        FilterKind::SelectAttr | FilterKind::RejectAttr => {
+            let invert = matches!(kind, FilterKind::RejectAttr);
+            if !input.truthy()? {
+                return Ok(V::O(crate::generators::generator(Vec::new())));
+            }
+            let mut pos = pos.into_iter();
+            let name = pos.next().ok_or(bail!())?;
+            let name = name.as_str().ok_or(bail!())?;
+            // Dotted and numeric paths walk items differently; not implemented here.
+            if name.contains('.') || name.parse::<usize>().is_ok() {
+                return Err(bail!());
+            }
+            let test_name = match pos.next() {
+                Some(t) => Some(t.as_str().ok_or(bail!())?.to_string()),
+                None => None,
+            };
+            let args = pos.map(V::into_value).collect::<R<Vec<_>>>()?;
+            let check = match (test_name.as_deref(), args.as_slice()) {
+                (None, []) => Check::Truthy,
+                (Some("equalto" | "eq" | "=="), [other]) => Check::Equals(other.clone()),
+                (Some(t), []) => Check::Test(super::lower::test_kind(t).ok_or(bail!())?),
+                _ => return Err(bail!()),
+            };
+            let mut kept = Vec::new();
+            for item in iterate(&input)?.into_vec() {
+                let field = attr(&item, name)?;
+                let passed = match &check {
+                    Check::Truthy => field.truthy()?,
+                    Check::Equals(other) => *field.val()? == *other,
+                    Check::Test(kind) => test(*kind, &field)?,
+                };
+                if passed != invert {
+                    kept.push(item.into_value()?);
+                }
+            }
+            V::O(crate::generators::generator(kept))
+        }
+        FilterKind::MapAttr => {
+            let (mut name, mut default) = (None, Value::UNDEFINED);
+            for (k, v) in kwargs {
+                match k {
+                    "attribute" => name = Some(v),
+                    _ => default = v,
+                }
+            }
+            let name = name.ok_or(bail!())?;
+            let name = name.as_str().ok_or(bail!())?;
+            if name.contains('.') || name.parse::<usize>().is_ok() {
+                return Err(bail!());
+            }
+            if !input.truthy()? {
+                return Ok(V::O(crate::generators::generator(Vec::new())));
+            }
+            let mut mapped = Vec::new();
+            for item in iterate(&input)?.into_vec() {
+                let field = attr(&item, name)?;
+                mapped.push(if field.is_undefined() {
+                    default.clone()
+                } else {
+                    field.into_value()?
+                });
+            }
+            V::O(crate::generators::generator(mapped))
+        }
         FilterKind::MarkupAdd => {
-            let right = pos.into_iter().next().ok_or(Bail)?;
+            let right = pos.into_iter().next().ok_or(bail!())?;
             V::O(crate::markup::markup_add(&*input.val()?, &*right.val()?).map_err(err)?)
         }
     })
@@ -1387,7 +1636,7 @@ fn method<'a>(base: V<'a>, name: &str, args: &[Value]) -> R<V<'a>> {
                 (Some(v), _, 1 | 2) => Ok(V::N(v)),
                 (None, Some(default), 2) => Ok(V::O(default.clone())),
                 (None, None, 1) => Ok(V::O(Value::from(()))),
-                _ => Err(Bail),
+                _ => Err(bail!()),
             };
         }
         if let (Some(d), Some(key)) = (base.pair_dict(), args.first().and_then(Value::as_str)) {
@@ -1395,7 +1644,7 @@ fn method<'a>(base: V<'a>, name: &str, args: &[Value]) -> R<V<'a>> {
                 (Some(v), _, 1 | 2) => Ok(V::B(v)),
                 (None, Some(default), 2) => Ok(V::O(default.clone())),
                 (None, None, 1) => Ok(V::O(Value::from(()))),
-                _ => Err(Bail),
+                _ => Err(bail!()),
             };
         }
     }
@@ -1411,6 +1660,6 @@ fn method<'a>(base: V<'a>, name: &str, args: &[Value]) -> R<V<'a>> {
     let value = base.val()?;
     match crate::methods::plain_method(&value, name, args) {
         Ok(Some(v)) => Ok(V::O(v)),
-        _ => Err(Bail),
+        _ => Err(bail!()),
     }
 }
