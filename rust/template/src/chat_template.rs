@@ -272,7 +272,7 @@ impl ChatTemplate {
         }
     }
 
-    /// Render from values built straight from host objects (see [`HostValue`]); same output as
+    /// Render from values built straight from host objects (see [`crate::HostValue`]); same output as
     /// [`ChatTemplate::render`] for the same input.
     /// Takes the arguments by value: their values become the template's without a copy.
     pub fn render_host(&self, args: HostRenderArgs) -> Result<String, TemplateError> {
@@ -291,7 +291,7 @@ impl ChatTemplate {
         self.render_vars(name, vars, kwargs, Renderer::Auto)
     }
 
-    /// Render from a [`Doc`] (see [`DocRenderArgs`]); same output as [`ChatTemplate::render`] for the same
+    /// Render from a [`crate::Doc`] (see [`DocRenderArgs`]); same output as [`ChatTemplate::render`] for the same
     /// input. The fast renderer reads the document in place; only when it hands over is the document
     /// converted into minijinja values.
     pub fn render_doc(&self, args: DocRenderArgs) -> Result<String, TemplateError> {

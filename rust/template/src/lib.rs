@@ -1,6 +1,11 @@
 //! HuggingFace chat templates rendered with minijinja, byte-identical to transformers 5.x
 //! `apply_chat_template(..., tokenize=False)`.
 //!
+//! Rendering: templates are compiled by minijinja (the authority) and, where their constructs allow, also
+//! lowered for a fast renderer (`fast/`) that reads the input in place from a flat [`Doc`]. A render the
+//! fast renderer does not fully implement is handed to minijinja, so output and errors are always
+//! minijinja's; the fast renderer only makes the common case faster.
+//!
 //! Two layers are kept apart:
 //! * [`ChatTemplate::render`] is faithful: same `messages`, `tools` and kwargs in, same text out as
 //!   transformers (None-valued message keys dropped, reasoning fields aliased, `tools` passed as `None`).
