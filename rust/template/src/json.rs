@@ -34,6 +34,9 @@ impl Default for DumpOptions {
     }
 }
 
+/// The largest `tojson(indent=N)` accepted.
+const MAX_INDENT: i64 = 1024;
+
 /// The `tojson` filter: `value | tojson(indent=2, ensure_ascii=True, separators=(',', ':'), sort_keys=True)`.
 pub fn tojson_filter(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     let opts = dump_options(indent, kwargs)?;
@@ -54,6 +57,13 @@ pub(crate) fn dump_options(indent: Option<Value>, kwargs: Kwargs) -> Result<Dump
             Some(s) => s.to_string(),
             None => {
                 let n = i64::try_from(indent.clone())?;
+                // An absurd indent would exhaust memory at the first nested value; refuse it.
+                if n > MAX_INDENT {
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        format!("tojson indent {n} is larger than {MAX_INDENT}"),
+                    ));
+                }
                 " ".repeat(n.max(0) as usize)
             }
         });

@@ -8,7 +8,7 @@
 use super::ir::{Arith, Builtin, Cmp, Expr, FilterKind, For, LoopAttr, Macro, Stmt, Sym, Target, TestKind};
 use crate::source::ITER_FILTER;
 use minijinja::machinery::ast;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A lowered template.
 #[derive(Debug)]
@@ -25,6 +25,17 @@ pub struct Program {
 pub fn lower(template: &ast::Stmt<'_>) -> Program {
     let mut l = Lower::default();
     let body = l.stmt_list(std::slice::from_ref(template));
+    // A macro sees a top-level variable through minijinja's closure only if the closure scan found the
+    // name; where it reads one the scan misses, minijinja sees it undefined and the fast renderer would
+    // not. Such macros hand over.
+    for (m, hidden) in l.macros.iter_mut().zip(&l.hidden_reads) {
+        let args: HashSet<Sym> = m.args.iter().copied().collect();
+        if hidden.iter().any(|s| l.top_assigned.contains(s) && !args.contains(s)) {
+            m.body = vec![Stmt::Unsupported];
+            l.unsupported
+                .push("macro reading a top-level name outside minijinja's closure".into());
+        }
+    }
     Program {
         body,
         macros: l.macros,
@@ -42,9 +53,32 @@ struct Lower {
     /// Counts `loop.*` references lowered, to tell whether a body uses `loop`.
     loop_refs: usize,
     unsupported: Vec<String>,
+    /// Names assigned in the template's top-level scope.
+    top_assigned: HashSet<Sym>,
+    /// Every variable read lowered so far, in order (to see what an expression reads).
+    reads: Vec<Sym>,
+    /// Per macro: names it reads in ways minijinja's closure scan does not see (slice bases, a `set`
+    /// target read on its own right-hand side, the namespace of `set ns.x`).
+    hidden_reads: Vec<Vec<Sym>>,
 }
 
 impl Lower {
+    /// Note an assignment: names assigned at the top level can be read by macros.
+    fn assigned(&mut self, sym: Sym) {
+        if !self.in_macro && self.loop_depth == 0 {
+            self.top_assigned.insert(sym);
+        }
+    }
+
+    /// Note a read of `sym` that minijinja's closure scan would not see (only matters inside macros).
+    fn hidden_read(&mut self, sym: Sym) {
+        if self.in_macro {
+            if let Some(hidden) = self.hidden_reads.last_mut() {
+                hidden.push(sym);
+            }
+        }
+    }
+
     fn sym(&mut self, name: &str) -> Sym {
         let next = self.syms.len() as Sym;
         *self.syms.entry(name.to_string()).or_insert(next)
@@ -94,12 +128,21 @@ impl Lower {
                 Stmt::If(Box::new(cond), then, otherwise)
             }
             ast::Stmt::Set(s) => {
+                let reads_before = self.reads.len();
                 let value = self.expr(&s.expr);
                 match &s.target {
-                    ast::Expr::Var(v) if v.id != "loop" => Stmt::Set(self.sym(v.id), value),
+                    ast::Expr::Var(v) if v.id != "loop" => {
+                        let sym = self.sym(v.id);
+                        if self.reads[reads_before..].contains(&sym) {
+                            self.hidden_read(sym);
+                        }
+                        self.assigned(sym);
+                        Stmt::Set(sym, value)
+                    }
                     ast::Expr::GetAttr(g) => match &g.expr {
                         ast::Expr::Var(v) if v.id != "loop" => {
                             let ns = self.sym(v.id);
+                            self.hidden_read(ns);
                             Stmt::SetAttr(ns, g.name.into(), value)
                         }
                         _ => return None,
@@ -110,13 +153,17 @@ impl Lower {
             ast::Stmt::SetBlock(s) if s.filter.is_none() => match &s.target {
                 ast::Expr::Var(v) if v.id != "loop" => {
                     let body = self.stmt_list(&s.body);
-                    Stmt::SetBlock(self.sym(v.id), body)
+                    let sym = self.sym(v.id);
+                    self.assigned(sym);
+                    Stmt::SetBlock(sym, body)
                 }
                 _ => return None,
             },
             ast::Stmt::Macro(m) if !self.in_macro && self.loop_depth == 0 => {
                 let index = self.macro_def(m)?;
-                Stmt::DefineMacro(self.sym(m.name), index)
+                let sym = self.sym(m.name);
+                self.assigned(sym);
+                Stmt::DefineMacro(sym, index)
             }
             ast::Stmt::Continue(_) if self.loop_depth > 0 => Stmt::Continue,
             ast::Stmt::Break(_) if self.loop_depth > 0 => Stmt::Break,
@@ -150,12 +197,13 @@ impl Lower {
             _ => (iter, false),
         };
         let iter = self.expr(iter);
-        let filter = f.filter_expr.as_ref().map(|e| self.expr(e));
         let refs_before = self.loop_refs;
+        let filter = f.filter_expr.as_ref().map(|e| self.expr(e));
         self.loop_depth += 1;
         let body = self.stmt_list(&f.body);
         self.loop_depth -= 1;
-        // `loop.length` and friends over a filtered loop count only the kept items; not implemented.
+        // `loop.length` and friends over a filtered loop count only the kept items, and `loop` in the
+        // filter means the enclosing loop; neither is implemented.
         if filter.is_some() && self.loop_refs != refs_before {
             return None;
         }
@@ -178,9 +226,10 @@ impl Lower {
             args.push(self.sym(v.id));
             arg_names.push(v.id.into());
         }
-        let defaults = m.defaults.iter().map(|d| self.expr(d)).collect();
         let saved = (self.in_macro, self.loop_depth);
         self.in_macro = true;
+        self.hidden_reads.push(Vec::new());
+        let defaults = m.defaults.iter().map(|d| self.expr(d)).collect();
         self.loop_depth = 0;
         let body = self.stmt_list(&m.body);
         (self.in_macro, self.loop_depth) = saved;
@@ -219,16 +268,27 @@ impl Lower {
     }
 
     fn try_expr(&mut self, e: &ast::Expr<'_>) -> Option<Expr> {
+        // minijinja folds constant expressions when it compiles (`{{ 0 and 1 }}` prints `False`); so
+        // does this.
+        if let Some(value) = e.as_const() {
+            return Some(Expr::Const(value));
+        }
         Some(match e {
             ast::Expr::Var(v) => {
                 let special = matches!(v.id, "loop" | "caller" | "varargs" | "kwargs" | "self");
                 if special {
                     return None;
                 }
-                Expr::Var(self.sym(v.id))
+                let sym = self.sym(v.id);
+                self.reads.push(sym);
+                Expr::Var(sym)
             }
             ast::Expr::Const(c) => Expr::Const(c.value.clone()),
             ast::Expr::Slice(s) => {
+                if let ast::Expr::Var(v) = &s.expr {
+                    let sym = self.sym(v.id);
+                    self.hidden_read(sym);
+                }
                 let step = match &s.step {
                     Some(x) => Some(self.boxed(x)?),
                     None => None,

@@ -160,6 +160,10 @@ impl<'a> V<'a> {
     fn truthy(&self) -> R<bool> {
         Ok(match self {
             V::B(v) => v.is_true(),
+            // minijinja's namespace is false when empty, this one's type does not say: hand over.
+            V::O(v) if v.kind() == ValueKind::Plain && v.downcast_object_ref::<Namespace>().is_some() => {
+                return Err(bail!())
+            }
             V::O(v) => v.is_true(),
             V::T(s) => !s.is_empty(),
             V::S(items) => !items.is_empty(),
@@ -518,6 +522,11 @@ impl<'a> Run<'a> {
                 break;
             }
             match self.block(&f.body) {
+                // minijinja runs `else` when a loop breaks in its first iteration; not copied here.
+                Ok(Flow::Break) if i == 0 && !f.else_body.is_empty() => {
+                    result = Err(bail!());
+                    break;
+                }
                 Ok(Flow::Break) => break,
                 Ok(_) => {}
                 Err(e) => {
@@ -696,10 +705,12 @@ impl<'a> Run<'a> {
         self.macro_depth += 1;
         let first_default = m.args.len().saturating_sub(m.defaults.len());
         let mut result = Ok(());
-        for (i, (sym, value)) in m.args.iter().zip(bound).enumerate() {
+        // minijinja binds arguments from the last to the first, and an argument passed as undefined
+        // takes its default as a missing one does.
+        for (i, (sym, value)) in m.args.iter().zip(bound).enumerate().rev() {
             let value = match value {
-                Some(v) => v,
-                None if i >= first_default => match m.defaults.get(i - first_default).map(|d| self.eval(d)) {
+                Some(v) if !v.is_undefined() => v,
+                _ if i >= first_default => match m.defaults.get(i - first_default).map(|d| self.eval(d)) {
                     Some(Ok(v)) => v,
                     None => {
                         result = Err(bail!());
@@ -710,6 +721,7 @@ impl<'a> Run<'a> {
                         break;
                     }
                 },
+                Some(v) => v,
                 None => UNDEFINED,
             };
             self.scope.push((*sym, value));
@@ -868,8 +880,14 @@ impl<'a> Run<'a> {
                 add_all(values)?
             }
             Expr::Arith(op, a, b) => {
-                let a = self.eval(a)?.val()?.as_i64().ok_or(bail!())?;
-                let b = self.eval(b)?.val()?.as_i64().ok_or(bail!())?;
+                let int = |v: V<'a>| -> R<i64> {
+                    let v = v.val()?;
+                    v.as_i64()
+                        .filter(|_| v.kind() == ValueKind::Number && v.is_integer())
+                        .ok_or(bail!())
+                };
+                let a = int(self.eval(a)?)?;
+                let b = int(self.eval(b)?)?;
                 let r = match op {
                     Arith::Sub => a.checked_sub(b),
                     Arith::Mul => a.checked_mul(b),
@@ -995,7 +1013,15 @@ impl<'a> Run<'a> {
                 if pairs.iter().any(|(k, _)| k.starts_with('_')) {
                     return Err(bail!());
                 }
-                V::O(Namespace::value(pairs))
+                // Later keys win, as when minijinja builds the namespace's map.
+                let mut unique: Vec<(String, Value)> = Vec::with_capacity(pairs.len());
+                for (k, v) in pairs {
+                    match unique.iter_mut().find(|(existing, _)| *existing == k) {
+                        Some(slot) => slot.1 = v,
+                        None => unique.push((k, v)),
+                    }
+                }
+                V::O(Namespace::value(unique))
             }
             Builtin::StrftimeNow => {
                 let [format] = pos.as_slice() else { return Err(bail!()) };
@@ -1010,20 +1036,23 @@ impl<'a> Run<'a> {
                 if !kwargs.is_empty() {
                     return Err(bail!());
                 }
+                // minijinja's own `range` (an iterable, not a list: `range(3) is sequence` is false).
                 let ints = pos
                     .iter()
-                    .map(|v| v.as_i64().filter(|_| v.is_integer()))
+                    .map(|v| {
+                        v.as_i64()
+                            .filter(|_| v.kind() == ValueKind::Number && v.is_integer())
+                            .and_then(|i| isize::try_from(i).ok())
+                    })
                     .collect::<Option<Vec<_>>>()
                     .ok_or(bail!())?;
-                let (lo, hi) = match ints.as_slice() {
-                    [hi] => (0, *hi),
-                    [lo, hi] => (*lo, *hi),
+                let range = match ints.as_slice() {
+                    [hi] => minijinja::functions::range(*hi, None, None),
+                    [lo, hi] => minijinja::functions::range(*lo, Some(*hi), None),
+                    [lo, hi, step] => minijinja::functions::range(*lo, Some(*hi), Some(*step)),
                     _ => return Err(bail!()),
                 };
-                if hi.saturating_sub(lo) > 10_000 {
-                    return Err(bail!());
-                }
-                V::O(Value::from((lo..hi).map(Value::from).collect::<Vec<_>>()))
+                V::O(range.map_err(|_| bail!())?)
             }
         })
     }
@@ -1195,12 +1224,7 @@ fn slice<'a>(base: V<'a>, start: Option<V<'a>>, stop: Option<V<'a>>) -> R<V<'a>>
         let (lo, hi) = bounds(chars.len(), start.as_ref(), stop.as_ref())?;
         return Ok(V::O(Value::from(chars[lo..hi].iter().collect::<String>())));
     }
-    let value = base.val()?;
-    if value.kind() == ValueKind::Seq {
-        let items: Vec<Value> = value.try_iter().map_err(|_| bail!())?.collect();
-        let (lo, hi) = bounds(items.len(), start.as_ref(), stop.as_ref())?;
-        return Ok(V::O(Value::from(items[lo..hi].to_vec())));
-    }
+    // Slices of lists the template built are iterables in minijinja; not copied here.
     Err(bail!())
 }
 
