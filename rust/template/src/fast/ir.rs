@@ -107,6 +107,8 @@ pub enum FilterKind {
     RejectAttr,
     /// `map(attribute=...)` only.
     MapAttr,
+    /// minijinja's own `dictsort` (it needs no render state, so it is called as is).
+    DictSort,
 }
 
 #[derive(Debug, Clone, Copy)]

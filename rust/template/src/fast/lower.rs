@@ -322,6 +322,7 @@ impl Lower {
                 let ok = match kind {
                     FilterKind::Trim => pos.len() <= 1 && kwargs.is_empty(),
                     FilterKind::ToJson | FilterKind::Join => pos.len() <= 1,
+                    FilterKind::DictSort => pos.is_empty(),
                     FilterKind::Default => pos.len() <= 2 && kwargs.is_empty(),
                     FilterKind::MarkupAdd => pos.len() == 1 && kwargs.is_empty(),
                     FilterKind::SelectAttr | FilterKind::RejectAttr => !pos.is_empty() && kwargs.is_empty(),
@@ -512,6 +513,7 @@ fn filter_kind(name: &str) -> Option<FilterKind> {
         "selectattr" => FilterKind::SelectAttr,
         "rejectattr" => FilterKind::RejectAttr,
         "map" => FilterKind::MapAttr,
+        "dictsort" => FilterKind::DictSort,
         _ => return None,
     })
 }

@@ -1646,6 +1646,10 @@ fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str
             }
             V::O(crate::generators::generator(mapped))
         }
+        FilterKind::DictSort => {
+            let kwargs: Kwargs = kwargs.into_iter().collect();
+            V::O(minijinja::filters::dictsort(&*input.val()?, kwargs).map_err(err)?)
+        }
         FilterKind::MarkupAdd => {
             let right = pos.into_iter().next().ok_or(bail!())?;
             V::O(crate::markup::markup_add(&*input.val()?, &*right.val()?).map_err(err)?)
