@@ -13,13 +13,14 @@ converted model directory (SmolLM2-135M-Instruct, float32). Rounds alternate bet
 servers so that load from other processes on a shared machine hits both alike, and the raw
 ``stream_generate`` measurement runs inside each round too, not once at the end.
 
-BLAS: importing ``smgpy.mlx`` puts an optimized BLAS (OpenBLAS when installed) in front of the
-slow reference BLAS that the Linux ``mlx[cpu]`` wheel ships (see ``smgpy/mlx/blas.py``), so the
-smgpy server and the raw ``stream_generate`` run (this process) use it. ``--peer-blas same``
-(default) preloads the same library into ``mlx_lm.server`` so the comparison is of the servers
-alone; ``--peer-blas own`` runs ``mlx_lm.server`` as installed.
+BLAS: by default everything runs on the BLAS the Linux ``mlx[cpu]`` wheel ships. ``--cpu-blas auto``
+opts in to smgpy's CPU option (``smgpy serve --cpu-blas auto``: OpenBLAS when installed, plus
+smgpy's small-batch kernel) for the smgpy server and the raw ``stream_generate`` run (this process);
+``--peer-blas same`` (default) then preloads the same library into ``mlx_lm.server`` so the
+comparison is of the servers alone; ``--peer-blas own`` runs ``mlx_lm.server`` as installed.
+``--graph-rewrites`` passes that flag to ``smgpy serve``.
 
-Run: ``python benches/mlx_serve.py [--rounds 2] [--peer-blas same|own] [--chart benches/mlx_throughput.png]``.
+Run: ``python benches/mlx_serve.py [--rounds 2] [--cpu-blas auto] [--graph-rewrites] [--peer-blas same|own]``.
 """
 
 from __future__ import annotations
@@ -250,11 +251,16 @@ def main() -> None:
         default=0,
         help="lower the bench client's priority by this much once the servers are up (e.g. 10)",
     )
+    parser.add_argument("--cpu-blas", default="off", help="off (default), auto or a library: smgpy serve --cpu-blas")
+    parser.add_argument("--graph-rewrites", action="store_true", help="smgpy serve --graph-rewrites")
     args = parser.parse_args()
 
-    from smgpy.mlx import demo_gguf_path, fast_blas, resolve_model
+    from smgpy.mlx.blas import install_cpu_blas
 
-    blas = fast_blas()
+    installed = install_cpu_blas(args.cpu_blas) if args.cpu_blas != "off" else None
+    from smgpy.mlx import demo_gguf_path, resolve_model
+
+    blas = installed.library if installed else None
     peer_blas = blas if args.peer_blas == "same" else "as installed"
     print(f"BLAS: smgpy {blas or 'bundled reference'}; mlx_lm.server {peer_blas or 'bundled reference'}")
     peer_env = dict(os.environ)
@@ -278,6 +284,9 @@ def main() -> None:
             str(ports["smgpy"]),
             "--log-level",
             "warning",
+            "--cpu-blas",
+            args.cpu_blas,
+            *(["--graph-rewrites"] if args.graph_rewrites else []),
         ],
         "mlx_lm": [
             sys.executable,

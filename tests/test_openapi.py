@@ -28,6 +28,7 @@ def test_document_validates(served: tuple[str, dict[str, Any]]) -> None:
 
 EXPECTED = {
     ("get", "/health"),
+    ("get", "/live"),
     ("get", "/metrics"),
     ("get", "/v1/models"),
     ("get", "/v1/loads"),

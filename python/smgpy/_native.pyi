@@ -314,12 +314,19 @@ class Server:
         api_key: str | None = None,
         allowed_origins: list[str] | None = None,
         max_body_bytes: int = 33554432,
-        request_timeout: float | None = None,
+        request_timeout: float | None = 1800.0,
         context_length: int | None = None,
         keep_alive: float = 15.0,
         shutdown_timeout: float = 10.0,
         tokenizer: Any | None = None,
         get_load: Any | None = None,
+        header_read_timeout: float = 30.0,
+        body_read_timeout: float = 60.0,
+        max_connections: int = 1024,
+        engine_stall_timeout: float = 10.0,
+        vocab_size: int | None = None,
+        max_running_requests: int | None = None,
+        response_store_bytes: int = 268435456,
     ) -> Server: ...
     @property
     def parsers(self) -> tuple[str | None, str | None]:
@@ -333,8 +340,10 @@ class Server:
     @property
     def address(self) -> tuple[str, int] | None:
         """The bound `(host, port)` once started."""
+    def heartbeat(self) -> None:
+        """The engine's event loop turned over; `/health` fails when these stop for `engine_stall_timeout`."""
     def shutdown(self) -> None:
-        """Begin a graceful shutdown."""
+        """Begin a graceful shutdown: `/health` and new requests answer 503, running requests finish."""
     @property
     def stopped(self) -> bool:
         """Whether the server has stopped; `wake_fd` becomes readable when this turns true."""

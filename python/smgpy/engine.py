@@ -44,11 +44,15 @@ Optional attributes smgpy picks up when present (so ``serve_oai`` needs no extra
 ``model_name`` (str), ``context_length`` (int), ``chat_template`` (str),
 ``special_tokens`` (dict of ``bos_token``, ``eos_token``, ...), ``eos_token_ids`` (list of int),
 ``tokenizer`` (an object with ``encode(text) -> list[int]`` and ``decode(ids) -> str``), and
-``get_load() -> dict`` (running / waiting requests and token usage, for ``/v1/loads``).
+``get_load() -> dict`` (running / waiting requests and token usage, for ``/v1/loads``),
+``vocab_size`` (int: token ids from clients are checked against it before the engine sees them)
+and ``max_running_requests`` (int: a request with a larger ``n`` is refused with 400).
 
-An engine raises :class:`EngineOverloaded` when its waiting queue is full (smgpy answers 503 with
-``Retry-After``) and :class:`EngineRequestError` for a request it refuses (smgpy answers 400 with
-the message, e.g. a prompt longer than the context).
+An engine raises :class:`EngineOverloaded` when its waiting queue is full (smgpy answers 429 with
+``Retry-After``, which clients and routers retry) and :class:`EngineRequestError` for a request it
+refuses (smgpy answers 400 with the message, e.g. a prompt longer than the context). Any other
+exception is logged with its traceback and answered 500 with a generic message and the request id:
+exception text never reaches clients.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ class EngineRequestError(ValueError):
 
 
 class EngineOverloaded(RuntimeError):
-    """The engine's waiting queue is full: smgpy answers HTTP 503 with the message."""
+    """The engine's waiting queue is full: smgpy answers HTTP 429 (with ``Retry-After``) and the message."""
 
 
 @dataclass

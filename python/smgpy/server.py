@@ -27,6 +27,8 @@ logger = logging.getLogger("smgpy")
 
 # push()/flush() return codes of the Rust sink.
 _OK, _FULL, _CLOSED = 0, 1, 2
+# Seconds between heartbeats of the event loop (see `engine_stall_timeout`).
+_HEARTBEAT_S = 1.0
 
 
 class _Pump:
@@ -88,10 +90,13 @@ class _Pump:
         except EngineOverloaded as e:
             finished = True
             sink.fail("overloaded", str(e) or "the engine's queue is full; retry later")
-        except Exception as e:  # the engine failed: report it, keep serving
+        except (Exception, KeyboardInterrupt, SystemExit):
+            # The engine failed on this request: log the exception, keep serving the others, and
+            # tell the client only that it failed (exception text can hold anything). A real
+            # Ctrl-C / SIGTERM does not arrive here: `serve_oai` turns it into a cancellation.
             finished = True
             logger.exception("engine failed on request %s", rid)
-            sink.fail("internal", f"the engine failed: {type(e).__name__}: {e}")
+            sink.fail("internal", f"the engine failed on request {rid} (the server log has the details)")
         finally:
             self._tasks.pop(rid, None)
             if not finished:
@@ -133,20 +138,34 @@ async def serve_oai_async(
     api_key: str | None = None,
     allowed_origins: list[str] | None = None,
     max_body_bytes: int = 32 * 1024 * 1024,
-    request_timeout: float | None = None,
+    request_timeout: float | None = 1800.0,
     context_length: int | None = None,
     keep_alive: float = 15.0,
     shutdown_timeout: float = 10.0,
+    header_read_timeout: float = 30.0,
+    body_read_timeout: float = 60.0,
+    max_connections: int = 1024,
+    engine_stall_timeout: float = 10.0,
+    response_store_bytes: int = 256 << 20,
     log_level: str = "info",
     on_ready: Callable[[str, int], None] | None = None,
 ) -> None:
     """Serve ``engine`` inside the running asyncio loop until cancelled.
 
     Engine attributes ``model_name``, ``context_length``, ``chat_template``, ``special_tokens``,
-    ``tokenizer`` and ``get_load`` are used when the matching argument is not given.
+    ``tokenizer``, ``get_load``, ``vocab_size`` (client token ids are checked against it) and
+    ``max_running_requests`` (a larger ``n`` is refused) are used when present.
     ``port=0`` picks a free port; ``on_ready(host, port)`` is called once listening.
-    On cancellation the server stops accepting, lets in-flight requests finish for up to
-    ``shutdown_timeout`` seconds, aborts the rest, and re-raises ``CancelledError``.
+
+    Limits: ``request_timeout`` (seconds per request, streams included; None for none),
+    ``header_read_timeout`` (a request head must arrive in time; also closes idle keep-alive
+    connections), ``body_read_timeout``, ``max_body_bytes``, ``max_connections``,
+    ``response_store_bytes`` (the Responses store), ``engine_stall_timeout`` (``/health`` fails when
+    this loop has not turned over for that long).
+
+    On cancellation the server drains: ``/health`` and new requests answer 503, running requests
+    get ``shutdown_timeout`` seconds to finish, the rest end with an error; then it re-raises
+    ``CancelledError``.
     """
     if not callable(getattr(engine, "generate_request", None)) or not callable(getattr(engine, "abort_request", None)):
         raise TypeError("engine must have `async generate_request(obj)` and `abort_request(rid)` (see smgpy.engine)")
@@ -160,6 +179,8 @@ async def serve_oai_async(
     if context_length is None:
         context_length = _engine_attr(engine, "context_length")
     get_load = getattr(engine, "get_load", None)
+    vocab_size = getattr(engine, "vocab_size", None)
+    max_running = getattr(engine, "max_running_requests", None)
     native = _native.Server(
         host=host,
         port=port,
@@ -177,6 +198,13 @@ async def serve_oai_async(
         shutdown_timeout=shutdown_timeout,
         tokenizer=getattr(engine, "tokenizer", None),
         get_load=get_load if callable(get_load) else None,
+        header_read_timeout=header_read_timeout,
+        body_read_timeout=body_read_timeout,
+        max_connections=max_connections,
+        engine_stall_timeout=engine_stall_timeout,
+        vocab_size=vocab_size if isinstance(vocab_size, int) and vocab_size > 0 else None,
+        max_running_requests=max_running if isinstance(max_running, int) and max_running > 0 else None,
+        response_store_bytes=response_store_bytes,
     )
     pump = _Pump(engine, native, request_class)
     stopped: asyncio.Future[None] = loop.create_future()
@@ -188,6 +216,15 @@ async def serve_oai_async(
 
     fd = native.wake_fd()
     loop.add_reader(fd, on_wake)
+    beat: asyncio.TimerHandle | None = None
+
+    def heartbeat() -> None:
+        # Proves to `/health` that this loop turns over: a request whose synchronous work blocks
+        # the loop for seconds makes the server report itself not ready.
+        nonlocal beat
+        native.heartbeat()
+        beat = loop.call_later(_HEARTBEAT_S, heartbeat)
+
     try:
         bound_host, bound_port = native.start()
         tool, reasoning = native.parsers
@@ -199,6 +236,7 @@ async def serve_oai_async(
             tool or "off",
             reasoning or "off",
         )
+        heartbeat()
         if on_ready is not None:
             on_ready(bound_host, bound_port)
         # The server's end arrives through the wake-up socket (see `on_wake`), so no Rust thread
@@ -212,6 +250,8 @@ async def serve_oai_async(
             await asyncio.shield(stopped)
             raise
     finally:
+        if beat is not None:
+            beat.cancel()
         pump.on_wake()  # cancellations queued by the last aborted streams
         tasks = pump.cancel_all()
         if tasks:

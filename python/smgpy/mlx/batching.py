@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.generate import BatchGenerator, StopSequences
-from mlx_lm.models.cache import make_prompt_cache
 
+from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.detokenize import IncrementalDecoder
 from smgpy.mlx.prefix_cache import PrefixCache
 from smgpy.mlx.rewrite import Rewrites, rewrite_model
@@ -83,7 +82,7 @@ class Scheduler:
         max_running: int,
         prefix_cache_bytes: int,
         prefill_step_size: int = 512,
-        graph_rewrites: bool = True,
+        graph_rewrites: bool = False,
     ) -> None:
         self._load = load
         self._graph_rewrites = graph_rewrites
@@ -135,7 +134,7 @@ class Scheduler:
             self.model, self.tokenizer = self._load()
             if self._graph_rewrites:
                 self.rewrites = rewrite_model(self.model)
-                log.info("model rewrites (exact): %s", self.rewrites.summary())
+                log.info("model rewrites (exact, CPU only): %s", self.rewrites.summary())
             self._stream = mx.default_stream(mx.default_device())
             self._gen = self._new_generator()
         except BaseException as e:  # reported to from_pretrained, which re-raises it
@@ -195,8 +194,8 @@ class Scheduler:
         gc.collect()
         mx.synchronize(self._stream)
 
-    def _new_generator(self) -> BatchGenerator:
-        return BatchGenerator(
+    def _new_generator(self) -> Any:
+        return mlx_lm_api.new_batch_generator(
             self.model,
             completion_batch_size=self.max_running,
             prefill_batch_size=min(self.max_running, 8),
@@ -271,7 +270,7 @@ class Scheduler:
         if len(group) > 1:
             # n > 1: run the prompt once, then give each sample its own copy of the cache.
             with mx.stream(self._stream):
-                cache = cache or make_prompt_cache(self.model)
+                cache = cache or mlx_lm_api.make_prompt_cache(self.model)
                 rest = tokens[cached:-1]
                 for i in range(0, len(rest), self._prefill_step):
                     self.model(mx.array(rest[i : i + self._prefill_step])[None], cache=cache)
@@ -284,14 +283,15 @@ class Scheduler:
             prompts = [tokens[cached:]]
             known = [tokens[:cached]]
         end_ids = sorted(group[0].stop_ids)
-        uids = self._gen.insert(
+        uids = mlx_lm_api.insert(
+            self._gen,
             prompts,
             max_tokens=[s.max_tokens for s in group],
             caches=caches,
             all_tokens=known,
             samplers=[make_sampler(s.params, s.index) for s in group],
             logits_processors=[make_logits_processors(s.params, len(tokens), end_ids, s.json_matcher) for s in group],
-            stop_sequences=[StopSequences([[t] for t in end_ids] or None) for _ in group],
+            stop_token_ids=[end_ids for _ in group],
         )
         for uid, seq in zip(uids, group, strict=True):
             seq.uid = uid

@@ -1,57 +1,150 @@
-"""Give MLX's CPU backend an optimized BLAS on Linux, when the machine has one.
+"""Opt-in: an optimized BLAS for MLX's Linux CPU backend, for the process smgpy owns.
 
 The Linux ``mlx[cpu]`` wheel links the reference (netlib) BLAS: plain, single-threaded Fortran
 loops. Every float32 matrix product MLX runs on the CPU is one ``cblas_sgemm`` call into it, at
 about 1 GFLOP/s on the 2-core x86 machines smgpy is tested on: 5x slower than OpenBLAS for one
-row (decode), 30-50x for 64 rows (prefill, batched decode). Decode of a 135M model spends most
-of its time there, and prompt processing runs no faster than decode.
+row (decode), 30-50x for 64 rows (prefill, batched decode).
 
 The dynamic linker binds a symbol to the first library of the process's global scope that
-defines it, before the libraries a module brought in itself. Loading OpenBLAS (or BLIS, or MKL)
-with ``RTLD_GLOBAL`` *before* ``mlx.core`` is imported therefore makes MLX's ``cblas_sgemm``
-resolve to the optimized one: same C interface, same results up to float rounding. Once
-``mlx.core`` is loaded it is too late, which is why :mod:`smgpy.mlx` calls this first.
+defines it. Loading OpenBLAS (or BLIS, or MKL) with ``RTLD_GLOBAL`` *before* ``mlx.core`` is
+imported therefore makes MLX's ``cblas_sgemm`` resolve to the optimized one. That changes every
+library of the process that binds ``cblas_sgemm`` afterwards, so it is a process-level choice:
+nothing in smgpy does it on import. ``smgpy serve --cpu-blas auto`` does it (and logs it) for the
+server process; an application that embeds smgpy may call :func:`install_cpu_blas` itself, first
+thing, if it wants the same.
 
-One more step on top: a decode step multiplies 1-8 rows of activations (one per sequence) by
-every weight matrix, and OpenBLAS's ``sgemm`` first copies ("packs") the whole weight matrix for
-each such call, before 0.3.27 (Debian 12, Ubuntu 24.04) even for a single row. smgpy's extension
-exports a ``cblas_sgemm`` (crate ``smgpy-blas``) that sends those products to its own kernel,
-which reads the weights once (x86-64 with AVX2 and FMA), or one-row products to ``sgemv``
-elsewhere, and passes every other call through; it is made global just before the BLAS library,
-so MLX binds to it first. Decode steps of a 135M model took 1.2-1.4x less time at batch 1-8.
+On top of the library, smgpy's extension exports a ``cblas_sgemm`` (crate ``smgpy-blas``) that
+sends decode-sized products (1-8 rows times a transposed weight) to its own kernel, which reads
+the weights once (x86-64 with AVX2 and FMA), and passes every other call to the library. With
+``kernel=True`` it is made global just before the library, so MLX binds to it first.
 
-``SMGPY_BLAS`` chooses: unset tries the usual library names, a library name or path loads that
-one, ``none`` keeps MLX's own BLAS. ``SMGPY_BLAS_GEMV=0`` turns the forwarding off;
-``smgpy._native.blas_set_mode("off" | "gemv" | "skinny")`` switches it at run time. On
-Debian and Ubuntu, ``apt install libopenblas0`` provides the library.
+This is a CPU-only trick: on macOS MLX uses Accelerate and runs models on Metal, and a CUDA build
+of MLX runs them on the GPU, so :func:`install_cpu_blas` does nothing there.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata
+import importlib.util
 import logging
-import os
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["fast_blas", "gemv_forwarding", "load_fast_blas", "report"]
+__all__ = ["CpuBlas", "install_cpu_blas", "installed_cpu_blas", "kernel_in_use"]
 
 log = logging.getLogger("smgpy.mlx")
 
 # Sonames as the dynamic linker finds them (ld.so.cache), most common first.
 _CANDIDATES = ("libopenblas.so.0", "libopenblas.so", "libblis.so.4", "libmkl_rt.so.2")
-_OFF = ("none", "off", "0", "false")
-
-_state: dict[str, str | None] = {}
 
 
-def fast_blas() -> str | None:
-    """The BLAS library :func:`load_fast_blas` put in front of MLX's, or None."""
-    return _state.get("loaded")
+@dataclass(frozen=True)
+class CpuBlas:
+    """What :func:`install_cpu_blas` put in front of MLX's bundled BLAS."""
+
+    library: str | None  # the optimized library made global, or None (MLX keeps its bundled one)
+    kernel: bool  # smgpy's small-batch kernel sits in front of the library
+
+    def describe(self) -> str:
+        lib = self.library or "MLX's bundled reference BLAS"
+        return f"{lib} with smgpy's small-batch kernel" if self.kernel else lib
 
 
-def gemv_forwarding() -> bool:
-    """Whether MLX's small-batch products reach smgpy's forwarding (runs one tiny product to check)."""
-    if not _state.get("gemv"):
+_installed: list[CpuBlas] = []
+
+
+def installed_cpu_blas() -> CpuBlas | None:
+    """The result of the :func:`install_cpu_blas` call that took effect in this process, or None."""
+    return _installed[0] if _installed else None
+
+
+def _gpu_build() -> str | None:
+    """The name of an installed GPU build of MLX (``mlx-cuda*``), read without importing MLX."""
+    for dist in importlib.metadata.distributions():
+        name = str(dist.metadata["Name"] or "").lower()
+        if name.startswith("mlx-cuda") or name.startswith("mlx_cuda"):
+            return name
+    return None
+
+
+def install_cpu_blas(library: str = "auto", *, kernel: bool = True) -> CpuBlas | None:
+    """Put an optimized BLAS (and smgpy's small-batch kernel) in front of MLX's bundled one.
+
+    ``library`` is ``"auto"`` (the usual OpenBLAS / BLIS / MKL sonames, first found) or a library
+    name or path. Must run before ``mlx.core`` is first imported; returns what was installed, or
+    None when nothing could be (not Linux, a GPU build of MLX, ``mlx.core`` already loaded).
+    Calling it again returns the first result. Raises ``OSError`` when a named library cannot be
+    loaded or has no ``cblas_sgemm``.
+    """
+    if _installed:
+        return _installed[0]
+    if not sys.platform.startswith("linux"):
+        log.info("install_cpu_blas: nothing to do on %s (MLX uses Accelerate and Metal there)", sys.platform)
+        return None
+    gpu = _gpu_build()
+    if gpu is not None:
+        log.info("install_cpu_blas: %s is installed, models run on the GPU; MLX's CPU BLAS is left alone", gpu)
+        return None
+    if "mlx.core" in sys.modules:
+        log.warning("install_cpu_blas: mlx.core is already loaded, so MLX keeps the BLAS it bound; call it first")
+        return None
+    found = _load_library(library)
+    target = found or _bundled_blas()
+    with_kernel = bool(kernel and target and _install_kernel(target))
+    if found:
+        # A second dlopen with RTLD_GLOBAL promotes the library into the global scope, after
+        # smgpy's extension when the kernel is on: MLX then binds the extension's cblas_sgemm.
+        ctypes.CDLL(found, mode=ctypes.RTLD_GLOBAL)
+    result = CpuBlas(found, with_kernel)
+    _installed.append(result)
+    log.info("MLX CPU matrix products: %s", result.describe())
+    return result
+
+
+def _load_library(choice: str) -> str | None:
+    names = _CANDIDATES if choice == "auto" else (choice,)
+    for name in names:
+        try:
+            lib = ctypes.CDLL(name)  # privately first: only a CBLAS library may go in front of MLX's
+        except OSError:
+            continue
+        if hasattr(lib, "cblas_sgemm"):
+            return name
+        if choice != "auto":
+            raise OSError(f"{name} has no cblas_sgemm: it is not a CBLAS library")
+    if choice != "auto":
+        raise OSError(f"cannot load the BLAS library {choice!r}")
+    log.info("install_cpu_blas: no OpenBLAS, BLIS or MKL found (Debian/Ubuntu: apt install libopenblas0)")
+    return None
+
+
+def _bundled_blas() -> str | None:
+    """The BLAS library the ``mlx[cpu]`` wheel ships (``mlx_cpu.libs/libblas-*.so*``), if any."""
+    spec = importlib.util.find_spec("mlx")
+    for root in list(spec.submodule_search_locations or []) if spec else []:
+        for lib in sorted((Path(root).parent / "mlx_cpu.libs").glob("libblas*.so*")):
+            return str(lib)
+    return None
+
+
+def _install_kernel(library: str) -> bool:
+    from smgpy import _native
+
+    try:
+        _native.blas_forward_install(library)
+    except OSError as e:
+        log.info("smgpy's small-batch kernel not installed: %s", e)
+        return False
+    ctypes.CDLL(_native.__file__, mode=ctypes.RTLD_GLOBAL)
+    return True
+
+
+def kernel_in_use() -> bool:
+    """Whether MLX's small-batch products reach smgpy's kernel (runs one tiny product to check)."""
+    installed = installed_cpu_blas()
+    if installed is None or not installed.kernel:
         return False
     import mlx.core as mx
 
@@ -61,100 +154,3 @@ def gemv_forwarding() -> bool:
     with mx.stream(mx.cpu):
         mx.eval(mx.ones((1, 16)) @ mx.ones((16, 16)))
     return _native.blas_forwarded() > before
-
-
-def _native_mode() -> str:
-    from smgpy import _native
-
-    return {"skinny": "smgpy's kernel", "gemv": "sgemv"}.get(_native.blas_mode(), "sgemm")
-
-
-def load_fast_blas() -> str | None:
-    """Load an optimized BLAS globally before MLX; return its name, or None. Runs once."""
-    if "loaded" not in _state:
-        _state["loaded"] = _load()
-    return _state["loaded"]
-
-
-def report() -> None:
-    """Log, once, which BLAS MLX's CPU products use, with a hint when it is the slow one."""
-    if _state.get("reported") or not sys.platform.startswith("linux"):
-        return
-    _state["reported"] = "yes"
-    if fast_blas():
-        how = f" (small-batch products: {_native_mode()})" if gemv_forwarding() else ""
-        log.info("MLX CPU matrix products use %s%s", fast_blas(), how)
-    elif os.environ.get("SMGPY_BLAS", "").strip().lower() not in _OFF and _on_cpu():
-        log.warning(
-            "smgpy.mlx put no optimized BLAS in front of the reference one bundled with mlx (slow on CPU: "
-            "prefill runs at decode speed); install OpenBLAS (Debian/Ubuntu: apt install libopenblas0) "
-            "or set SMGPY_BLAS, and import smgpy.mlx before mlx.core"
-        )
-
-
-def _on_cpu() -> bool:
-    import mlx.core as mx
-
-    return bool(mx.default_device() == mx.cpu)
-
-
-def _load() -> str | None:
-    if not sys.platform.startswith("linux"):
-        return None  # macOS MLX uses Accelerate; nothing to replace
-    choice = os.environ.get("SMGPY_BLAS", "").strip()
-    if choice.lower() in _OFF:
-        return None
-    if "mlx.core" in sys.modules:
-        log.debug("mlx.core was imported before smgpy.mlx: MLX keeps the BLAS it was loaded with")
-        return None
-    for name in (choice,) if choice else _CANDIDATES:
-        if _try(name):
-            return name
-    if choice:
-        log.warning("SMGPY_BLAS=%s: no usable BLAS there (a library exporting cblas_sgemm); MLX keeps its own", choice)
-    # No faster library: MLX keeps the one its wheel bundles, but small-batch products (decode)
-    # can still skip it through smgpy's kernel.
-    bundled = _bundled_blas()
-    if bundled:
-        _forward_one_row(bundled)
-    return None
-
-
-def _bundled_blas() -> str | None:
-    """The BLAS library the ``mlx[cpu]`` wheel ships (``mlx_cpu.libs/libblas-*.so*``), if any."""
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.find_spec("mlx")
-    for root in spec.submodule_search_locations or [] if spec else []:
-        for lib in sorted((Path(root).parent / "mlx_cpu.libs").glob("libblas*.so*")):
-            return str(lib)
-    return None
-
-
-def _try(name: str) -> bool:
-    try:
-        lib = ctypes.CDLL(name)  # privately first: only a CBLAS library may go in front of MLX's
-    except OSError:
-        return False
-    if not hasattr(lib, "cblas_sgemm"):
-        return False
-    _forward_one_row(name)
-    # A second dlopen with RTLD_GLOBAL promotes the loaded library into the global scope, after
-    # smgpy's extension when the forwarding is on: MLX then binds the extension's cblas_sgemm.
-    ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
-    return True
-
-
-def _forward_one_row(name: str) -> None:
-    if os.environ.get("SMGPY_BLAS_GEMV", "").strip().lower() in _OFF:
-        return
-    from smgpy import _native
-
-    try:
-        _native.blas_forward_install(name)
-    except OSError as e:
-        log.debug("small-batch product forwarding not installed: %s", e)
-        return
-    ctypes.CDLL(_native.__file__, mode=ctypes.RTLD_GLOBAL)
-    _state["gemv"] = name

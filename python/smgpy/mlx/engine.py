@@ -17,8 +17,8 @@ from typing import Any
 
 from smgpy._native import JsonVocab
 from smgpy.engine import EngineOverloaded, EngineRequestError
+from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.batching import Outlet, Scheduler, Sequence
-from smgpy.mlx.blas import report as _report_blas
 from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids
 from smgpy.mlx.sampling import SamplingParams
 from smgpy.mlx.structured import build_vocab, json_spec, make_matcher
@@ -122,7 +122,7 @@ class MLXEngine:
         prefill_step_size: int = 512,
         default_sampling: dict[str, float] | None = None,
         generation_config: bool = True,
-        graph_rewrites: bool = True,
+        graph_rewrites: bool = False,
     ) -> None:
         if max_running < 1 or max_waiting < 0:
             raise ValueError("max_running must be >= 1 and max_waiting >= 0")
@@ -130,16 +130,15 @@ class MLXEngine:
         self.model_path = model_path
         self.model_name = model_name or model_path
         self.max_waiting = max_waiting
+        # Read by the server: an `n` above it could never be scheduled, so it is refused up front.
+        self.max_running_requests = max_running
         self._config: dict[str, Any] = {}
 
         def load() -> tuple[Any, Any]:
-            from mlx_lm.utils import load as mlx_load
-
-            model, tok, config = mlx_load(model_path, return_config=True)  # type: ignore[misc]
+            model, tok, config = mlx_lm_api.load(model_path)
             self._config = config
             return model, tok
 
-        _report_blas()
         self._sched = Scheduler(
             load,
             max_running=max_running,
@@ -153,7 +152,7 @@ class MLXEngine:
         if self._sched.load_error is not None:
             raise self._sched.load_error
         wrapper = self._sched.tokenizer
-        self._hf = getattr(wrapper, "_tokenizer", wrapper)
+        self._hf = mlx_lm_api.hf_tokenizer(wrapper)
         self.eos_token_ids: list[int] = sorted(int(t) for t in wrapper.eos_token_ids)
         self._drop = end_of_turn_ids(self._hf, self.eos_token_ids)
         self.vocab_size = int(self._config.get("vocab_size") or len(self._hf))
@@ -181,8 +180,8 @@ class MLXEngine:
         Keyword arguments go to the constructor (``max_running``, ``max_waiting``,
         ``prefix_cache_bytes``, ``context_length``, ``model_name``, ``default_sampling`` (sampling
         values for keys a request leaves out, over the model's ``generation_config.json``),
-        ``generation_config`` (False ignores that file), ``graph_rewrites`` (False runs the model's
-        forward pass as mlx-lm wrote it, without ``smgpy.mlx.rewrite``'s exact rewrites)).
+        ``generation_config`` (False ignores that file), ``graph_rewrites`` (True installs
+        ``smgpy.mlx.rewrite``'s exact rewrites of the forward pass; CPU only, off by default)).
         """
         path, name = resolve_model(model, dtype=dtype)
         if kwargs.get("model_name") is None:
@@ -202,7 +201,14 @@ class MLXEngine:
     def _prompt_tokens(self, obj: Any) -> list[int]:
         ids = getattr(obj, "input_ids", None)
         if ids:
-            return [int(t) for t in ids]
+            tokens = [int(t) for t in ids]
+            # An id past the embedding table would read out of bounds inside MLX.
+            bad = next((t for t in tokens if not 0 <= t < self.vocab_size), None)
+            if bad is not None:
+                raise EngineRequestError(
+                    f"input_ids holds token id {bad}, outside the vocabulary (0..{self.vocab_size - 1})"
+                )
+            return tokens
         text = getattr(obj, "text", None)
         if text is None:
             raise EngineRequestError("the request has neither text nor input_ids")
@@ -219,6 +225,10 @@ class MLXEngine:
             if requested.get(key) is None:
                 requested[key] = value
         params = SamplingParams.from_dict(requested, self.vocab_size)
+        if params.n > self._sched.max_running:
+            raise EngineRequestError(
+                f"n is {params.n}, but this engine runs at most {self._sched.max_running} sequences at once"
+            )
         n_prompt = len(tokens)
         if n_prompt == 0:
             raise EngineRequestError("the prompt is empty")

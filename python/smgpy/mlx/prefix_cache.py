@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache
+from smgpy.mlx.mlx_lm_api import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache
 
 __all__ = ["PrefixCache"]
 

@@ -19,19 +19,25 @@ Each rewrite here removes nodes and computes the same float32 values, bit for bi
   stays two nodes, the rest (scale by 1/n, add eps, rsqrt, two products) is one compiled node.
   MLX compiles element-wise graphs to C++ without FMA contraction, so each op rounds as it does
   alone.
-- ``ProjectionGroup``: sibling linear layers called on the same input (``q_proj``/``k_proj``/
-  ``v_proj``, ``gate_proj``/``up_proj``) become one product whose result is split, for inputs of
-  up to ``FUSED_MAX_ROWS`` rows (decode steps; prefill is bound by arithmetic, not by nodes). A
-  part that is called with another input, or twice, turns the group back into separate products
-  (from slices of the concatenated weight), so a model that does not call them together stays
-  correct.
+- ``PretransposedLinear``: keeps each linear layer's transposed weight view instead of making one
+  per call (the same product, one ``Transpose`` node less per layer and step).
 
-A BLAS may sum a product in an order that depends on its shape (OpenBLAS has a separate kernel
-for small products), so a wider product is not always bit-identical to its parts. Every rewrite is
-therefore checked against the original modules on the model's own weights when it is installed:
-the fused product for every row count it is used for, the separate products and the rope for
-a spread of shapes. A rewrite that does not match exactly is not installed. ``rewrite_model``
-reports what it did.
+Not done, on purpose: fusing sibling projections (``q/k/v``, ``gate/up``) into one product. Its
+parts are strided views of the wide result, and a consumer that reduces over such a view may sum
+in another order than over the separate product's contiguous result (a ``v_proj(x).sum()`` differed
+by 2e-6 under the reference BLAS), so it cannot be exact for every model.
+
+Exactness or nothing. Each rewrite runs the same operations in the same order on the same layout
+(element-wise arithmetic, and products whose other operand holds only 0 and +-1), so it is exact by
+construction; each is also checked against the original module, on the model's own weights and
+on the BLAS that is loaded, for a spread of shapes, batch sizes and offsets when it is installed,
+and left out if anything differs.
+
+CPU only, and opt-in (``MLXEngine(graph_rewrites=True)``, ``smgpy serve --graph-rewrites``): on
+Metal and CUDA ``mx.fast.rope`` and ``mx.fast.rms_norm`` are kernels, graph building is cheap
+next to the GPU's work, and the model must stay as mlx-lm loaded it (a changed parameter tree
+breaks LoRA adapters, ``load_weights`` and quantization), so ``rewrite_model`` refuses to run on
+any device but the CPU. ``rewrite_model`` reports what it did.
 """
 
 from __future__ import annotations
@@ -49,24 +55,17 @@ from mlx.nn.layers.linear import Linear
 from mlx.nn.layers.normalization import RMSNorm
 from mlx.nn.layers.positional_encoding import RoPE
 
+from smgpy.mlx import mlx_lm_api
+
 __all__ = ["Rewrites", "rewrite_model"]
 
 log = logging.getLogger("smgpy.mlx")
-
-# Sibling projections that models call on one input, in the order of the fused weight.
-_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
-# Inputs with more rows than this (prefill) use separate products; every row count up to it is
-# checked at install time.
-FUSED_MAX_ROWS = 64
-# Row counts at which the separate products (weight slices) are checked against the originals.
-_SEPARATE_CHECK_ROWS = (1, 9, 100, 512)
 
 
 @dataclass
 class Rewrites:
     """What ``rewrite_model`` installed, and the hook the scheduler calls before each step."""
 
-    projection_groups: int = 0
     rope_modules: int = 0
     norm_modules: int = 0
     linear_modules: int = 0
@@ -81,7 +80,6 @@ class Rewrites:
 
     def summary(self) -> str:
         parts = [
-            f"{self.projection_groups} fused projection groups",
             f"{self.rope_modules} table ropes",
             f"{self.norm_modules} compiled RMS norms",
             f"{self.linear_modules} pretransposed linears",
@@ -215,11 +213,18 @@ def _rope_matches_inner(original: Module, replacement: TableRope) -> bool:
         (1, 1, 0),
         (1, 1, 37),
         (1, 9, 5),
+        (1, 33, 200),
         (2, 1, mx.array([3, 40])),
         (3, 4, mx.array([-2, 0, 7])),
+        (8, 1, mx.array([0, 1, 2, 5, 8, 13, 21, 34])),
     ]
-    for batch, rows, offset in cases:
-        x = mx.array(rng.standard_normal((batch, 3, rows, replacement._table.dims)).astype(np.float32))
+    for i, (batch, rows, offset) in enumerate(cases):
+        # Models hand the rope (batch, heads, rows, dims) views of (batch, rows, heads, dims)
+        # projections; every other case checks that layout.
+        shape = (batch, rows, 3, replacement._table.dims) if i % 2 else (batch, 3, rows, replacement._table.dims)
+        x = mx.array(rng.standard_normal(shape).astype(np.float32))
+        if i % 2:
+            x = x.transpose(0, 2, 1, 3)
         a = replacement._fallback(x, offset)
         b = replacement(x, offset=offset)
         if isinstance(offset, mx.array):  # left padding: only real (non-negative) positions count
@@ -234,20 +239,11 @@ def _rope_classes() -> tuple[type, ...]:
     """Rope modules whose call is ``mx.fast.rope`` alone: its output depends on the position only
     through cos/sin, so a table read from the module itself reproduces it. (mlx-lm's YaRN and
     SuScaled ropes also scale the input, and DynamicNTK changes its base with the length: not here.)"""
-    classes: list[type] = [RoPE]
-    try:
-        from mlx_lm.models import rope_utils
-    except ImportError:
-        return tuple(classes)
-    for name in ("Llama3RoPE", "ProportionalRoPE"):
-        cls = getattr(rope_utils, name, None)
-        if isinstance(cls, type):
-            classes.append(cls)
-    return tuple(classes)
+    return (RoPE, *mlx_lm_api.rope_classes())
 
 
 def _rope_key(rope: Any) -> tuple[Any, ...]:
-    freqs = getattr(rope, "_freqs", None)
+    freqs = mlx_lm_api.rope_frequencies(rope)
     return (
         type(rope).__name__,
         rope.dims,
@@ -337,7 +333,7 @@ def _rewrite_norms(model: Module, out: Rewrites) -> None:
                 out.norm_modules += 1
 
 
-# ----- projections sharing an input -----
+# ----- linear layers -----
 
 
 def _transposed(w: mx.array) -> mx.array:
@@ -362,117 +358,7 @@ class PretransposedLinear(Module):
         return x @ self._weight_t
 
 
-class ProjectionGroup:
-    """State shared by the parts of one fused projection (a plain object, so not a parameter)."""
-
-    def __init__(self, weight: mx.array, bias: mx.array | None, sizes: list[int]) -> None:
-        self.weight = weight
-        self.bias = bias
-        self.bounds = [0]
-        for s in sizes:
-            self.bounds.append(self.bounds[-1] + s)
-        # Transposed views made once (no copy): ``weight.T`` per call would be a graph node per call.
-        self.weight_t = _transposed(weight)
-        self.parts_t = [_transposed(weight[lo:hi]) for lo, hi in zip(self.bounds, self.bounds[1:], strict=False)]
-        self.fused = True
-        self._input: mx.array | None = None
-        self._outputs: list[mx.array] = []
-        self._taken: set[int] = set()
-
-    def _separate(self, x: mx.array, i: int) -> mx.array:
-        if self.bias is None:
-            return x @ self.parts_t[i]
-        return mx.addmm(self.bias[self.bounds[i] : self.bounds[i + 1]], x, self.parts_t[i])
-
-    def output(self, x: mx.array, i: int) -> mx.array:
-        if not self.fused or x.size > FUSED_MAX_ROWS * x.shape[-1]:
-            return self._separate(x, i)
-        if self._input is None:
-            y = x @ self.weight_t if self.bias is None else mx.addmm(self.bias, x, self.weight_t)
-            parts: list[mx.array] = list(mx.split(y, self.bounds[1:-1], axis=-1))
-            self._input, self._outputs, self._taken = x, parts, set()
-        elif self._input is not x or i in self._taken:
-            # Not called as one group: go back to separate products for good.
-            self.fused = False
-            self._input, self._outputs = None, []
-            return self._separate(x, i)
-        self._taken.add(i)
-        out = self._outputs[i]
-        if len(self._taken) == len(self._outputs):
-            self._input, self._outputs = None, []
-        return out
-
-
-class FusedProjection(Module):
-    """The first part of a group: owns the concatenated weight (so it stays a model parameter)."""
-
-    def __init__(self, group: ProjectionGroup) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.weight = group.weight
-        if group.bias is not None:
-            self.bias = group.bias
-        self._group = group
-
-    def __call__(self, x: mx.array) -> mx.array:
-        return self._group.output(x, 0)
-
-
-class ProjectionPart(Module):
-    """Another part of a group: its slice of the fused product."""
-
-    def __init__(self, group: ProjectionGroup, index: int) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self._group = group
-        self._index = index
-
-    def __call__(self, x: mx.array) -> mx.array:
-        return self._group.output(x, self._index)
-
-
-def _group_matches(originals: list[Linear], group: ProjectionGroup) -> bool:
-    rng = np.random.default_rng(1)
-    dim = originals[0].weight.shape[1]
-    dtype = originals[0].weight.dtype
-    for rows in sorted({*range(1, FUSED_MAX_ROWS + 1), *_SEPARATE_CHECK_ROWS}):
-        x = mx.array(rng.standard_normal((1, rows, dim)).astype(np.float32)).astype(dtype)
-        want = [m(x) for m in originals]
-        got = [group.output(x, i) for i in range(len(originals))]
-        if not all(mx.array_equal(a, b).item() for a, b in zip(want, got, strict=True)):
-            return False
-    return True
-
-
-def _rewrite_projections(model: Module, out: Rewrites) -> None:
-    checked: dict[tuple[Any, ...], bool] = {}
-    for parent in _modules(model):
-        for names in _GROUPS:
-            linears: list[Linear] = [p for n in names if type(p := parent.get(n)) is Linear]
-            if len(linears) != len(names):
-                continue
-            w0 = linears[0].weight
-            has_bias = ["bias" in p for p in linears]
-            if any(p.weight.shape[1] != w0.shape[1] or p.weight.dtype != w0.dtype for p in linears) or (
-                any(has_bias) and not all(has_bias)
-            ):
-                continue
-            sizes = [p.weight.shape[0] for p in linears]
-            weight = mx.concatenate([p.weight for p in linears], axis=0)
-            bias = mx.concatenate([p.bias for p in linears], axis=0) if all(has_bias) else None
-            mx.eval(weight, *([] if bias is None else [bias]))
-            group = ProjectionGroup(weight, bias, sizes)
-            key = (names, tuple(sizes), w0.shape[1], w0.dtype, bias is not None)
-            if key not in checked:
-                checked[key] = _group_matches(linears, group)
-                group.fused = True  # the check leaves it fused unless a mismatch occurred
-                if not checked[key]:
-                    out.skipped.append(f"{'/'.join(names)} {sizes}: fused product differs")
-            if not checked[key]:
-                continue
-            parent[names[0]] = FusedProjection(group)
-            for i, n in enumerate(names[1:], start=1):
-                parent[n] = ProjectionPart(group, i)
-            out.projection_groups += 1
-    # The other linear layers keep their transposed weight view.
+def _rewrite_linears(model: Module, out: Rewrites) -> None:
     for parent in _modules(model):
         for name, child in list(parent.items()):
             if type(child) is Linear and _linear_matches(child, PretransposedLinear(child)):
@@ -482,8 +368,8 @@ def _rewrite_projections(model: Module, out: Rewrites) -> None:
 
 def _linear_matches(original: Linear, replacement: PretransposedLinear) -> bool:
     rng = np.random.default_rng(3)
-    for rows in (1, 9):
-        x = mx.array(rng.standard_normal((1, rows, original.weight.shape[1])).astype(np.float32))
+    for batch, rows in ((1, 1), (1, 9), (3, 1), (2, 70)):
+        x = mx.array(rng.standard_normal((batch, rows, original.weight.shape[1])).astype(np.float32))
         x = x.astype(original.weight.dtype)
         if not mx.array_equal(original(x), replacement(x)).item():
             return False
@@ -491,19 +377,27 @@ def _linear_matches(original: Linear, replacement: PretransposedLinear) -> bool:
 
 
 def rewrite_model(
-    model: Module, *, ropes: bool | None = None, norms: bool | None = None, projections: bool = True
+    model: Module,
+    *,
+    ropes: bool = True,
+    norms: bool = True,
+    linears: bool = True,
+    device: Any = None,
 ) -> Rewrites:
     """Install the exact rewrites into ``model`` (in place) and report them.
 
-    ``ropes`` and ``norms`` default to True on the CPU (where ``mx.fast.rope`` and
-    ``mx.fast.rms_norm`` have no kernel) and False on a GPU. Call it on the thread that runs the model.
+    ``device`` (default: MLX's default device) must be the CPU; on any other device nothing is
+    changed and the report says why. Call it on the thread that runs the model, before it runs.
     """
     out = Rewrites()
-    on_cpu = mx.default_device() == mx.cpu
-    if projections:
-        _rewrite_projections(model, out)
-    if on_cpu if ropes is None else ropes:
+    device = mx.default_device() if device is None else device
+    if device != mx.cpu:
+        out.skipped.append(f"all: the model runs on {device}, and the rewrites are for MLX's CPU backend")
+        return out
+    if linears:
+        _rewrite_linears(model, out)
+    if ropes:
         _rewrite_ropes(model, out)
-    if on_cpu if norms is None else norms:
+    if norms:
         _rewrite_norms(model, out)
     return out

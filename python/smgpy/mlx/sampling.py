@@ -17,10 +17,10 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p, greedy_sampler, make_repetition_penalty
 
 from smgpy._native import JsonMatcher
 from smgpy.engine import EngineRequestError
+from smgpy.mlx.mlx_lm_api import apply_min_p, apply_top_k, apply_top_p, greedy_sampler, make_repetition_penalty
 
 __all__ = ["SamplingParams", "make_logits_processors", "make_sampler"]
 
@@ -49,6 +49,14 @@ class SamplingParams:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], vocab_size: int) -> SamplingParams:
+        """Read and check the request's keys; bad values raise ``EngineRequestError`` (HTTP 400)."""
+        try:
+            return cls._from_dict(d, vocab_size)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise EngineRequestError(f"invalid sampling parameters: {e}") from e
+
+    @classmethod
+    def _from_dict(cls, d: dict[str, Any], vocab_size: int) -> SamplingParams:
         def num(key: str, default: float) -> float:
             v = d.get(key)
             return default if v is None else float(v)
@@ -61,7 +69,8 @@ class SamplingParams:
             repetition_penalty=num("repetition_penalty", 1.0),
             frequency_penalty=num("frequency_penalty", 0.0),
             presence_penalty=num("presence_penalty", 0.0),
-            seed=None if d.get("seed") is None else int(d["seed"]),
+            # Any integer seeds (clients send -1, OpenAI allows int64); MLX keys take 64 unsigned bits.
+            seed=None if d.get("seed") is None else int(d["seed"]) % (1 << 64),
             max_new_tokens=None if d.get("max_new_tokens") is None else int(d["max_new_tokens"]),
             min_new_tokens=int(d.get("min_new_tokens") or 0),
             stop_token_ids=tuple(int(t) for t in d.get("stop_token_ids") or ()),
@@ -110,7 +119,7 @@ def make_sampler(params: SamplingParams, sample_index: int = 0) -> Sampler:
     key: list[mx.array] | None = None
     if params.seed is not None:
         # Sample i of an n>1 request gets its own stream, still fixed by the seed.
-        key = [mx.random.key(params.seed + sample_index * 7919)]
+        key = [mx.random.key((params.seed + sample_index * 7919) % (1 << 64))]
 
     def sampler(logprobs: mx.array) -> mx.array:
         if top_k > 0:

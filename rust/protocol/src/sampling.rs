@@ -126,6 +126,32 @@ pub fn check_ranges(p: &SamplingParams) -> Result<(), crate::ProtocolError> {
             return Err(E::new("n", format!("n must be between 1 and 128, got {n}")));
         }
     }
+    if let Some(bias) = &p.logit_bias {
+        for (key, value) in bias {
+            let param = format!("logit_bias.{key}");
+            if key.trim().parse::<u32>().is_err() {
+                return Err(E::new(
+                    param,
+                    format!("logit_bias keys must be token ids (non-negative integers, as strings), got `{key}`"),
+                ));
+            }
+            match value.as_f64() {
+                Some(v) if (-100.0..=100.0).contains(&v) => {}
+                _ => {
+                    return Err(E::new(
+                        param,
+                        format!("logit_bias values must be numbers between -100 and 100, got {value}"),
+                    ))
+                }
+            }
+        }
+    }
+    if let Some(i) = p.stop_token_ids.iter().position(|t| *t < 0) {
+        return Err(E::new(
+            format!("stop_token_ids[{i}]"),
+            "stop_token_ids must be non-negative token ids",
+        ));
+    }
     if let Some(i) = p.stop.iter().position(String::is_empty) {
         return Err(E::new(format!("stop[{i}]"), "stop strings must not be empty"));
     }

@@ -54,6 +54,8 @@ pub struct Server {
     shutdown: watch::Sender<bool>,
     done: watch::Receiver<bool>,
     done_tx: Option<watch::Sender<bool>>,
+    /// The running server's lifecycle state (set by `start`), for `heartbeat`.
+    health: Option<Arc<smgpy_server::health::Health>>,
 }
 
 fn parse_tool(name: Option<&str>) -> PyResult<Option<ToolFormat>> {
@@ -82,8 +84,11 @@ impl Server {
     #[new]
     #[pyo3(signature = (*, host, port, model_name, chat_template = None, special_tokens = None,
         tool_parser = None, reasoning_parser = None, api_key = None, allowed_origins = None,
-        max_body_bytes = 33_554_432, request_timeout = None, context_length = None,
-        keep_alive = 15.0, shutdown_timeout = 10.0, tokenizer = None, get_load = None))]
+        max_body_bytes = 33_554_432, request_timeout = Some(1800.0), context_length = None,
+        keep_alive = 15.0, shutdown_timeout = 10.0, tokenizer = None, get_load = None,
+        header_read_timeout = 30.0, body_read_timeout = 60.0, max_connections = 1024,
+        engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
+        response_store_bytes = 268_435_456))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -102,6 +107,13 @@ impl Server {
         shutdown_timeout: f64,
         tokenizer: Option<Py<PyAny>>,
         get_load: Option<Py<PyAny>>,
+        header_read_timeout: f64,
+        body_read_timeout: f64,
+        max_connections: usize,
+        engine_stall_timeout: f64,
+        vocab_size: Option<u32>,
+        max_running_requests: Option<u32>,
+        response_store_bytes: usize,
     ) -> PyResult<Self> {
         let template = match chat_template {
             None => None,
@@ -143,6 +155,17 @@ impl Server {
             allowed_origins: allowed_origins.unwrap_or_default(),
             max_body_bytes,
             request_timeout: request_timeout.map(|t| positive("request_timeout", t)).transpose()?,
+            header_read_timeout: positive("header_read_timeout", header_read_timeout)?,
+            body_read_timeout: positive("body_read_timeout", body_read_timeout)?,
+            max_connections: if max_connections == 0 {
+                return Err(PyValueError::new_err("max_connections must be at least 1"));
+            } else {
+                max_connections
+            },
+            engine_stall_timeout: positive("engine_stall_timeout", engine_stall_timeout)?,
+            vocab_size,
+            max_running_requests,
+            response_store_bytes,
             context_length,
             keep_alive: positive("keep_alive", keep_alive)?,
             shutdown_timeout: positive("shutdown_timeout", shutdown_timeout)?,
@@ -160,6 +183,7 @@ impl Server {
             shutdown,
             done,
             done_tx: Some(done_tx),
+            health: None,
         })
     }
 
@@ -200,28 +224,17 @@ impl Server {
         let (listener, addr) = py
             .detach(|| rt.block_on(smgpy_server::bind(&bind)))
             .map_err(|e| PyOSError::new_err(format!("cannot listen on {bind}: {e}")))?;
-        let grace = config.shutdown_timeout;
         let state = AppState::new(Arc::new(PyEngine(self.bridge.clone())), config);
+        self.health = Some(state.health());
         let mut sd = self.shutdown.subscribe();
-        let mut sd2 = self.shutdown.subscribe();
         let bridge = self.bridge.clone();
         rt.spawn(async move {
             let signal = async move {
                 let _ = sd.wait_for(|v| *v).await;
             };
-            let mut task = tokio::spawn(smgpy_server::serve(listener, state, signal));
-            tokio::select! {
-                r = &mut task => {
-                    if let Ok(Err(e)) = r {
-                        tracing::error!(error = %e, "server stopped");
-                    }
-                }
-                _ = async { let _ = sd2.wait_for(|v| *v).await; } => {
-                    if tokio::time::timeout(grace, &mut task).await.is_err() {
-                        tracing::warn!("shutdown timeout reached: aborting in-flight requests");
-                        task.abort();
-                    }
-                }
+            // `serve` drains on shutdown: running requests get `shutdown_timeout` to finish.
+            if let Err(e) = smgpy_server::serve(listener, state, signal).await {
+                tracing::error!(error = %e, "server stopped");
             }
             let _ = done_tx.send(true);
             // The loop learns it through the wake-up socket, like queued work: no Rust thread
@@ -239,8 +252,16 @@ impl Server {
         self.address.map(|a| (a.ip().to_string(), a.port()))
     }
 
-    /// Begin a graceful shutdown: stop accepting; in-flight requests finish (or are aborted
-    /// after `shutdown_timeout`).
+    /// The engine's event loop turned over (called from that loop about once a second);
+    /// `/health` fails when these stop for longer than `engine_stall_timeout`.
+    fn heartbeat(&self) {
+        if let Some(h) = &self.health {
+            h.beat();
+        }
+    }
+
+    /// Begin a graceful shutdown: `/health` and new requests answer 503, running requests
+    /// finish (or end with an error after `shutdown_timeout`), then the server stops.
     fn shutdown(&self) {
         let _ = self.shutdown.send(true);
     }

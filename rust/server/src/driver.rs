@@ -2,13 +2,16 @@
 //! visible steps with finish reasons, usage, tool-call ids and logprobs. Every endpoint (chat,
 //! completions, responses, messages) consumes these steps and only differs in wire shape.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use smgpy_protocol::common::{MatchedStop, TokenLogprob, TopLogprob};
 
-use crate::engine::{EngineError, EngineEvent, EngineFinish, EngineStream, MatchedBy, TokenLogprobs};
+use crate::engine::{EngineEvent, EngineFinish, EngineStream, MatchedBy, TokenLogprobs};
+use crate::error::ApiError;
 use crate::pipeline::{Piece, Pipeline};
 use crate::state::{random_alnum, AppState};
 
@@ -28,7 +31,9 @@ pub struct Step {
     pub call_ids: Vec<Option<String>>,
     pub logprobs: Vec<TokenLogprobs>,
     pub finish: Option<Finish>,
-    pub error: Option<EngineError>,
+    /// The choice ended without finishing: the engine refused or failed it, it was cut off
+    /// (shutdown, `request_timeout`), or the engine stopped it. Never shown as a normal finish.
+    pub error: Option<ApiError>,
 }
 
 /// Token counts of one choice.
@@ -53,11 +58,24 @@ pub struct ChoiceDriver {
     last_token: Option<Instant>,
     /// A step read ahead by [`ChoiceDriver::admit`], returned by the next `next()`.
     pending: Option<Step>,
+    /// Resolves when the server ends every running request (shutdown grace period over).
+    stopped: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// The request's time limit, if any.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+/// What ended a wait for the engine.
+enum Wake {
+    Engine(Option<EngineEvent>),
+    Stopped,
+    TimedOut,
 }
 
 impl ChoiceDriver {
     pub fn new(index: u32, stream: EngineStream, pipeline: Pipeline, stops: Arc<Vec<String>>, state: AppState) -> Self {
         state.0.metrics.running.fetch_add(1, Ordering::Relaxed);
+        let stopped = Box::pin(state.0.health.stopped());
+        let deadline = state.config().request_timeout.map(|t| Box::pin(tokio::time::sleep(t)));
         Self {
             index,
             stream,
@@ -71,6 +89,8 @@ impl ChoiceDriver {
             started: Instant::now(),
             last_token: None,
             pending: None,
+            stopped,
+            deadline,
         }
     }
 
@@ -78,7 +98,7 @@ impl ChoiceDriver {
     /// (overloaded, prompt too long) does so at once, so its error surfaces here and becomes an
     /// HTTP status instead of an error event inside a stream that already answered 200. A first
     /// token that arrives is kept for `next()`, so nothing is delayed by the wait.
-    pub async fn admit(&mut self, wait: std::time::Duration) -> Result<(), EngineError> {
+    pub async fn admit(&mut self, wait: std::time::Duration) -> Result<(), ApiError> {
         if self.pending.is_some() || self.done {
             return Ok(());
         }
@@ -106,28 +126,51 @@ impl ChoiceDriver {
         if self.done {
             return None;
         }
-        let ev = self.stream.recv().await;
-        Some(self.handle(ev))
+        let never = std::future::pending::<()>();
+        let wake = tokio::select! {
+            biased;
+            ev = self.stream.recv() => Wake::Engine(ev),
+            () = &mut self.stopped => Wake::Stopped,
+            () = async {
+                match self.deadline.as_mut() {
+                    Some(d) => d.await,
+                    None => never.await,
+                }
+            } => Wake::TimedOut,
+        };
+        Some(match wake {
+            Wake::Engine(ev) => self.handle(ev),
+            Wake::Stopped => self.cut_off(ApiError::Unavailable(
+                "the server is shutting down: this request was stopped before it finished".into(),
+            )),
+            Wake::TimedOut => {
+                let secs = self.state.config().request_timeout.map_or(0, |t| t.as_secs());
+                self.cut_off(ApiError::Timeout(secs))
+            }
+        })
+    }
+
+    /// End the choice with `e`: the engine request is aborted, nothing more is read.
+    fn cut_off(&mut self, e: ApiError) -> Step {
+        self.stream.abort();
+        self.done = true;
+        self.end_metrics(false);
+        Step {
+            error: Some(e),
+            ..Step::default()
+        }
     }
 
     fn handle(&mut self, ev: Option<EngineEvent>) -> Step {
         match ev {
-            None => {
-                // The engine closed the stream without a finish reason: end it as a plain stop.
-                self.done = true;
-                let piece = self.pipeline.finish();
-                let matched = piece
-                    .stopped
-                    .and_then(|i| self.stops.get(i))
-                    .cloned()
-                    .map(MatchedBy::Text);
-                self.step(piece, Vec::new(), Some(EngineFinish::Stop { matched }))
-            }
+            None => self.cut_off(ApiError::Unavailable(
+                "the engine ended this request without finishing it".into(),
+            )),
             Some(EngineEvent::Error(e)) => {
                 self.done = true;
                 self.end_metrics(false);
                 Step {
-                    error: Some(e),
+                    error: Some(e.into()),
                     ..Step::default()
                 }
             }
@@ -150,13 +193,11 @@ impl ChoiceDriver {
                     return self.step(piece, o.logprobs, Some(EngineFinish::Stop { matched }));
                 }
                 match o.finish {
-                    Some(EngineFinish::Abort { message: Some(m) }) => {
-                        self.done = true;
-                        self.end_metrics(false);
-                        Step {
-                            error: Some(EngineError::Internal(format!("the engine aborted the request: {m}"))),
-                            ..Step::default()
-                        }
+                    Some(EngineFinish::Abort { message }) => {
+                        let why = message.map_or_else(String::new, |m| format!(": {m}"));
+                        self.cut_off(ApiError::Unavailable(format!(
+                            "the engine stopped this request before it finished{why}"
+                        )))
                     }
                     Some(f) => {
                         self.done = true;

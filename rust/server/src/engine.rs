@@ -109,17 +109,6 @@ impl EngineStream {
         ev
     }
 
-    /// Next event if one is ready now, without waiting.
-    pub fn try_recv(&mut self) -> Option<EngineEvent> {
-        let ev = self.rx.try_recv().ok();
-        match &ev {
-            Some(EngineEvent::Output(o)) if o.finish.is_some() => self.abort = None,
-            Some(EngineEvent::Error(_)) => self.abort = None,
-            _ => {}
-        }
-        ev
-    }
-
     /// Abort now (e.g. a stop string matched) instead of waiting for the drop.
     pub fn abort(&mut self) {
         if let Some(a) = self.abort.take() {

@@ -23,11 +23,23 @@ pub enum ApiError {
     NotFound(String),
     #[error("request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    /// The engine's queue is full: 429 with `Retry-After`, so clients and routers retry later
+    /// or elsewhere (SMG retries a 429 on another worker without counting it as a failure).
     #[error("{0}")]
     Overloaded(String),
+    /// The server cannot take or finish this request now (draining, engine stopped it): 503.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("request timed out after {0} seconds")]
     Timeout(u64),
+    #[error("the request body did not arrive within {0} seconds")]
+    BodyTimeout(u64),
+    /// The engine failed on this request; the message is the engine side's, made safe to show
+    /// (no exception text; the server log has the details).
     #[error("{0}")]
+    EngineFailed(String),
+    /// A failure inside the server. Logged with its detail; the client sees a generic message.
+    #[error("internal server error (the server log has the details)")]
     Internal(String),
 }
 
@@ -46,9 +58,11 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ApiError::EngineFailed(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -59,8 +73,9 @@ impl ApiError {
             ApiError::Unauthorized => "authentication_error",
             ApiError::NotFound(_) => "not_found_error",
             ApiError::Overloaded(_) => "overloaded_error",
-            ApiError::Timeout(_) => "timeout_error",
-            ApiError::Internal(_) => "server_error",
+            ApiError::Unavailable(_) => "service_unavailable_error",
+            ApiError::Timeout(_) | ApiError::BodyTimeout(_) => "timeout_error",
+            ApiError::EngineFailed(_) | ApiError::Internal(_) => "server_error",
         }
     }
 
@@ -71,9 +86,10 @@ impl ApiError {
             ApiError::Unauthorized => "authentication_error",
             ApiError::NotFound(_) => "not_found_error",
             ApiError::PayloadTooLarge { .. } => "request_too_large",
-            ApiError::Overloaded(_) => "overloaded_error",
-            ApiError::Timeout(_) => "timeout_error",
-            ApiError::Internal(_) => "api_error",
+            ApiError::Overloaded(_) => "rate_limit_error",
+            ApiError::Unavailable(_) => "overloaded_error",
+            ApiError::Timeout(_) | ApiError::BodyTimeout(_) => "timeout_error",
+            ApiError::EngineFailed(_) | ApiError::Internal(_) => "api_error",
         }
     }
 
@@ -97,7 +113,7 @@ impl ApiError {
             tracing::error!(error = %m, "internal error");
         }
         let mut resp = (self.status(), axum::Json(body)).into_response();
-        if matches!(self, ApiError::Overloaded(_)) {
+        if matches!(self, ApiError::Overloaded(_) | ApiError::Unavailable(_)) {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
@@ -137,7 +153,7 @@ impl From<EngineError> for ApiError {
                 code: None,
             },
             EngineError::Overloaded(m) => ApiError::Overloaded(m),
-            EngineError::Internal(m) => ApiError::Internal(m),
+            EngineError::Internal(m) => ApiError::EngineFailed(m),
         }
     }
 }

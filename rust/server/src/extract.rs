@@ -1,24 +1,32 @@
-//! Body extraction that answers bad bodies in our error shape (axum's default is plain text).
+//! Body extraction that answers bad bodies in our error shape (axum's default is plain text),
+//! within the configured size and time limits.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// `ApiJson<T>`: a JSON body parsed into `T`, errors naming the offending field.
 pub struct ApiJson<T>(pub T);
 
-impl<S, T> FromRequest<S> for ApiJson<T>
+impl<T> FromRequest<AppState> for ApiJson<T>
 where
-    S: Send + Sync,
     T: DeserializeOwned,
 {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let limit = req.extensions().get::<BodyLimit>().map(|l| l.0).unwrap_or(usize::MAX);
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let cfg = state.config();
+        let limit = cfg.max_body_bytes;
+        let wait = cfg.body_read_timeout;
+        // A client that sends its head and then trickles (or never finishes) the body would
+        // otherwise hold the connection and this task forever.
+        let read = tokio::time::timeout(wait, Bytes::from_request(req, state))
+            .await
+            .map_err(|_| ApiError::BodyTimeout(wait.as_secs()))?;
+        let bytes = read.map_err(|e| {
             if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::PayloadTooLarge { limit }
             } else {
@@ -28,7 +36,3 @@ where
         Ok(ApiJson(smgpy_protocol::parse_json(&bytes)?))
     }
 }
-
-/// The configured body limit, stored as a request extension so rejections can name it.
-#[derive(Debug, Clone, Copy)]
-pub struct BodyLimit(pub usize);

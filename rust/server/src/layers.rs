@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Paths that stay open without a key (load balancers probe them).
-const OPEN_PATHS: &[&str] = &["/health"];
+const OPEN_PATHS: &[&str] = &["/health", "/live"];
 
 /// Whether `path` belongs to the Anthropic API (its errors use Anthropic's shape).
 pub fn is_anthropic(path: &str) -> bool {

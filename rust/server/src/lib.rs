@@ -8,7 +8,9 @@ pub mod driver;
 pub mod engine;
 pub mod error;
 pub mod extract;
+pub mod health;
 pub mod layers;
+pub mod listen;
 pub mod metrics;
 pub mod pipeline;
 pub mod prompt;
@@ -33,6 +35,7 @@ pub fn router(state: AppState) -> Router {
     let limit = state.config().max_body_bytes;
     let app = Router::new()
         .route("/health", get(routes::info::health))
+        .route("/live", get(routes::info::live))
         .route("/v1/models", get(routes::info::models))
         .route("/metrics", get(routes::info::metrics))
         .route("/v1/chat/completions", post(routes::chat::chat_completions))
@@ -49,10 +52,6 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(routes::openapi::openapi))
         .route("/v1/tokenize", post(routes::tokenize::tokenize))
         .route("/v1/detokenize", post(routes::tokenize::detokenize))
-        .layer(axum::Extension(extract::BodyLimit(limit)))
-        .layer(axum::Extension(std::sync::Arc::new(
-            routes::response_store::ResponseStore::default(),
-        )))
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -74,13 +73,11 @@ pub async fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     Ok((listener, local))
 }
 
-/// Serve until `shutdown` resolves, then stop accepting and let in-flight requests finish.
+/// Serve until `shutdown` resolves, then drain: see [`listen`] for the limits and the sequence.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    listen::serve(listener, state, shutdown).await
 }

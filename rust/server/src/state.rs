@@ -8,7 +8,9 @@ use smgpy_parsers::{ReasoningFormat, ToolFormat};
 use smgpy_template::ChatTemplate;
 
 use crate::engine::Engine;
+use crate::health::Health;
 use crate::metrics::Metrics;
+use crate::routes::response_store::ResponseStore;
 
 /// Everything `serve` needs besides the engine. Built once at start-up.
 #[derive(Debug, Clone)]
@@ -24,8 +26,23 @@ pub struct ServerConfig {
     pub allowed_origins: Vec<String>,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
-    /// Whole-request timeout for non-streaming requests.
+    /// Whole-request time limit, streams included (`None`: no limit). A request that reaches it
+    /// is aborted in the engine and answered 504 (an error event in a stream).
     pub request_timeout: Option<Duration>,
+    /// A request head must arrive within this; it also closes idle keep-alive connections.
+    pub header_read_timeout: Duration,
+    /// A request body must arrive within this once its head is in (408 otherwise).
+    pub body_read_timeout: Duration,
+    /// Most connections open at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// `/health` fails when the engine's loop has not turned over for this long.
+    pub engine_stall_timeout: Duration,
+    /// Vocabulary size: token ids from clients must be below it (`None`: not checked).
+    pub vocab_size: Option<u32>,
+    /// Most sequences the engine runs at once: a larger `n` can never run (`None`: not checked).
+    pub max_running_requests: Option<u32>,
+    /// Byte budget of the Responses store (`store: true`), least recently used evicted first.
+    pub response_store_bytes: usize,
     /// The engine's context length, if known (reported by `/v1/models`).
     pub context_length: Option<u32>,
     /// Interval of SSE keep-alive comments while a stream is idle (long prefill).
@@ -44,7 +61,14 @@ impl Default for ServerConfig {
             api_key: None,
             allowed_origins: Vec::new(),
             max_body_bytes: 32 * 1024 * 1024,
-            request_timeout: None,
+            request_timeout: Some(Duration::from_secs(1800)),
+            header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+            engine_stall_timeout: Duration::from_secs(10),
+            vocab_size: None,
+            max_running_requests: None,
+            response_store_bytes: 256 * 1024 * 1024,
             context_length: None,
             keep_alive: Duration::from_secs(15),
             shutdown_timeout: Duration::from_secs(10),
@@ -63,12 +87,16 @@ pub(crate) struct Inner {
     pub fingerprint: String,
     pub next_id: AtomicU64,
     pub metrics: Metrics,
+    pub health: Arc<Health>,
+    pub responses: ResponseStore,
 }
 
 impl AppState {
     pub fn new(engine: Arc<dyn Engine>, config: ServerConfig) -> Self {
         let started = unix_now();
         let fingerprint = format!("fp_smgpy_{}", env!("CARGO_PKG_VERSION").replace('.', "_"));
+        let health = Arc::new(Health::new(config.engine_stall_timeout));
+        let responses = ResponseStore::new(config.response_store_bytes);
         Self(Arc::new(Inner {
             engine,
             config,
@@ -76,7 +104,14 @@ impl AppState {
             fingerprint,
             next_id: AtomicU64::new(0),
             metrics: Metrics::default(),
+            health,
+            responses,
         }))
+    }
+
+    /// The server's lifecycle state: the engine side calls [`Health::beat`] on it.
+    pub fn health(&self) -> Arc<Health> {
+        self.0.health.clone()
     }
 
     pub fn config(&self) -> &ServerConfig {

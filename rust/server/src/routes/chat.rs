@@ -20,7 +20,7 @@ use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::pipeline::{Pipeline, PipelineSpec};
 use crate::prompt::{self, ChatPrompt};
-use crate::routes::{start_choices, with_timeout};
+use crate::routes::start_choices;
 use crate::sse;
 use crate::state::{unix_now, AppState};
 
@@ -79,7 +79,7 @@ pub async fn chat_completions(
         return_logprob: req.logprobs,
         top_logprobs_num: req.top_logprobs.unwrap_or(0),
     };
-    let drivers = start_choices(&state, base, &spec).await?;
+    let drivers = start_choices(&state, base, &spec, "messages").await?;
     let model = req.model.clone().unwrap_or_else(|| state.config().model_name.clone());
     let ctx = Arc::new(Ctx {
         id,
@@ -91,8 +91,7 @@ pub async fn chat_completions(
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
         Ok(stream_response(&state, ctx, drivers, include_usage, req.logprobs))
     } else {
-        let timeout = state.config().request_timeout;
-        let resp = with_timeout(timeout, collect(ctx, drivers, req.logprobs)).await??;
+        let resp = collect(ctx, drivers, req.logprobs).await?;
         Ok(Json(resp).into_response())
     }
 }
@@ -193,7 +192,7 @@ async fn collect_one(mut d: ChoiceDriver, logprobs: bool) -> Result<(Choice, Cou
     let mut finish = None;
     while let Some(step) = d.next().await {
         if let Some(e) = step.error {
-            return Err(e.into());
+            return Err(e);
         }
         content.push_str(&step.piece.content);
         reasoning.push_str(&step.piece.reasoning);
@@ -286,7 +285,7 @@ fn choice_events(
                 return None;
             };
             if let Some(e) = step.error {
-                return Some((vec![sse::error(&e.into())], None));
+                return Some((vec![sse::error(&e)], None));
             }
             if step.piece.is_empty() && step.finish.is_none() && step.logprobs.is_empty() {
                 continue;

@@ -19,7 +19,7 @@ use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
-use crate::routes::{start_choices, with_timeout};
+use crate::routes::start_choices;
 use crate::sse;
 use crate::state::{unix_now, AppState};
 
@@ -42,6 +42,8 @@ pub async fn completions(
         vec![String::new(); prompts.len()]
     };
     let id = state.new_id("cmpl");
+    // A single token-id prompt is `prompt: [ids]`; a batch is `prompt: [[ids], ...]`.
+    let single = prompts.len() == 1;
     let mut drivers = Vec::with_capacity(prompts.len() * n as usize);
     for (p, prompt) in prompts.into_iter().enumerate() {
         let (text, input_ids) = match prompt {
@@ -57,7 +59,12 @@ pub async fn completions(
             return_logprob: req.logprobs.is_some(),
             top_logprobs_num: req.logprobs.unwrap_or(0),
         };
-        for mut d in start_choices(&state, base, &spec).await? {
+        let param = if single {
+            "prompt".to_string()
+        } else {
+            format!("prompt[{p}]")
+        };
+        for mut d in start_choices(&state, base, &spec, &param).await? {
             d.index += p as u32 * n;
             drivers.push(d);
         }
@@ -75,7 +82,7 @@ pub async fn completions(
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
         Ok(stream_response(&state, ctx, drivers, include_usage))
     } else {
-        let resp = with_timeout(state.config().request_timeout, collect(ctx, drivers)).await??;
+        let resp = collect(ctx, drivers).await?;
         let (p, c) = resp
             .usage
             .as_ref()
@@ -179,7 +186,7 @@ async fn collect_one(ctx: &Ctx, mut d: ChoiceDriver) -> Result<(CompletionChoice
     let mut finish = None;
     while let Some(step) = d.next().await {
         if let Some(e) = step.error {
-            return Err(e.into());
+            return Err(e);
         }
         if ctx.logprobs {
             push_logprobs(&mut lps, &step.logprobs, text.len());
@@ -232,7 +239,7 @@ fn choice_events(
                 return None;
             };
             if let Some(e) = step.error {
-                return Some((vec![sse::error(&e.into())], None));
+                return Some((vec![sse::error(&e)], None));
             }
             if step.piece.content.is_empty() && step.finish.is_none() && (step.logprobs.is_empty() || !ctx.logprobs) {
                 continue;

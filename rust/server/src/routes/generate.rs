@@ -18,7 +18,7 @@ use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
-use crate::routes::{start_choices, with_timeout};
+use crate::routes::start_choices;
 use crate::sse;
 use crate::state::AppState;
 
@@ -46,18 +46,14 @@ pub async fn generate(
         return_logprob: body.return_logprob,
         top_logprobs_num: body.top_logprobs_num.unwrap_or(0),
     };
-    let driver = start_choices(&state, req, &spec)
+    let driver = start_choices(&state, req, &spec, "input_ids")
         .await?
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
     if body.stream {
         Ok(stream_response(&state, rid, driver))
     } else {
-        let out = with_timeout(
-            state.config().request_timeout,
-            collect(rid, driver, body.return_logprob),
-        )
-        .await??;
+        let out = collect(rid, driver, body.return_logprob).await?;
         let count = |k: &str| out["meta_info"][k].as_u64().unwrap_or(0) as u32;
         let (p, c) = (count("prompt_tokens"), count("completion_tokens"));
         Ok(with_tokens(Json(out).into_response(), p, c))
@@ -102,7 +98,7 @@ async fn collect(rid: String, mut d: ChoiceDriver, logprobs: bool) -> Result<Val
     let mut finish = None;
     while let Some(step) = d.next().await {
         if let Some(e) = step.error {
-            return Err(e.into());
+            return Err(e);
         }
         text.push_str(&step.piece.content);
         if logprobs {
@@ -130,7 +126,7 @@ fn stream_response(state: &AppState, rid: String, driver: ChoiceDriver) -> Respo
                     return Some((vec![sse::done()], None));
                 };
                 if let Some(e) = step.error {
-                    return Some((vec![sse::error(&e.into())], None));
+                    return Some((vec![sse::error(&e)], None));
                 }
                 if step.piece.content.is_empty() && step.finish.is_none() {
                     continue;

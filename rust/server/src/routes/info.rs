@@ -1,14 +1,28 @@
 //! `GET /health`, `GET /v1/models`, `GET /metrics`, `GET /v1/loads`.
 
 use axum::extract::State;
-use axum::http::header;
-use axum::response::IntoResponse;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
 use crate::state::AppState;
 
-pub async fn health() -> impl IntoResponse {
+/// Readiness: 200 when the server should be sent new requests; 503 while it drains or while
+/// the engine's loop is stalled (see `health.rs`). Routers probe this path.
+pub async fn health(State(state): State<AppState>) -> Response {
+    match state.0.health.readiness() {
+        Ok(()) => Json(json!({"status": "ok"})).into_response(),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": why.status(), "message": why.to_string()})),
+        )
+            .into_response(),
+    }
+}
+
+/// Liveness: 200 as long as the HTTP server answers, draining or not.
+pub async fn live() -> impl IntoResponse {
     Json(json!({"status": "ok"}))
 }
 

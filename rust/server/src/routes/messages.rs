@@ -22,7 +22,7 @@ use crate::extract::ApiJson;
 use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
 use crate::prompt::{self, ChatPrompt};
-use crate::routes::{start_choices, tokenize, with_timeout};
+use crate::routes::{start_choices, tokenize};
 use crate::sse;
 use crate::state::AppState;
 
@@ -71,7 +71,7 @@ pub async fn messages(
         return_logprob: false,
         top_logprobs_num: 0,
     };
-    let mut drivers = start_choices(&state, base, &spec).await?;
+    let mut drivers = start_choices(&state, base, &spec, "messages").await?;
     let driver = drivers
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
@@ -80,7 +80,7 @@ pub async fn messages(
     if req.stream {
         Ok(stream_response(&state, ctx, driver))
     } else {
-        let resp = with_timeout(state.config().request_timeout, collect(ctx, driver)).await??;
+        let resp = collect(ctx, driver).await?;
         let u = resp.usage;
         Ok(with_tokens(
             Json(resp).into_response(),
@@ -295,7 +295,7 @@ async fn collect(ctx: Arc<Ctx>, mut d: ChoiceDriver) -> Result<MessagesResponse,
     let mut sink = Vec::new();
     while let Some(step) = d.next().await {
         if let Some(e) = step.error {
-            return Err(e.into());
+            return Err(e);
         }
         blocks.push(&step, &mut sink);
         sink.clear();
@@ -336,7 +336,7 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
             let step = st.driver.next().await?;
             let mut out = Vec::new();
             if let Some(e) = step.error {
-                return Some((vec![error_event(e.into())], None));
+                return Some((vec![error_event(e)], None));
             }
             if !st.started {
                 st.started = true;

@@ -11,11 +11,8 @@ pub mod response_store;
 pub mod responses;
 pub mod tokenize;
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-
-use axum::response::sse::Event;
 
 use crate::driver::ChoiceDriver;
 use crate::engine::GenerateRequest;
@@ -26,27 +23,26 @@ use crate::state::AppState;
 /// The SSE stream terminator of the OpenAI API.
 pub const DONE: &str = "[DONE]";
 
-/// An error sent inside an open SSE stream: `data: {"error": {...}}`.
-/// (Routes built on axum's `Sse`; `crate::sse` is the coalescing replacement.)
-pub fn error_event(e: &ApiError) -> Event {
-    if let ApiError::Internal(m) = e {
-        tracing::error!(error = %m, "error in stream");
-    }
-    Event::default().data(e.openai_body().to_string())
-}
-
 /// How long a request waits for the engine's first event before its response is committed
 /// (see [`ChoiceDriver::admit`]). Refusals arrive within microseconds; prefill usually takes longer.
 const ADMISSION_WAIT: Duration = Duration::from_millis(500);
 
 /// Start `n` engine requests (one per choice; they share the prompt, so a prefix-caching
 /// engine prefills once). With a seed, choice `i` uses `seed + i` so the choices differ yet
-/// stay reproducible.
+/// stay reproducible. `ids_param` names the request field that `base.input_ids` came from, for
+/// the error that an out-of-vocabulary id gets.
 pub async fn start_choices(
     state: &AppState,
     base: GenerateRequest,
     spec: &PipelineSpec,
+    ids_param: &str,
 ) -> Result<Vec<ChoiceDriver>, ApiError> {
+    if state.0.health.draining() {
+        return Err(ApiError::Unavailable(
+            "the server is shutting down and takes no new requests; retry on another server".into(),
+        ));
+    }
+    check_request(state, &base, ids_param)?;
     let n = base.sampling.n.unwrap_or(1).max(1);
     let stops = Arc::new(spec.stops.clone());
     let mut drivers = Vec::with_capacity(n as usize);
@@ -68,12 +64,59 @@ pub async fn start_choices(
     Ok(drivers)
 }
 
-/// Run `fut` under the configured request timeout.
-pub async fn with_timeout<T>(timeout: Option<Duration>, fut: impl Future<Output = T>) -> Result<T, ApiError> {
-    match timeout {
-        None => Ok(fut.await),
-        Some(t) => tokio::time::timeout(t, fut)
-            .await
-            .map_err(|_| ApiError::Timeout(t.as_secs())),
+/// What only the server can check: token ids within the engine's vocabulary (a prompt id past
+/// it would make the engine read out of bounds), and `n` within what the engine ever runs at once.
+fn check_request(state: &AppState, req: &GenerateRequest, ids_param: &str) -> Result<(), ApiError> {
+    let cfg = state.config();
+    if let (Some(n), Some(max)) = (req.sampling.n, cfg.max_running_requests) {
+        if n > max {
+            return Err(ApiError::bad_request(
+                Some("n"),
+                format!("n is {n}, but this engine runs at most {max} sequences at once, so it could never start"),
+            ));
+        }
     }
+    let Some(vocab) = cfg.vocab_size else { return Ok(()) };
+    let out_of_range = |param: String, id: i64| {
+        ApiError::bad_request(
+            Some(&param),
+            format!("token id {id} is outside the vocabulary: ids must be at least 0 and below {vocab}"),
+        )
+    };
+    let bad = |id: i64| id < 0 || id >= i64::from(vocab);
+    if let Some(ids) = &req.input_ids {
+        if let Some(i) = ids.iter().position(|&t| bad(t)) {
+            return Err(out_of_range(format!("{ids_param}[{i}]"), ids[i]));
+        }
+    }
+    let s = &req.sampling;
+    if let Some(i) = s.stop_token_ids.iter().position(|&t| bad(t)) {
+        return Err(out_of_range(format!("stop_token_ids[{i}]"), s.stop_token_ids[i]));
+    }
+    for key in s.logit_bias.iter().flat_map(|b| b.keys()) {
+        // The protocol layer checked that keys are integers.
+        if let Ok(id) = key.trim().parse::<i64>() {
+            if bad(id) {
+                return Err(out_of_range(format!("logit_bias.{key}"), id));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Serialised size of a JSON value, counted without building the text.
+pub fn json_size(v: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
 }

@@ -179,7 +179,12 @@ pub fn document() -> Value {
         },
         "security": [{"bearer": []}, {"x_api_key": []}],
         "paths": {
-            "/health": {"get": {"summary": "Liveness (never needs an API key).", "tags": ["server"], "security": [],
+            "/health": {"get": {"summary": "Readiness: 503 while draining or while the engine's loop is stalled (never needs an API key).",
+                "tags": ["server"], "security": [],
+                "responses": {
+                    "200": {"description": "Ready", "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "503": {"description": "Not ready (draining, engine stalled)", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+            "/live": {"get": {"summary": "Liveness: 200 while the HTTP server answers (never needs an API key).", "tags": ["server"], "security": [],
                 "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
             "/metrics": get("Prometheus metrics.", "server", "Prometheus text format.", "text/plain"),
             "/v1/models": get("The served model.", "openai", "Model list.", "application/json"),

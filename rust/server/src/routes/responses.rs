@@ -10,7 +10,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Json;
 use futures::stream::{self, StreamExt};
 use serde_json::{json, Map, Value};
 use smgpy_protocol::responses::ResponsesRequest;
@@ -22,33 +22,33 @@ use crate::extract::ApiJson;
 use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
 use crate::prompt::{self, ChatPrompt};
-use crate::routes::response_store::{ResponseStore, Stored};
-use crate::routes::{start_choices, with_timeout};
+use crate::routes::response_store::{HistoryError, Stored};
+use crate::routes::start_choices;
 use crate::sse;
 use crate::state::{random_alnum, unix_now, AppState};
 
 pub async fn create(
     State(state): State<AppState>,
-    Extension(store): Extension<Arc<ResponseStore>>,
     ApiJson(req): ApiJson<ResponsesRequest>,
 ) -> Result<Response, ApiError> {
     let form = req.validate()?;
-    let mut history = Vec::new();
-    if let Some(prev) = &req.previous_response_id {
-        let stored = store.get(prev).ok_or_else(|| {
-            ApiError::NotFound(format!(
-                "previous response `{prev}` was not found: it was not stored (`store: false`), was deleted, \
-                 or was evicted from the in-memory store"
-            ))
-        })?;
-        history.clone_from(&stored.conversation);
-    }
-    history.extend(form.input_messages.iter().cloned());
-    let mut messages = Vec::with_capacity(history.len() + 1);
+    let mut messages = Vec::new();
     if let Some(i) = req.instructions.as_deref().filter(|i| !i.is_empty()) {
         messages.push(json!({"role": "system", "content": i}));
     }
-    messages.extend(history.iter().cloned());
+    if let Some(prev) = &req.previous_response_id {
+        let history = state.0.responses.history(prev).map_err(|e| match e {
+            HistoryError::NotFound(_) => ApiError::NotFound(e.to_string()),
+            HistoryError::Broken(..) => ApiError::bad_request(Some("previous_response_id"), e.to_string()),
+        })?;
+        // The stored history counts against the body limit as if the client had sent it.
+        let limit = state.config().max_body_bytes;
+        if history.iter().map(super::json_size).sum::<usize>() > limit {
+            return Err(ApiError::PayloadTooLarge { limit });
+        }
+        messages.extend(history);
+    }
+    messages.extend(form.input_messages.iter().cloned());
     let mut kwargs = Map::new();
     if let Some(e) = &form.reasoning_effort {
         kwargs.insert("reasoning_effort".into(), json!(e));
@@ -95,7 +95,7 @@ pub async fn create(
         return_logprob: false,
         top_logprobs_num: 0,
     };
-    let driver = start_choices(&state, base, &spec)
+    let driver = start_choices(&state, base, &spec, "input")
         .await?
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
@@ -104,32 +104,27 @@ pub async fn create(
         created: unix_now(),
         model: req.model.clone().unwrap_or_else(|| state.config().model_name.clone()),
         echo: echo_fields(&req),
-        history,
-        store: req.store.then_some(store),
+        turn: form.input_messages.clone(),
+        parent: req.previous_response_id.clone(),
+        store: req.store.then(|| state.clone()),
     });
     if req.stream {
         Ok(stream_response(&state, ctx, driver))
     } else {
-        let resp = with_timeout(state.config().request_timeout, collect(ctx, driver)).await??;
+        let resp = collect(ctx, driver).await?;
         let count = |k: &str| resp["usage"][k].as_u64().unwrap_or(0) as u32;
         let (p, c) = (count("input_tokens"), count("output_tokens"));
         Ok(with_tokens(Json(resp).into_response(), p, c))
     }
 }
 
-pub async fn get(
-    Extension(store): Extension<Arc<ResponseStore>>,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let stored = store.get(&id).ok_or_else(|| not_found(&id))?;
+pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let stored = state.0.responses.get(&id).ok_or_else(|| not_found(&id))?;
     Ok(Json(stored.response.clone()))
 }
 
-pub async fn delete(
-    Extension(store): Extension<Arc<ResponseStore>>,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    if store.remove(&id) {
+pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    if state.0.responses.remove(&id) {
         Ok(Json(json!({"id": id, "object": "response", "deleted": true})))
     } else {
         Err(not_found(&id))
@@ -182,9 +177,11 @@ struct Ctx {
     created: u64,
     model: String,
     echo: Map<String, Value>,
-    /// Stored history plus this request's input, as chat messages.
-    history: Vec<Value>,
-    store: Option<Arc<ResponseStore>>,
+    /// This request's input messages: with the output, the turn it adds to a stored conversation.
+    turn: Vec<Value>,
+    parent: Option<String>,
+    /// Where to store the finished response (`store: true`).
+    store: Option<AppState>,
 }
 
 impl Ctx {
@@ -211,16 +208,17 @@ impl Ctx {
 
     /// Store the finished response with the conversation it completes.
     fn save(&self, response: &Value, items: &Items) {
-        let Some(store) = &self.store else { return };
-        let mut conversation = self.history.clone();
-        conversation.push(items.as_chat_message());
-        store.put(
-            self.id.clone(),
-            Stored {
-                response: response.clone(),
-                conversation,
-            },
-        );
+        let Some(state) = &self.store else { return };
+        let mut turn = self.turn.clone();
+        turn.push(items.as_chat_message());
+        let stored = Stored {
+            response: response.clone(),
+            parent: self.parent.clone(),
+            turn,
+        };
+        if !state.0.responses.put(self.id.clone(), stored) {
+            tracing::warn!(id = %self.id, "response not stored: larger than the whole response store budget");
+        }
     }
 }
 
@@ -484,7 +482,7 @@ async fn collect(ctx: Arc<Ctx>, mut d: ChoiceDriver) -> Result<Value, ApiError> 
     let mut sink = Vec::new();
     while let Some(step) = d.next().await {
         if let Some(e) = step.error {
-            return Err(e.into());
+            return Err(e);
         }
         items.push(&step, &mut sink);
         sink.clear();
@@ -526,7 +524,7 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
             }
             let step = st.driver.next().await?;
             if let Some(e) = step.error {
-                let e: ApiError = e.into();
+                let e: ApiError = e;
                 if let ApiError::Internal(m) = &e {
                     tracing::error!(error = %m, "error in stream");
                 }
