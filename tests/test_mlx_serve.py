@@ -208,3 +208,28 @@ def test_async_client_disconnect_frees_the_slot(client: Any, engine: MLXEngine) 
     while engine.get_load()["running"] and time.monotonic() < deadline:
         time.sleep(0.05)
     assert engine.get_load()["running"] == 0
+
+
+def test_client_token_ids_and_sampling_fields_never_reach_mlx_unchecked(client: Any) -> None:
+    """Once a SIGSEGV (an id past the embedding table) and 500s with Python exception text."""
+    import httpx
+
+    base = str(client.base_url).removesuffix("/v1/")
+    for path, body, param in [
+        ("/v1/completions", {"prompt": [60000]}, "prompt[0]"),
+        ("/v1/completions", {"prompt": [49152]}, "prompt[0]"),
+        ("/generate", {"input_ids": [1000000000000]}, "input_ids[0]"),
+        ("/v1/chat/completions", {"messages": QUESTION, "logit_bias": {"x": 1}}, "logit_bias.x"),
+        ("/v1/chat/completions", {"messages": QUESTION, "logit_bias": {"5": "a"}}, "logit_bias.5"),
+        ("/v1/chat/completions", {"messages": QUESTION, "n": 3}, "n"),
+    ]:
+        r = httpx.post(base + path, json=body, timeout=120)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, (path, r.text)
+    for seed in (-1, -(2**63)):
+        r = httpx.post(
+            base + "/v1/chat/completions",
+            json={"messages": QUESTION, "seed": seed, "temperature": 1.0, "max_tokens": 2},
+            timeout=120,
+        )
+        assert r.status_code == 200, r.text
+    assert httpx.post(base + "/v1/completions", json={"prompt": [1, 2, 49151], "max_tokens": 1}).status_code == 200

@@ -100,6 +100,37 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="with --cpu-blas: leave decode-sized products to the BLAS library instead of smgpy's kernel",
     )
+    s.add_argument(
+        "--request-timeout",
+        type=float,
+        default=1800.0,
+        help="seconds a request may take, streams included, before it is aborted with 504 (0: no limit; default 1800)",
+    )
+    s.add_argument(
+        "--header-read-timeout",
+        type=float,
+        default=30.0,
+        help="seconds for a request head to arrive; also closes idle keep-alive connections (default 30)",
+    )
+    s.add_argument(
+        "--body-read-timeout", type=float, default=60.0, help="seconds for a request body to arrive (default 60)"
+    )
+    s.add_argument("--max-connections", type=int, default=1024, help="open connections at most (default 1024)")
+    s.add_argument(
+        "--max-body-size", type=parse_bytes, default="32M", help="largest request body, e.g. 32M (default 32M)"
+    )
+    s.add_argument(
+        "--response-store-size",
+        type=parse_bytes,
+        default="256M",
+        help="memory for stored Responses (store: true), least recently used evicted first (default 256M)",
+    )
+    s.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=10.0,
+        help="on SIGTERM, seconds running requests get to finish before they are cut off (default 10)",
+    )
     s.add_argument("--api-key", default=os.environ.get("SMGPY_API_KEY"), help="require this bearer token")
     s.add_argument("--allowed-origins", nargs="*", help="CORS origins allowed to call the API")
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "warn", "error"])
@@ -192,6 +223,13 @@ def _serve(args: argparse.Namespace) -> int:
         "allowed_origins": args.allowed_origins,
         "log_level": "warn" if args.log_level == "warning" else args.log_level,  # Rust's name for it
         "on_ready": on_ready,
+        "request_timeout": args.request_timeout if args.request_timeout > 0 else None,
+        "header_read_timeout": args.header_read_timeout,
+        "body_read_timeout": args.body_read_timeout,
+        "max_connections": args.max_connections,
+        "max_body_bytes": args.max_body_size,
+        "response_store_bytes": args.response_store_size,
+        "shutdown_timeout": args.shutdown_timeout,
     }
     try:
         serve_oai(engine, args.host, args.port, **opts)

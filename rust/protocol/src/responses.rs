@@ -138,10 +138,16 @@ fn content_text(v: &Value, at: &str) -> Result<String, ProtocolError> {
                         out.push_str(p.get("text").and_then(Value::as_str).unwrap_or_default())
                     }
                     Some("refusal") => out.push_str(p.get("refusal").and_then(Value::as_str).unwrap_or_default()),
-                    other => {
+                    Some(other) => {
                         return Err(ProtocolError::new(
                             format!("{at}[{j}].type"),
-                            format!("content part type {other:?} is not supported; use `input_text`"),
+                            format!("content part type `{other}` is not supported by this server; use `input_text`"),
+                        ))
+                    }
+                    None => {
+                        return Err(ProtocolError::new(
+                            format!("{at}[{j}].type"),
+                            "each content part needs a `type` (e.g. `input_text`)",
                         ))
                     }
                 }

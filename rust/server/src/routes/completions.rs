@@ -36,19 +36,14 @@ pub async fn completions(
         reasoning: None,
         tools: None,
     };
-    let echoes = if req.echo {
-        echo_texts(&state, &prompts).await?
-    } else {
-        vec![String::new(); prompts.len()]
-    };
     let id = state.new_id("cmpl");
     // A single token-id prompt is `prompt: [ids]`; a batch is `prompt: [[ids], ...]`.
     let single = prompts.len() == 1;
-    let mut drivers = Vec::with_capacity(prompts.len() * n as usize);
-    for (p, prompt) in prompts.into_iter().enumerate() {
+    let mut bases = Vec::with_capacity(prompts.len());
+    for (p, prompt) in prompts.iter().enumerate() {
         let (text, input_ids) = match prompt {
-            Prompt::Text(t) => (Some(t), None),
-            Prompt::Tokens(ids) => (None, Some(ids)),
+            Prompt::Text(t) => (Some(t.clone()), None),
+            Prompt::Tokens(ids) => (None, Some(ids.clone())),
         };
         let base = GenerateRequest {
             rid: if p == 0 { id.clone() } else { format!("{id}-p{p}") },
@@ -64,6 +59,17 @@ pub async fn completions(
         } else {
             format!("prompt[{p}]")
         };
+        // Every prompt of the batch is checked before any starts (or is decoded for `echo`).
+        super::check_request(&state, &base, &param)?;
+        bases.push((base, param));
+    }
+    let echoes = if req.echo {
+        echo_texts(&state, &prompts).await?
+    } else {
+        vec![String::new(); prompts.len()]
+    };
+    let mut drivers = Vec::with_capacity(prompts.len() * n as usize);
+    for (p, (base, param)) in bases.into_iter().enumerate() {
         for mut d in start_choices(&state, base, &spec, &param).await? {
             d.index += p as u32 * n;
             drivers.push(d);

@@ -66,7 +66,7 @@ pub async fn start_choices(
 
 /// What only the server can check: token ids within the engine's vocabulary (a prompt id past
 /// it would make the engine read out of bounds), and `n` within what the engine ever runs at once.
-fn check_request(state: &AppState, req: &GenerateRequest, ids_param: &str) -> Result<(), ApiError> {
+pub(crate) fn check_request(state: &AppState, req: &GenerateRequest, ids_param: &str) -> Result<(), ApiError> {
     let cfg = state.config();
     if let (Some(n), Some(max)) = (req.sampling.n, cfg.max_running_requests) {
         if n > max {

@@ -3,7 +3,9 @@
 //!
 //! Bounded by bytes, not entries: a budget (`ServerConfig::response_store_bytes`) covers every
 //! stored response and the conversation turns it added, and the least recently used entries are
-//! evicted first. An entry that alone exceeds the budget is not stored.
+//! evicted first. An entry that alone exceeds the budget is not stored. Entries are kept as JSON
+//! text, not as `serde_json::Value` trees (which take several times their text's size in small
+//! allocations), so the budget is close to the memory actually held.
 //!
 //! Chained responses share their history instead of copying it: each entry keeps only the turn
 //! it added (the request's input messages and the assistant's output) and the id of the response
@@ -19,7 +21,7 @@ use serde_json::Value;
 /// Longest chain of `previous_response_id` links followed (a guard, far above real use).
 const MAX_CHAIN: usize = 100_000;
 
-/// One stored response.
+/// One response to store.
 #[derive(Debug)]
 pub struct Stored {
     /// The response object as returned to the client.
@@ -29,6 +31,16 @@ pub struct Stored {
     /// Chat messages this response added to the conversation: its input messages, then the
     /// assistant's output (the request's `instructions` do not carry over).
     pub turn: Vec<Value>,
+}
+
+/// A stored response, as text.
+#[derive(Debug)]
+pub struct Entry {
+    /// The response object's JSON.
+    pub response: Box<str>,
+    parent: Option<Box<str>>,
+    /// The turn's messages as a JSON array.
+    turn: Box<str>,
 }
 
 /// A conversation could not be read back.
@@ -46,27 +58,27 @@ pub enum HistoryError {
     Broken(String, String),
 }
 
-struct Entry {
+struct Slot {
     tick: u64,
     bytes: usize,
-    stored: Arc<Stored>,
+    entry: Arc<Entry>,
 }
 
 #[derive(Default)]
 struct Lru {
     tick: u64,
     bytes: usize,
-    entries: HashMap<String, Entry>,
+    entries: HashMap<String, Slot>,
     order: BTreeMap<u64, String>,
 }
 
 impl Lru {
-    fn touch(&mut self, id: &str) -> Option<Arc<Stored>> {
+    fn touch(&mut self, id: &str) -> Option<Arc<Entry>> {
         self.tick += 1;
         let tick = self.tick;
         let e = self.entries.get_mut(id)?;
         let old = std::mem::replace(&mut e.tick, tick);
-        let stored = e.stored.clone();
+        let stored = e.entry.clone();
         self.order.remove(&old);
         self.order.insert(tick, id.to_string());
         Some(stored)
@@ -89,8 +101,6 @@ pub struct ResponseStore {
     inner: Mutex<Lru>,
 }
 
-use super::json_size;
-
 impl ResponseStore {
     /// A store holding at most `budget` bytes of responses and turns.
     pub fn new(budget: usize) -> Self {
@@ -101,14 +111,14 @@ impl ResponseStore {
     }
 
     /// The entry, marked as most recently used.
-    pub fn get(&self, id: &str) -> Option<Arc<Stored>> {
+    pub fn get(&self, id: &str) -> Option<Arc<Entry>> {
         self.inner.lock().ok()?.touch(id)
     }
 
     /// The conversation up to and including response `id`, oldest message first.
     pub fn history(&self, id: &str) -> Result<Vec<Value>, HistoryError> {
         let mut lru = self.inner.lock().map_err(|_| HistoryError::NotFound(id.to_string()))?;
-        let mut turns: Vec<Arc<Stored>> = Vec::new();
+        let mut turns: Vec<Arc<Entry>> = Vec::new();
         let mut next = Some(id.to_string());
         while let Some(cur) = next.take() {
             let Some(stored) = lru.touch(&cur) else {
@@ -118,23 +128,32 @@ impl ResponseStore {
                     HistoryError::Broken(id.to_string(), cur)
                 });
             };
-            next = stored.parent.clone();
+            next = stored.parent.as_deref().map(str::to_string);
             turns.push(stored);
             if turns.len() > MAX_CHAIN {
                 return Err(HistoryError::Broken(id.to_string(), next.unwrap_or_default()));
             }
         }
         drop(lru);
-        Ok(turns.iter().rev().flat_map(|s| s.turn.iter().cloned()).collect())
+        let mut out = Vec::new();
+        for t in turns.iter().rev() {
+            // Written by `put` from a `Vec<Value>`, so it parses back.
+            if let Ok(Value::Array(messages)) = serde_json::from_str(&t.turn) {
+                out.extend(messages);
+            }
+        }
+        Ok(out)
     }
 
     /// Store `stored` under `id`, evicting the least recently used entries to stay in budget.
     /// Returns false when the entry alone is larger than the budget (it is not stored).
     pub fn put(&self, id: String, stored: Stored) -> bool {
-        let bytes = json_size(&stored.response)
-            + stored.turn.iter().map(json_size).sum::<usize>()
-            + id.len()
-            + stored.parent.as_ref().map_or(0, String::len);
+        let entry = Entry {
+            response: stored.response.to_string().into_boxed_str(),
+            parent: stored.parent.map(String::into_boxed_str),
+            turn: Value::Array(stored.turn).to_string().into_boxed_str(),
+        };
+        let bytes = entry.response.len() + entry.turn.len() + id.len() + entry.parent.as_ref().map_or(0, |p| p.len());
         let Ok(mut lru) = self.inner.lock() else { return false };
         lru.remove(&id);
         if bytes > self.budget {
@@ -154,10 +173,10 @@ impl ResponseStore {
         lru.bytes += bytes;
         lru.entries.insert(
             id,
-            Entry {
+            Slot {
                 tick,
                 bytes,
-                stored: Arc::new(stored),
+                entry: Arc::new(entry),
             },
         );
         true
@@ -196,7 +215,8 @@ mod tests {
 
     #[test]
     fn evicts_least_recently_used_within_the_byte_budget() {
-        let one = json_size(&json!({"t": "aaaa"})) + json_size(&json!({"role": "user", "content": "aaaa"})) + 1;
+        let json_size = |v: &Value| v.to_string().len();
+        let one = json_size(&json!({"t": "aaaa"})) + json_size(&json!([{"role": "user", "content": "aaaa"}])) + 1;
         let s = ResponseStore::new(2 * one);
         assert!(s.put("a".into(), entry(None, "aaaa")));
         assert!(s.put("b".into(), entry(None, "bbbb")));
@@ -231,7 +251,8 @@ mod tests {
 
     #[test]
     fn reading_a_conversation_keeps_its_ancestors_fresh() {
-        let one = json_size(&json!({"t": "aaaa"})) + json_size(&json!({"role": "user", "content": "aaaa"})) + 4;
+        let json_size = |v: &Value| v.to_string().len();
+        let one = json_size(&json!({"t": "aaaa"})) + json_size(&json!([{"role": "user", "content": "aaaa"}])) + 4;
         let s = ResponseStore::new(3 * one);
         s.put("a".into(), entry(None, "aaaa"));
         s.put("x".into(), entry(None, "xxxx"));

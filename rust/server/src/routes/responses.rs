@@ -118,9 +118,13 @@ pub async fn create(
     }
 }
 
-pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let stored = state.0.responses.get(&id).ok_or_else(|| not_found(&id))?;
-    Ok(Json(stored.response.clone()))
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        stored.response.to_string(),
+    )
+        .into_response())
 }
 
 pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {

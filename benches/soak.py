@@ -1,0 +1,295 @@
+"""Soak: 10,000 mixed requests against `serve_oai` with a scripted engine, in one run.
+
+The mix: OpenAI chat (streamed and not), completions, Responses and Anthropic messages; clients
+that disconnect in the middle of a stream; malformed bodies (bad JSON, wrong types, token ids
+outside the vocabulary, unknown routes); and slow clients that trickle their body. The server runs
+in its own process; this process drives it with 64 concurrent clients and reads the server's RSS
+from /proc.
+
+Reported: RSS growth after warm-up (goal < 5 %), requests lost (a request that hung or ended
+without a complete answer or a clean error; goal 0), 5xx answers (goal 0), and whether every
+disconnected stream was aborted in the engine (no engine request left running that nobody reads;
+a stream dropped before the engine started it never reaches the engine at all).
+
+Run: ``python benches/soak.py [--requests 10000] [--concurrency 64]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+MSG = [{"role": "user", "content": "hi"}]
+
+
+# ----- the server process -----
+
+
+class SoakEngine:
+    """Short answers, a token every millisecond; counts aborts for the report."""
+
+    model_name = "soak"
+    context_length = 4096
+    vocab_size = 1000
+    max_running_requests = 64
+    chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+
+    def __init__(self) -> None:
+        self.aborted = 0
+        self.started = 0
+        self.finished = 0
+
+    async def generate_request(self, obj: Any) -> AsyncIterator[dict[str, Any]]:
+        self.started += 1
+        async for out in self._tokens(obj):
+            yield out
+        self.finished += 1
+
+    async def _tokens(self, obj: Any) -> AsyncIterator[dict[str, Any]]:
+        # 20 tokens and a stop, or `max_tokens` if that is smaller (a length finish) or at least
+        # 1,000 (the long streams that clients disconnect from).
+        limit = obj.sampling_params.get("max_new_tokens")
+        n = 20 if limit is None else (limit if limit >= 1000 else min(int(limit), 20))
+        for i in range(n):
+            await asyncio.sleep(0.001)
+            last = i == n - 1
+            finish = ({"type": "length"} if limit is not None and n == limit else {"type": "stop"}) if last else None
+            yield {
+                "delta": f"w{i} ",
+                "output_ids": [i],
+                "meta_info": {"prompt_tokens": 5, "completion_tokens": i + 1, "finish_reason": finish},
+            }
+
+    def abort_request(self, rid: str) -> None:
+        self.aborted += 1
+
+    def get_load(self) -> dict[str, Any]:
+        return {"aborted": self.aborted, "started": self.started, "finished": self.finished}
+
+
+def serve(port: int) -> None:
+    import smgpy
+
+    # A small Responses store budget, so that the run reaches its steady state (the default is 256 MB).
+    smgpy.serve_oai(
+        SoakEngine(),
+        port=port,
+        log_level="error",
+        header_read_timeout=5.0,
+        body_read_timeout=5.0,
+        response_store_bytes=256 << 10,
+    )
+
+
+# ----- the load -----
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.outcomes: Counter[str] = Counter()
+        self.status: Counter[int] = Counter()
+        self.lost: list[str] = []
+        self.disconnects = 0
+
+
+async def complete_stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], t: Tally) -> None:
+    async with client.stream("POST", url, json=body) as r:
+        t.status[r.status_code] += 1
+        text = (await r.aread()).decode()
+    if r.status_code != 200:
+        t.lost.append(f"stream {url} {r.status_code}")
+        return
+    if "/v1/messages" in url:
+        ok = "event: message_stop" in text
+    elif "/v1/responses" in url:
+        ok = "response.completed" in text
+    else:
+        ok = text.rstrip().endswith("data: [DONE]") and '"finish_reason":"' in text
+    if not ok:
+        t.lost.append(f"stream {url} incomplete: {text[-200:]!r}")
+
+
+KINDS = ["chat", "chat_stream", "completions", "responses", "messages", "disconnect", "malformed", "slow"]
+WEIGHTS = [25, 20, 10, 8, 7, 15, 13, 2]
+
+
+async def one(client: httpx.AsyncClient, base: str, rng: random.Random, t: Tally, only: str | None) -> None:
+    kind = only or rng.choices(KINDS, weights=WEIGHTS)[0]
+    t.outcomes[kind] += 1
+    if kind == "chat":
+        r = await client.post(base + "/v1/chat/completions", json={"messages": MSG, "max_tokens": rng.randint(1, 30)})
+        t.status[r.status_code] += 1
+        if r.status_code != 200 or not r.json()["choices"][0]["finish_reason"]:
+            t.lost.append(f"chat {r.status_code}")
+    elif kind == "chat_stream":
+        await complete_stream(client, base + "/v1/chat/completions", {"messages": MSG, "stream": True}, t)
+    elif kind == "completions":
+        r = await client.post(base + "/v1/completions", json={"prompt": [1, 2, 3], "max_tokens": 8, "n": 2})
+        t.status[r.status_code] += 1
+        if r.status_code != 200 or len(r.json()["choices"]) != 2:
+            t.lost.append(f"completions {r.status_code}")
+    elif kind == "responses":
+        await complete_stream(client, base + "/v1/responses", {"input": "hi", "stream": True}, t)
+    elif kind == "messages":
+        body = {"model": "soak", "max_tokens": 10, "messages": MSG, "stream": True}
+        await complete_stream(client, base + "/v1/messages", body, t)
+    elif kind == "disconnect":
+        body = {"messages": MSG, "stream": True, "max_tokens": 1000}
+        async with client.stream("POST", base + "/v1/chat/completions", json=body) as r:
+            t.status[r.status_code] += 1
+            got = 0
+            async for _ in r.aiter_raw():
+                got += 1
+                if got >= rng.randint(1, 3):
+                    break
+        t.disconnects += 1
+    elif kind == "malformed":
+        path, content = rng.choice(
+            [
+                ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": '),
+                ("/v1/chat/completions", json.dumps({"messages": "nope"}).encode()),
+                ("/v1/chat/completions", json.dumps({"messages": MSG, "temperature": "hot"}).encode()),
+                ("/v1/completions", json.dumps({"prompt": [60000]}).encode()),
+                ("/generate", json.dumps({"input_ids": [10**12]}).encode()),
+                ("/v1/chat/completions", json.dumps({"messages": MSG, "logit_bias": {"x": 1}}).encode()),
+                ("/v1/messages", json.dumps({"model": "m", "messages": MSG}).encode()),
+                ("/v1/no/such/route", b"{}"),
+                ("/v1/responses", json.dumps({"input": [{"role": "user", "content": [{"type": "x"}]}]}).encode()),
+            ]
+        )
+        r = await client.post(base + path, content=content, headers={"content-type": "application/json"})
+        t.status[r.status_code] += 1
+        if not 400 <= r.status_code < 500:
+            t.lost.append(f"malformed {path} got {r.status_code}")
+    else:  # slow: the body trickles in over ~0.3 s
+        payload = json.dumps({"messages": MSG, "max_tokens": 3}).encode()
+
+        async def trickle() -> AsyncIterator[bytes]:
+            for i in range(0, len(payload), 8):
+                await asyncio.sleep(0.02)
+                yield payload[i : i + 8]
+
+        r = await client.post(
+            base + "/v1/chat/completions",
+            content=trickle(),
+            headers={"content-type": "application/json", "content-length": str(len(payload))},
+        )
+        t.status[r.status_code] += 1
+        if r.status_code != 200:
+            t.lost.append(f"slow {r.status_code}")
+
+
+async def drive(base: str, pid: int, total: int, concurrency: int, only: str | None) -> dict[str, Any]:
+    rng = random.Random(1)
+    t = Tally()
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    warm = max(1, total // 5)
+    rss: dict[str, int] = {"start": rss_kib(pid)}
+    done = 0
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(total):
+        queue.put_nowait(i)
+
+    async with httpx.AsyncClient(timeout=30.0, limits=limits) as client:
+
+        async def worker() -> None:
+            nonlocal done
+            while True:
+                try:
+                    queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                try:
+                    await one(client, base, rng, t, only)
+                except Exception as e:  # a hang (timeout) or a broken answer: lost
+                    t.lost.append(f"{type(e).__name__}: {e}")
+                done += 1
+                if done == warm:
+                    rss["after_warmup"] = rss_kib(pid)
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.monotonic() - t0
+        await asyncio.sleep(0.5)
+        rss["end"] = rss_kib(pid)
+        load = (await client.get(base + "/v1/loads")).json()["loads"][0]
+    five = sum(v for k, v in t.status.items() if k >= 500)
+    return {
+        "requests": total,
+        "seconds": round(elapsed, 1),
+        "outcomes": dict(t.outcomes),
+        "status": {str(k): v for k, v in sorted(t.status.items())},
+        "lost": len(t.lost),
+        "lost_examples": t.lost[:5],
+        "5xx": five,
+        "rss_kib": rss,
+        "rss_growth_after_warmup_pct": round(100 * (rss["end"] - rss["after_warmup"]) / rss["after_warmup"], 2),
+        "disconnects": t.disconnects,
+        "engine_aborts": load.get("aborted"),
+        # Engine requests neither finished nor aborted when the load ended: generation nobody reads.
+        "engine_orphans": load.get("started", 0) - load.get("finished", 0) - load.get("aborted", 0),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--requests", type=int, default=10_000)
+    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--only", choices=KINDS, help="send only this kind of request (to find what grows)")
+    p.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.serve:
+        serve(args.serve)
+        return
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port)], env=os.environ.copy())
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(base + "/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("the server did not start")
+            time.sleep(0.2)
+        report = asyncio.run(drive(base, proc.pid, args.requests, args.concurrency, args.only))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
