@@ -69,7 +69,7 @@ def test_exposes_what_the_server_needs(engine: MLXEngine) -> None:
     assert engine.special_tokens["eos_token"] == "<|im_end|>"
     assert "<|im_start|>" in (engine.chat_template or "")
     assert engine.tokenizer.decode(engine.tokenizer.encode("Hello world")) == "Hello world"
-    assert set(engine.get_load()) >= {"running", "waiting"}
+    assert set(engine.get_load()) >= {"num_running_reqs", "num_waiting_reqs", "num_used_tokens"}
 
 
 def test_greedy_matches_mlx_lm(engine: MLXEngine, reference: Any) -> None:
@@ -134,7 +134,7 @@ def test_abort_one_does_not_disturb_others(engine: MLXEngine) -> None:
     assert last["meta_info"]["finish_reason"]["type"] == "abort"
     assert last["meta_info"]["completion_tokens"] < 10
     assert [o["ids"] for o in others] == expected
-    assert engine.get_load()["running"] == 0
+    assert engine.get_load()["num_running_reqs"] == 0
 
 
 def test_prefix_cache_second_turn(engine: MLXEngine, reference: Any) -> None:
@@ -227,12 +227,12 @@ def test_disconnect_frees_the_slot(engine: MLXEngine) -> None:
         await gen.__anext__()
         await gen.aclose()  # what a server does when the client goes away
         for _ in range(100):
-            if engine.get_load()["running"] == 0:
+            if engine.get_load()["num_running_reqs"] == 0:
                 return
             await asyncio.sleep(0.05)
 
     asyncio.run(scenario())
-    assert engine.get_load()["running"] == 0
+    assert engine.get_load()["num_running_reqs"] == 0
 
 
 def test_queue_full_is_overloaded() -> None:

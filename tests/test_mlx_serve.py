@@ -176,7 +176,7 @@ def test_queue_full_is_503_or_429(client: Any, engine: MLXEngine) -> None:
         time.sleep(0.3)
     try:
         deadline = time.monotonic() + 30
-        while engine.get_load()["waiting"] < 1 and time.monotonic() < deadline:
+        while engine.get_load()["num_waiting_reqs"] < 1 and time.monotonic() < deadline:
             time.sleep(0.1)
         with pytest.raises(openai.APIStatusError) as info:
             client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=4)
@@ -187,9 +187,9 @@ def test_queue_full_is_503_or_429(client: Any, engine: MLXEngine) -> None:
             t.join(60)
     assert not errors
     deadline = time.monotonic() + 30
-    while engine.get_load()["running"] and time.monotonic() < deadline:
+    while engine.get_load()["num_running_reqs"] and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert engine.get_load()["running"] == 0  # disconnected clients freed their slots
+    assert engine.get_load()["num_running_reqs"] == 0  # disconnected clients freed their slots
 
 
 def test_async_client_disconnect_frees_the_slot(client: Any, engine: MLXEngine) -> None:
@@ -205,9 +205,9 @@ def test_async_client_disconnect_frees_the_slot(client: Any, engine: MLXEngine) 
 
     asyncio.run(scenario())
     deadline = time.monotonic() + 30
-    while engine.get_load()["running"] and time.monotonic() < deadline:
+    while engine.get_load()["num_running_reqs"] and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert engine.get_load()["running"] == 0
+    assert engine.get_load()["num_running_reqs"] == 0
 
 
 def test_client_token_ids_and_sampling_fields_never_reach_mlx_unchecked(client: Any) -> None:

@@ -327,6 +327,10 @@ class Server:
         vocab_size: int | None = None,
         max_running_requests: int | None = None,
         response_store_bytes: int = 268435456,
+        flush_cache: Any | None = None,
+        worker_id: str | None = None,
+        model_path: str | None = None,
+        max_total_num_tokens: int | None = None,
     ) -> Server: ...
     @property
     def parsers(self) -> tuple[str | None, str | None]:

@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="on SIGTERM, seconds running requests get to finish before they are cut off (default 10)",
     )
+    s.add_argument("--worker-id", help="this server's name in /metrics and /server_info (behind a router)")
     s.add_argument("--api-key", default=os.environ.get("SMGPY_API_KEY"), help="require this bearer token")
     s.add_argument("--allowed-origins", nargs="*", help="CORS origins allowed to call the API")
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "warn", "error"])
@@ -230,6 +231,7 @@ def _serve(args: argparse.Namespace) -> int:
         "max_body_bytes": args.max_body_size,
         "response_store_bytes": args.response_store_size,
         "shutdown_timeout": args.shutdown_timeout,
+        "worker_id": args.worker_id,
     }
     try:
         serve_oai(engine, args.host, args.port, **opts)

@@ -147,6 +147,7 @@ async def serve_oai_async(
     max_connections: int = 1024,
     engine_stall_timeout: float = 10.0,
     response_store_bytes: int = 256 << 20,
+    worker_id: str | None = None,
     log_level: str = "info",
     on_ready: Callable[[str, int], None] | None = None,
 ) -> None:
@@ -154,7 +155,9 @@ async def serve_oai_async(
 
     Engine attributes ``model_name``, ``context_length``, ``chat_template``, ``special_tokens``,
     ``tokenizer``, ``get_load``, ``vocab_size`` (client token ids are checked against it) and
-    ``max_running_requests`` (a larger ``n`` is refused) are used when present.
+    ``max_running_requests`` (a larger ``n`` is refused), ``max_total_num_tokens``, ``model_path`` and
+    ``flush_cache()`` (for routers: ``/server_info``, ``/v1/loads``, ``POST /flush_cache``) are used
+    when present. ``worker_id`` names this server in ``/metrics`` and ``/server_info``.
     ``port=0`` picks a free port; ``on_ready(host, port)`` is called once listening.
 
     Limits: ``request_timeout`` (seconds per request, streams included; None for none),
@@ -181,6 +184,9 @@ async def serve_oai_async(
     get_load = getattr(engine, "get_load", None)
     vocab_size = getattr(engine, "vocab_size", None)
     max_running = getattr(engine, "max_running_requests", None)
+    max_tokens = getattr(engine, "max_total_num_tokens", None)
+    model_path = getattr(engine, "model_path", None)
+    flush = getattr(engine, "flush_cache", None)
     native = _native.Server(
         host=host,
         port=port,
@@ -205,6 +211,10 @@ async def serve_oai_async(
         vocab_size=vocab_size if isinstance(vocab_size, int) and vocab_size > 0 else None,
         max_running_requests=max_running if isinstance(max_running, int) and max_running > 0 else None,
         response_store_bytes=response_store_bytes,
+        flush_cache=flush if callable(flush) else None,
+        worker_id=worker_id,
+        model_path=str(model_path) if model_path else None,
+        max_total_num_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
     )
     pump = _Pump(engine, native, request_class)
     stopped: asyncio.Future[None] = loop.create_future()

@@ -119,13 +119,23 @@ class Scheduler:
         self._inbox.put(("stop", None))
 
     def load_info(self) -> dict[str, Any]:
+        """Load in SGLang's ``/v1/loads`` names (what routers read), plus the prefix cache's state."""
+        by_uid = list(self._by_uid.values())  # a snapshot: the MLX thread may change the dict
+        used = sum(len(s.tokens) + s.generated for s in by_uid)
+        cache = self._cache
         return {
-            "running": self.running,
-            "waiting": self.pending,
-            "max_running": self.max_running,
-            "prefix_cache_bytes": self._cache.nbytes,
-            "prefix_cache_entries": len(self._cache),
+            "num_running_reqs": self.running,
+            "num_waiting_reqs": self.pending,
+            "num_used_tokens": used,
+            "max_running_requests": self.max_running,
+            "cache_hit_rate": cache.hits / cache.queries if cache.queries else 0.0,
+            "prefix_cache_bytes": cache.nbytes,
+            "prefix_cache_entries": len(cache),
         }
+
+    def flush_cache(self) -> None:
+        """Drop the prefix cache (asynchronously, on the MLX thread)."""
+        self._inbox.put(("flush", None))
 
     # ----- the MLX thread -----
 
@@ -226,6 +236,8 @@ class Scheduler:
                 self._waiting.append(arg)
             elif cmd == "abort":
                 self._abort(arg)
+            elif cmd == "flush":
+                self._cache.clear()
             else:
                 return False
 

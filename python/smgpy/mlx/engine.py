@@ -302,8 +302,12 @@ class MLXEngine:
         self._sched.abort(rid)
 
     def get_load(self) -> dict[str, Any]:
-        """Running and waiting requests and prefix-cache use, for ``/v1/loads``."""
+        """Running and waiting requests, tokens in use and prefix-cache use, for ``/v1/loads``."""
         return self._sched.load_info()
+
+    def flush_cache(self) -> None:
+        """Drop the prefix cache (``POST /flush_cache``)."""
+        self._sched.flush_cache()
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop the MLX thread; running and waiting requests end with an abort."""

@@ -45,10 +45,15 @@ pub struct Bridge {
     wake_rx: UnixStream,
     tokenizer: Option<Arc<dyn Tokenizer>>,
     load: Option<Py<PyAny>>,
+    flush: Option<Py<PyAny>>,
 }
 
 impl Bridge {
-    pub fn new(tokenizer: Option<Arc<dyn Tokenizer>>, load: Option<Py<PyAny>>) -> std::io::Result<Arc<Self>> {
+    pub fn new(
+        tokenizer: Option<Arc<dyn Tokenizer>>,
+        load: Option<Py<PyAny>>,
+        flush: Option<Py<PyAny>>,
+    ) -> std::io::Result<Arc<Self>> {
         let (wake_tx, wake_rx) = UnixStream::pair()?;
         wake_tx.set_nonblocking(true)?;
         wake_rx.set_nonblocking(true)?;
@@ -58,6 +63,7 @@ impl Bridge {
             wake_rx,
             tokenizer,
             load,
+            flush,
         }))
     }
 
@@ -126,6 +132,14 @@ impl Engine for PyEngine {
 
     fn tokenizer(&self) -> Option<Arc<dyn Tokenizer>> {
         self.0.tokenizer.clone()
+    }
+
+    fn flush_cache(&self) -> Result<bool, EngineError> {
+        let Some(f) = self.0.flush.as_ref() else {
+            return Ok(false);
+        };
+        Python::attach(|py| f.call0(py).map(|_| true))
+            .map_err(|e| EngineError::Internal(format!("the engine's flush_cache failed: {e}")))
     }
 
     fn load(&self) -> Option<serde_json::Map<String, serde_json::Value>> {

@@ -56,6 +56,8 @@ pub struct Server {
     done_tx: Option<watch::Sender<bool>>,
     /// The running server's lifecycle state (set by `start`), for `heartbeat`.
     health: Option<Arc<smgpy_server::health::Health>>,
+    /// Names of the parsers in effect, kept when `start` takes the configuration.
+    parser_names: (Option<&'static str>, Option<&'static str>),
 }
 
 fn parse_tool(name: Option<&str>) -> PyResult<Option<ToolFormat>> {
@@ -88,7 +90,8 @@ impl Server {
         keep_alive = 15.0, shutdown_timeout = 10.0, tokenizer = None, get_load = None,
         header_read_timeout = 30.0, body_read_timeout = 60.0, max_connections = 1024,
         engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
-        response_store_bytes = 268_435_456))]
+        response_store_bytes = 268_435_456, flush_cache = None, worker_id = None, model_path = None,
+        max_total_num_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -114,6 +117,10 @@ impl Server {
         vocab_size: Option<u32>,
         max_running_requests: Option<u32>,
         response_store_bytes: usize,
+        flush_cache: Option<Py<PyAny>>,
+        worker_id: Option<String>,
+        model_path: Option<String>,
+        max_total_num_tokens: Option<u64>,
     ) -> PyResult<Self> {
         let template = match chat_template {
             None => None,
@@ -166,12 +173,15 @@ impl Server {
             vocab_size,
             max_running_requests,
             response_store_bytes,
+            worker_id,
+            model_path,
+            max_total_num_tokens,
             context_length,
             keep_alive: positive("keep_alive", keep_alive)?,
             shutdown_timeout: positive("shutdown_timeout", shutdown_timeout)?,
         };
         let tokenizer = tokenizer.map(|t| Arc::new(PyTokenizer(t)) as Arc<dyn smgpy_server::engine::Tokenizer>);
-        let bridge = Bridge::new(tokenizer, get_load)
+        let bridge = Bridge::new(tokenizer, get_load, flush_cache)
             .map_err(|e| PyOSError::new_err(format!("cannot create the engine wake-up socket: {e}")))?;
         let (shutdown, _) = watch::channel(false);
         let (done_tx, done) = watch::channel(false);
@@ -184,19 +194,17 @@ impl Server {
             done,
             done_tx: Some(done_tx),
             health: None,
+            parser_names: (
+                tool_format.map(ToolFormat::name),
+                reasoning_format.map(ReasoningFormat::name),
+            ),
         })
     }
 
     /// Names of the parsers in effect (after `"auto"` resolution): `(tool, reasoning)`.
     #[getter]
     fn parsers(&self) -> (Option<&'static str>, Option<&'static str>) {
-        match &self.config {
-            Some(c) => (
-                c.tool_format.map(ToolFormat::name),
-                c.reasoning_format.map(ReasoningFormat::name),
-            ),
-            None => (None, None),
-        }
+        self.parser_names
     }
 
     /// File descriptor to watch with `loop.add_reader`; readable when work is queued.

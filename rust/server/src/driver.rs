@@ -265,6 +265,7 @@ impl ChoiceDriver {
         }
         let now = Instant::now();
         let m = &self.state.0.metrics;
+        m.throughput.add(n as u64);
         match self.last_token {
             None => m.ttft.observe(now.duration_since(self.started).as_secs_f64()),
             Some(t) => m.itl.observe(now.duration_since(t).as_secs_f64() / n as f64),

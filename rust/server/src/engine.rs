@@ -143,4 +143,10 @@ pub trait Engine: Send + Sync + 'static {
     fn load(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
         None
     }
+
+    /// Drop cached prompt state (`POST /flush_cache`). `Ok(false)`: the engine has no cache to
+    /// flush. May block (called off the async workers).
+    fn flush_cache(&self) -> Result<bool, EngineError> {
+        Ok(false)
+    }
 }

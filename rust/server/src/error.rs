@@ -21,6 +21,8 @@ pub enum ApiError {
     Unauthorized,
     #[error("{0}")]
     NotFound(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
     #[error("request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: usize },
     /// The engine's queue is full: 429 with `Retry-After`, so clients and routers retry later
@@ -57,6 +59,7 @@ impl ApiError {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -69,7 +72,9 @@ impl ApiError {
     /// OpenAI `error.type`.
     pub fn openai_type(&self) -> &'static str {
         match self {
-            ApiError::BadRequest { .. } | ApiError::PayloadTooLarge { .. } => "invalid_request_error",
+            ApiError::BadRequest { .. } | ApiError::PayloadTooLarge { .. } | ApiError::MethodNotAllowed(_) => {
+                "invalid_request_error"
+            }
             ApiError::Unauthorized => "authentication_error",
             ApiError::NotFound(_) => "not_found_error",
             ApiError::Overloaded(_) => "overloaded_error",
@@ -82,7 +87,7 @@ impl ApiError {
     /// Anthropic `error.type`.
     pub fn anthropic_type(&self) -> &'static str {
         match self {
-            ApiError::BadRequest { .. } => "invalid_request_error",
+            ApiError::BadRequest { .. } | ApiError::MethodNotAllowed(_) => "invalid_request_error",
             ApiError::Unauthorized => "authentication_error",
             ApiError::NotFound(_) => "not_found_error",
             ApiError::PayloadTooLarge { .. } => "request_too_large",

@@ -37,6 +37,7 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(routes::info::health))
         .route("/live", get(routes::info::live))
         .route("/v1/models", get(routes::info::models))
+        .route("/v1/models/{id}", get(routes::info::model))
         .route("/metrics", get(routes::info::metrics))
         .route("/v1/chat/completions", post(routes::chat::chat_completions))
         .route("/v1/completions", post(routes::completions::completions))
@@ -47,11 +48,23 @@ pub fn router(state: AppState) -> Router {
             "/v1/responses/{id}",
             get(routes::responses::get).delete(routes::responses::delete),
         )
+        .route("/v1/responses/{id}/input_items", get(routes::responses::input_items))
         .route("/generate", post(routes::generate::generate))
         .route("/v1/loads", get(routes::loads::loads))
+        .route("/server_info", get(routes::worker::server_info))
+        .route("/get_server_info", get(routes::worker::server_info))
+        .route("/model_info", get(routes::worker::model_info))
+        .route("/get_model_info", get(routes::worker::model_info))
+        .route("/health_generate", get(routes::worker::health_generate))
+        .route(
+            "/flush_cache",
+            post(routes::worker::flush_cache).get(routes::worker::flush_cache),
+        )
         .route("/openapi.json", get(routes::openapi::openapi))
         .route("/v1/tokenize", post(routes::tokenize::tokenize))
         .route("/v1/detokenize", post(routes::tokenize::detokenize))
+        .fallback(routes::info::not_found)
+        .method_not_allowed_fallback(routes::info::method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -52,6 +52,55 @@ const TTFT_BOUNDS: &[f64] = &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 
 const ITL_BOUNDS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
 const E2E_BOUNDS: &[f64] = &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
 
+/// Tokens generated per second over the last [`Throughput::WINDOW`] whole seconds: the
+/// `gen_throughput` routers read from `/v1/loads`. One slot per second in a ring of atomics; a
+/// writer that finds a stale slot restarts it, so no lock is taken per token.
+pub struct Throughput {
+    start: std::time::Instant,
+    slots: [(AtomicU64, AtomicU64); Throughput::SLOTS],
+}
+
+impl Throughput {
+    const SLOTS: usize = 16;
+    pub const WINDOW: u64 = 10;
+
+    fn new() -> Self {
+        Self {
+            start: std::time::Instant::now(),
+            slots: std::array::from_fn(|_| (AtomicU64::new(u64::MAX), AtomicU64::new(0))),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_secs()
+    }
+
+    pub fn add(&self, tokens: u64) {
+        let sec = self.now();
+        let (stamp, count) = &self.slots[(sec % Self::SLOTS as u64) as usize];
+        if stamp.swap(sec, Ordering::Relaxed) != sec {
+            count.store(0, Ordering::Relaxed);
+        }
+        count.fetch_add(tokens, Ordering::Relaxed);
+    }
+
+    /// Mean tokens per second over the last `WINDOW` whole seconds.
+    pub fn per_second(&self) -> f64 {
+        let now = self.now();
+        let from = now.saturating_sub(Self::WINDOW);
+        let total: u64 = self
+            .slots
+            .iter()
+            .filter(|(stamp, _)| {
+                let s = stamp.load(Ordering::Relaxed);
+                s != u64::MAX && s >= from && s < now
+            })
+            .map(|(_, c)| c.load(Ordering::Relaxed))
+            .sum();
+        total as f64 / Self::WINDOW.min(now.max(1)) as f64
+    }
+}
+
 /// Server-wide metrics.
 pub struct Metrics {
     pub requests_ok: AtomicU64,
@@ -60,6 +109,7 @@ pub struct Metrics {
     pub generation_tokens: AtomicU64,
     pub cached_tokens: AtomicU64,
     pub running: AtomicU64,
+    pub throughput: Throughput,
     pub ttft: Histogram,
     pub itl: Histogram,
     pub e2e: Histogram,
@@ -74,6 +124,7 @@ impl Default for Metrics {
             generation_tokens: AtomicU64::new(0),
             cached_tokens: AtomicU64::new(0),
             running: AtomicU64::new(0),
+            throughput: Throughput::new(),
             ttft: Histogram::new(TTFT_BOUNDS),
             itl: Histogram::new(ITL_BOUNDS),
             e2e: Histogram::new(E2E_BOUNDS),
@@ -82,9 +133,22 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Prometheus text exposition.
-    pub fn render(&self, waiting: Option<u64>) -> String {
+    /// Prometheus text exposition. `labels` go on the `smgpy_info` gauge (model, worker id), so
+    /// series of several workers behind one router can be told apart.
+    pub fn render(&self, waiting: Option<u64>, labels: &[(&str, &str)]) -> String {
         let mut out = String::with_capacity(4096);
+        let _ = writeln!(out, "# HELP smgpy_info The served model and this worker's id.");
+        let _ = writeln!(out, "# TYPE smgpy_info gauge");
+        let shown: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{k}=\"{}\"",
+                    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "smgpy_info{{{}}} 1", shown.join(","));
         let counter = |out: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
         };

@@ -43,6 +43,12 @@ pub struct ServerConfig {
     pub max_running_requests: Option<u32>,
     /// Byte budget of the Responses store (`store: true`), least recently used evicted first.
     pub response_store_bytes: usize,
+    /// This worker's name in `/metrics` and `/server_info` (e.g. behind a router).
+    pub worker_id: Option<String>,
+    /// Where the model came from (`/model_info`, `/server_info`).
+    pub model_path: Option<String>,
+    /// Tokens the engine can hold in its KV cache at once, if it knows (`/v1/loads`, `/server_info`).
+    pub max_total_num_tokens: Option<u64>,
     /// The engine's context length, if known (reported by `/v1/models`).
     pub context_length: Option<u32>,
     /// Interval of SSE keep-alive comments while a stream is idle (long prefill).
@@ -69,6 +75,9 @@ impl Default for ServerConfig {
             vocab_size: None,
             max_running_requests: None,
             response_store_bytes: 256 * 1024 * 1024,
+            worker_id: None,
+            model_path: None,
+            max_total_num_tokens: None,
             context_length: None,
             keep_alive: Duration::from_secs(15),
             shutdown_timeout: Duration::from_secs(10),

@@ -10,6 +10,7 @@ pub mod openapi;
 pub mod response_store;
 pub mod responses;
 pub mod tokenize;
+pub mod worker;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -31,6 +31,8 @@ pub struct Stored {
     /// Chat messages this response added to the conversation: its input messages, then the
     /// assistant's output (the request's `instructions` do not carry over).
     pub turn: Vec<Value>,
+    /// The request's input items, as `GET /v1/responses/{id}/input_items` lists them.
+    pub input_items: Vec<Value>,
 }
 
 /// A stored response, as text.
@@ -41,6 +43,8 @@ pub struct Entry {
     parent: Option<Box<str>>,
     /// The turn's messages as a JSON array.
     turn: Box<str>,
+    /// The input items as a JSON array.
+    pub input_items: Box<str>,
 }
 
 /// A conversation could not be read back.
@@ -152,8 +156,13 @@ impl ResponseStore {
             response: stored.response.to_string().into_boxed_str(),
             parent: stored.parent.map(String::into_boxed_str),
             turn: Value::Array(stored.turn).to_string().into_boxed_str(),
+            input_items: Value::Array(stored.input_items).to_string().into_boxed_str(),
         };
-        let bytes = entry.response.len() + entry.turn.len() + id.len() + entry.parent.as_ref().map_or(0, |p| p.len());
+        let bytes = entry.response.len()
+            + entry.turn.len()
+            + entry.input_items.len()
+            + id.len()
+            + entry.parent.as_ref().map_or(0, |p| p.len());
         let Ok(mut lru) = self.inner.lock() else { return false };
         lru.remove(&id);
         if bytes > self.budget {
@@ -210,13 +219,14 @@ mod tests {
             response: json!({"t": text}),
             parent: parent.map(str::to_string),
             turn: vec![json!({"role": "user", "content": text})],
+            input_items: Vec::new(),
         }
     }
 
     #[test]
     fn evicts_least_recently_used_within_the_byte_budget() {
         let json_size = |v: &Value| v.to_string().len();
-        let one = json_size(&json!({"t": "aaaa"})) + json_size(&json!([{"role": "user", "content": "aaaa"}])) + 1;
+        let one = json_size(&json!({"t": "aaaa"})) + json_size(&json!([{"role": "user", "content": "aaaa"}])) + 2 + 1;
         let s = ResponseStore::new(2 * one);
         assert!(s.put("a".into(), entry(None, "aaaa")));
         assert!(s.put("b".into(), entry(None, "bbbb")));
@@ -252,7 +262,7 @@ mod tests {
     #[test]
     fn reading_a_conversation_keeps_its_ancestors_fresh() {
         let json_size = |v: &Value| v.to_string().len();
-        let one = json_size(&json!({"t": "aaaa"})) + json_size(&json!([{"role": "user", "content": "aaaa"}])) + 4;
+        let one = json_size(&json!({"t": "aaaa"})) + json_size(&json!([{"role": "user", "content": "aaaa"}])) + 2 + 4;
         let s = ResponseStore::new(3 * one);
         s.put("a".into(), entry(None, "aaaa"));
         s.put("x".into(), entry(None, "xxxx"));

@@ -105,6 +105,11 @@ pub async fn create(
         model: req.model.clone().unwrap_or_else(|| state.config().model_name.clone()),
         echo: echo_fields(&req),
         turn: form.input_messages.clone(),
+        input_items: if req.store {
+            as_input_items(&req.input)
+        } else {
+            Vec::new()
+        },
         parent: req.previous_response_id.clone(),
         store: req.store.then(|| state.clone()),
     });
@@ -133,6 +138,90 @@ pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Re
     } else {
         Err(not_found(&id))
     }
+}
+
+/// Query of `GET /v1/responses/{id}/input_items` (OpenAI's pagination: newest first by default).
+#[derive(Debug, serde::Deserialize)]
+pub struct ItemsQuery {
+    #[serde(default)]
+    after: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    order: Option<String>,
+}
+
+pub async fn input_items(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<ItemsQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let stored = state.0.responses.get(&id).ok_or_else(|| not_found(&id))?;
+    let mut items: Vec<Value> = serde_json::from_str(&stored.input_items).unwrap_or_default();
+    match q.order.as_deref() {
+        None | Some("desc") => items.reverse(),
+        Some("asc") => {}
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                Some("order"),
+                format!("order must be `asc` or `desc`, got `{other}`"),
+            ))
+        }
+    }
+    let limit = q.limit.unwrap_or(20);
+    if !(1..=100).contains(&limit) {
+        return Err(ApiError::bad_request(Some("limit"), "limit must be between 1 and 100"));
+    }
+    if let Some(after) = &q.after {
+        let at = items
+            .iter()
+            .position(|i| i.get("id").and_then(Value::as_str) == Some(after.as_str()))
+            .ok_or_else(|| ApiError::bad_request(Some("after"), format!("no input item `{after}` in `{id}`")))?;
+        items.drain(..=at);
+    }
+    let has_more = items.len() > limit;
+    items.truncate(limit);
+    let first = items.first().and_then(|i| i.get("id")).cloned().unwrap_or(Value::Null);
+    let last = items.last().and_then(|i| i.get("id")).cloned().unwrap_or(Value::Null);
+    Ok(Json(json!({
+        "object": "list",
+        "data": items,
+        "first_id": first,
+        "last_id": last,
+        "has_more": has_more,
+    })))
+}
+
+/// The request's `input` as Responses input items, each with an id (a string input is one user
+/// message; a message's string content becomes one `input_text` part).
+fn as_input_items(input: &Value) -> Vec<Value> {
+    let items: Vec<Value> = match input {
+        Value::String(text) => vec![json!({"type": "message", "role": "user", "content": text})],
+        Value::Array(items) => items.clone(),
+        _ => Vec::new(),
+    };
+    items
+        .into_iter()
+        .map(|mut item| {
+            if let Value::Object(m) = &mut item {
+                m.entry("type").or_insert_with(|| json!("message"));
+                if m.get("type").and_then(Value::as_str) == Some("message") {
+                    if let Some(Value::String(text)) = m.get("content").cloned() {
+                        let part = if m.get("role").and_then(Value::as_str) == Some("assistant") {
+                            "output_text"
+                        } else {
+                            "input_text"
+                        };
+                        m.insert("content".into(), json!([{"type": part, "text": text}]));
+                    }
+                    m.entry("status").or_insert_with(|| json!("completed"));
+                }
+                m.entry("id")
+                    .or_insert_with(|| json!(format!("msg_{}", random_alnum(24))));
+            }
+            item
+        })
+        .collect()
 }
 
 fn not_found(id: &str) -> ApiError {
@@ -183,6 +272,7 @@ struct Ctx {
     echo: Map<String, Value>,
     /// This request's input messages: with the output, the turn it adds to a stored conversation.
     turn: Vec<Value>,
+    input_items: Vec<Value>,
     parent: Option<String>,
     /// Where to store the finished response (`store: true`).
     store: Option<AppState>,
@@ -219,6 +309,7 @@ impl Ctx {
             response: response.clone(),
             parent: self.parent.clone(),
             turn,
+            input_items: self.input_items.clone(),
         };
         if !state.0.responses.put(self.id.clone(), stored) {
             tracing::warn!(id = %self.id, "response not stored: larger than the whole response store budget");
