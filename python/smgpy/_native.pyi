@@ -291,11 +291,22 @@ class OutputSink:
         """Forward one engine output dict: 0 sent, 1 buffer full (await, then `flush`), 2 client gone."""
     def flush(self) -> int:
         """Retry the output that did not fit; same codes as `push`."""
-    def fail(self, kind: str, message: str) -> int:
-        """Report that the engine raised: `kind` is `bad_request`, `overloaded` or `internal`."""
+    def fail(self, kind: FailKind, message: str) -> int:
+        """Report that the engine raised; `kind` says how the client is answered."""
     @property
     def closed(self) -> bool:
         """Whether the HTTP side of this request is gone."""
+
+@final
+class FailKind:
+    """Why an engine request failed, as the pump reports it to `OutputSink.fail`."""
+
+    BAD_REQUEST: FailKind
+    CONTEXT_LENGTH: FailKind
+    OVERLOADED: FailKind
+    INTERNAL: FailKind
+    def __eq__(self, other: object) -> bool: ...
+    def __int__(self) -> int: ...
 
 @final
 class Server:

@@ -61,7 +61,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Engine", "EngineOverloaded", "EngineRequestError", "GenerateReqInput"]
+__all__ = ["ContextLengthExceeded", "Engine", "EngineOverloaded", "EngineRequestError", "GenerateReqInput"]
 
 
 @runtime_checkable
@@ -79,6 +79,11 @@ class Engine(Protocol):
 
 class EngineRequestError(ValueError):
     """The engine refuses this request (bad input): smgpy answers HTTP 400 with the message."""
+
+
+class ContextLengthExceeded(EngineRequestError):
+    """The prompt (plus ``max_tokens``) does not fit the model's context: smgpy answers 400 with
+    ``code: "context_length_exceeded"`` and ``param`` naming the prompt field, as OpenAI does."""
 
 
 class EngineOverloaded(RuntimeError):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from smgpy import _native
-from smgpy.engine import EngineOverloaded, EngineRequestError, GenerateReqInput
+from smgpy.engine import ContextLengthExceeded, EngineOverloaded, EngineRequestError, GenerateReqInput
 
 __all__ = ["serve_oai", "serve_oai_async"]
 
@@ -84,19 +84,22 @@ class _Pump:
                 finished = True
         except asyncio.CancelledError:
             pass
+        except ContextLengthExceeded as e:
+            finished = True
+            sink.fail(_native.FailKind.CONTEXT_LENGTH, str(e))
         except EngineRequestError as e:
             finished = True
-            sink.fail("bad_request", str(e))
+            sink.fail(_native.FailKind.BAD_REQUEST, str(e))
         except EngineOverloaded as e:
             finished = True
-            sink.fail("overloaded", str(e) or "the engine's queue is full; retry later")
+            sink.fail(_native.FailKind.OVERLOADED, str(e) or "the engine's queue is full; retry later")
         except (Exception, KeyboardInterrupt, SystemExit):
             # The engine failed on this request: log the exception, keep serving the others, and
             # tell the client only that it failed (exception text can hold anything). A real
             # Ctrl-C / SIGTERM does not arrive here: `serve_oai` turns it into a cancellation.
             finished = True
             logger.exception("engine failed on request %s", rid)
-            sink.fail("internal", f"the engine failed on request {rid} (the server log has the details)")
+            sink.fail(_native.FailKind.INTERNAL, f"the engine failed on request {rid} (the server log has the details)")
         finally:
             self._tasks.pop(rid, None)
             if not finished:

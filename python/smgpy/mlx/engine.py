@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from smgpy._native import JsonVocab
-from smgpy.engine import EngineOverloaded, EngineRequestError
+from smgpy.engine import ContextLengthExceeded, EngineOverloaded, EngineRequestError
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.batching import Outlet, Scheduler, Sequence
 from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids
@@ -233,11 +233,11 @@ class MLXEngine:
         if n_prompt == 0:
             raise EngineRequestError("the prompt is empty")
         if n_prompt >= self.context_length:
-            raise EngineRequestError(
+            raise ContextLengthExceeded(
                 f"the prompt has {n_prompt} tokens, but the model's context length is {self.context_length} tokens"
             )
         if params.max_new_tokens is not None and n_prompt + params.max_new_tokens > self.context_length:
-            raise EngineRequestError(
+            raise ContextLengthExceeded(
                 f"the prompt ({n_prompt} tokens) plus max_tokens ({params.max_new_tokens}) is "
                 f"{n_prompt + params.max_new_tokens} tokens, more than the model's context length of "
                 f"{self.context_length} tokens"

@@ -51,6 +51,9 @@ pub struct ChatForm {
     pub tool_choice: ToolChoice,
     /// `Some(false)` when the client disabled thinking; `None` when it said nothing.
     pub thinking: Option<bool>,
+    /// The conversation ends with an assistant message: the model continues it (Anthropic's
+    /// prefill) instead of starting a new turn.
+    pub prefill: bool,
 }
 
 impl MessagesRequest {
@@ -110,23 +113,42 @@ impl MessagesRequest {
         }
         let tools = self.tools.as_ref().map(|t| convert_tools(t)).transpose()?;
         let tool_choice = parse_tool_choice(self.tool_choice.as_ref(), tools.as_deref())?;
-        let thinking =
-            match &self.thinking {
-                None | Some(Value::Null) => None,
-                Some(t) => match t.get("type").and_then(Value::as_str) {
-                    Some("enabled") => Some(true),
-                    Some("disabled") => Some(false),
-                    _ => return Err(ProtocolError::new(
+        // Every variant of the API maps to the chat template's thinking switch: `adaptive` and
+        // `between_tools` leave the decision to think to the model, which needs thinking on.
+        let thinking = match &self.thinking {
+            None | Some(Value::Null) => None,
+            Some(t) => match t.get("type").and_then(Value::as_str) {
+                Some("enabled" | "adaptive" | "between_tools") => Some(true),
+                Some("disabled") => Some(false),
+                _ => {
+                    return Err(ProtocolError::new(
                         "thinking.type",
-                        "thinking must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}",
-                    )),
-                },
-            };
+                        "thinking.type must be `enabled`, `adaptive`, `between_tools` or `disabled`",
+                    ))
+                }
+            },
+        };
+        let prefill = match messages.last() {
+            Some(last) if last.get("role").and_then(Value::as_str) == Some("assistant") => {
+                let text = last.get("content").and_then(Value::as_str).unwrap_or_default();
+                // As Anthropic's API: a prefill that ends in whitespace is refused (the model would
+                // continue after a space it never wrote itself).
+                if text.ends_with(char::is_whitespace) {
+                    return Err(ProtocolError::new(
+                        format!("messages[{}].content", self.messages.len() - 1),
+                        "final assistant content cannot end with trailing whitespace",
+                    ));
+                }
+                last.get("tool_calls").is_none()
+            }
+            _ => false,
+        };
         Ok(ChatForm {
             messages,
             tools,
             tool_choice,
             thinking,
+            prefill,
         })
     }
 }

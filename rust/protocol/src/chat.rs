@@ -77,8 +77,9 @@ pub struct ChatCompletionRequest {
     pub reasoning_effort: Option<String>,
     #[serde(default)]
     pub continue_final_message: bool,
-    #[serde(default = "default_true")]
-    pub add_generation_prompt: bool,
+    /// `None`: not sent (on, unless `continue_final_message`). Both on is a 400, as in vLLM.
+    #[serde(default)]
+    pub add_generation_prompt: Option<bool>,
     #[serde(default = "default_true")]
     pub separate_reasoning: bool,
     #[serde(default)]
@@ -143,6 +144,14 @@ impl ChatCompletionRequest {
             validate_message(i, m)?;
         }
         check_ranges(&self.sampling())?;
+        if self.continue_final_message && self.add_generation_prompt == Some(true) {
+            return Err(ProtocolError::new(
+                "continue_final_message",
+                "`continue_final_message` continues the last (assistant) message, and `add_generation_prompt` \
+                 starts a new one: send only one of them",
+            ));
+        }
+        crate::common::check_stream_options(self.stream, self.stream_options.as_ref())?;
         if let Some(k) = self.top_logprobs {
             if k > 20 {
                 return Err(ProtocolError::new(
@@ -435,5 +444,12 @@ mod tests {
     #[test]
     fn unknown_fields_are_ignored() {
         assert!(req(r#"{"messages":[{"role":"user","content":"x"}],"router_hint":{"a":1}}"#).is_ok());
+    }
+}
+
+impl ChatCompletionRequest {
+    /// Whether the rendered prompt ends with a fresh assistant turn.
+    pub fn generation_prompt(&self) -> bool {
+        self.add_generation_prompt.unwrap_or(!self.continue_final_message)
     }
 }

@@ -26,6 +26,14 @@ pub struct Usage {
     pub completion_tokens: u32,
     pub total_tokens: u32,
     pub prompt_tokens_details: PromptTokensDetails,
+    /// Present when the output had reasoning (OpenAI's shape).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct CompletionTokensDetails {
+    pub reasoning_tokens: u32,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -40,7 +48,16 @@ impl Usage {
             completion_tokens,
             total_tokens: prompt_tokens + completion_tokens,
             prompt_tokens_details: PromptTokensDetails { cached_tokens },
+            completion_tokens_details: None,
         }
+    }
+
+    /// With the number of completion tokens spent on reasoning (shown when not zero).
+    pub fn with_reasoning(mut self, reasoning_tokens: u32) -> Self {
+        if reasoning_tokens > 0 {
+            self.completion_tokens_details = Some(CompletionTokensDetails { reasoning_tokens });
+        }
+        self
     }
 }
 
@@ -73,4 +90,15 @@ pub struct TopLogprob {
     pub token: String,
     pub logprob: f32,
     pub bytes: Vec<u8>,
+}
+
+/// `stream_options` only means something for a stream (OpenAI answers 400 otherwise).
+pub fn check_stream_options(stream: bool, options: Option<&StreamOptions>) -> Result<(), crate::ProtocolError> {
+    if options.is_some() && !stream {
+        return Err(crate::ProtocolError::new(
+            "stream_options",
+            "`stream_options` is only allowed with `stream: true`",
+        ));
+    }
+    Ok(())
 }

@@ -125,6 +125,7 @@ impl CompletionRequest {
             ));
         }
         check_ranges(&self.sampling())?;
+        crate::common::check_stream_options(self.stream, self.stream_options.as_ref())?;
         let n = self.n.unwrap_or(1);
         if let Some(b) = self.best_of {
             // best_of > n needs server-side ranking by logprob, which the engine bridge does not do.

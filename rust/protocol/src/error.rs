@@ -32,6 +32,20 @@ impl ProtocolError {
 /// Parse a JSON body into `T`, reporting the path of the first bad field.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ProtocolError> {
     let de = &mut serde_json::Deserializer::from_slice(body);
+    let value = parse_value(de)?;
+    // One JSON document and nothing after it (whitespace aside): bytes after the value usually
+    // mean two bodies were concatenated, and reading only the first would hide that.
+    de.end().map_err(|_| ProtocolError {
+        message: "request body has data after the JSON value: send exactly one JSON document".into(),
+        param: None,
+        code: Some("invalid_json"),
+    })?;
+    Ok(value)
+}
+
+fn parse_value<'de, T: DeserializeOwned>(
+    de: &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
+) -> Result<T, ProtocolError> {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();

@@ -229,6 +229,25 @@ fn request_fields<'py>(py: Python<'py>, r: &GenerateRequest) -> PyResult<Bound<'
     Ok(d)
 }
 
+/// Why an engine request failed, as the pump reports it (`OutputSink.fail`): one variant per
+/// answer the client gets, so no string is parsed on the way.
+#[pyclass(module = "smgpy._native", name = "FailKind", eq, eq_int, frozen)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailKind {
+    /// `EngineRequestError`: 400 with the message.
+    #[pyo3(name = "BAD_REQUEST")]
+    BadRequest,
+    /// `ContextLengthExceeded`: 400 with `code: context_length_exceeded`.
+    #[pyo3(name = "CONTEXT_LENGTH")]
+    ContextLength,
+    /// `EngineOverloaded`: 429 with `Retry-After`.
+    #[pyo3(name = "OVERLOADED")]
+    Overloaded,
+    /// Anything else: 500 with the (safe) message.
+    #[pyo3(name = "INTERNAL")]
+    Internal,
+}
+
 /// Receives one request's outputs from its Python pump task.
 #[pyclass(module = "smgpy._native", name = "OutputSink")]
 pub struct OutputSink {
@@ -290,12 +309,13 @@ impl OutputSink {
         }
     }
 
-    /// Report that the engine raised: `kind` is `bad_request`, `overloaded` or `internal`.
-    fn fail(&mut self, kind: &str, message: String) -> u8 {
-        let e = match kind {
-            "bad_request" => EngineError::BadRequest(message),
-            "overloaded" => EngineError::Overloaded(message),
-            _ => EngineError::Internal(message),
+    /// Report that the engine raised; `kind` says how the client is answered.
+    fn fail(&mut self, kind: PyRef<'_, FailKind>, message: String) -> u8 {
+        let e = match *kind {
+            FailKind::BadRequest => EngineError::BadRequest(message),
+            FailKind::ContextLength => EngineError::ContextLength(message),
+            FailKind::Overloaded => EngineError::Overloaded(message),
+            FailKind::Internal => EngineError::Internal(message),
         };
         self.stash = None;
         self.send(EngineEvent::Error(e))

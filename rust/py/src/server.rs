@@ -18,6 +18,7 @@ use crate::engine_bridge::{take_work, Bridge, PyEngine, PyTokenizer};
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Server>()?;
     m.add_class::<crate::engine_bridge::OutputSink>()?;
+    m.add_class::<crate::engine_bridge::FailKind>()?;
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
     Ok(())
 }

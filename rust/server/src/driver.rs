@@ -42,6 +42,9 @@ pub struct Counts {
     pub prompt: u32,
     pub completion: u32,
     pub cached: u32,
+    /// Completion tokens whose text went to reasoning (a step's tokens count as reasoning when
+    /// the step's visible output was reasoning only).
+    pub reasoning: u32,
 }
 
 pub struct ChoiceDriver {
@@ -185,6 +188,9 @@ impl ChoiceDriver {
                 self.counted_tokens += o.token_ids.len() as u32;
                 self.counts.completion = o.completion_tokens.unwrap_or(self.counted_tokens);
                 let mut piece = self.pipeline.push(&o.text_delta);
+                if !piece.reasoning.is_empty() && piece.content.is_empty() && piece.calls.is_empty() {
+                    self.counts.reasoning += o.token_ids.len() as u32;
+                }
                 if let Some(i) = piece.stopped {
                     // Our matcher is the authority over visible text: stop the engine now.
                     self.stream.abort();

@@ -66,7 +66,10 @@ pub enum EngineError {
     /// The engine refuses this request (e.g. prompt longer than the context): HTTP 400.
     #[error("{0}")]
     BadRequest(String),
-    /// The engine's waiting queue is full: HTTP 503.
+    /// The prompt does not fit the model's context: HTTP 400 with `code: context_length_exceeded`.
+    #[error("{0}")]
+    ContextLength(String),
+    /// The engine's waiting queue is full: HTTP 429.
     #[error("{0}")]
     Overloaded(String),
     /// The engine failed: HTTP 500. The message is shown to the client, so it carries no trace.

@@ -23,6 +23,8 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     MethodNotAllowed(String),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: usize },
     /// The engine's queue is full: 429 with `Retry-After`, so clients and routers retry later
@@ -60,6 +62,7 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -72,9 +75,10 @@ impl ApiError {
     /// OpenAI `error.type`.
     pub fn openai_type(&self) -> &'static str {
         match self {
-            ApiError::BadRequest { .. } | ApiError::PayloadTooLarge { .. } | ApiError::MethodNotAllowed(_) => {
-                "invalid_request_error"
-            }
+            ApiError::BadRequest { .. }
+            | ApiError::PayloadTooLarge { .. }
+            | ApiError::MethodNotAllowed(_)
+            | ApiError::UnsupportedMediaType(_) => "invalid_request_error",
             ApiError::Unauthorized => "authentication_error",
             ApiError::NotFound(_) => "not_found_error",
             ApiError::Overloaded(_) => "overloaded_error",
@@ -87,7 +91,9 @@ impl ApiError {
     /// Anthropic `error.type`.
     pub fn anthropic_type(&self) -> &'static str {
         match self {
-            ApiError::BadRequest { .. } | ApiError::MethodNotAllowed(_) => "invalid_request_error",
+            ApiError::BadRequest { .. } | ApiError::MethodNotAllowed(_) | ApiError::UnsupportedMediaType(_) => {
+                "invalid_request_error"
+            }
             ApiError::Unauthorized => "authentication_error",
             ApiError::NotFound(_) => "not_found_error",
             ApiError::PayloadTooLarge { .. } => "request_too_large",
@@ -121,6 +127,11 @@ impl ApiError {
         if matches!(self, ApiError::Overloaded(_) | ApiError::Unavailable(_)) {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if matches!(self, ApiError::Unauthorized) {
+            // RFC 7235: a 401 names the scheme the client should use.
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         resp
     }
@@ -156,6 +167,11 @@ impl From<EngineError> for ApiError {
                 message: m,
                 param: None,
                 code: None,
+            },
+            EngineError::ContextLength(m) => ApiError::BadRequest {
+                message: m,
+                param: None,
+                code: Some("context_length_exceeded"),
             },
             EngineError::Overloaded(m) => ApiError::Overloaded(m),
             EngineError::Internal(m) => ApiError::EngineFailed(m),

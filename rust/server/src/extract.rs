@@ -18,6 +18,15 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        if let Some(ct) = req.headers().get(axum::http::header::CONTENT_TYPE) {
+            let ct = ct.to_str().unwrap_or_default().to_ascii_lowercase();
+            let essence = ct.split(';').next().unwrap_or_default().trim();
+            if essence != "application/json" && !essence.ends_with("+json") {
+                return Err(ApiError::UnsupportedMediaType(format!(
+                    "request bodies are JSON: send `content-type: application/json` (got `{essence}`)"
+                )));
+            }
+        }
         let cfg = state.config();
         let limit = cfg.max_body_bytes;
         let wait = cfg.body_read_timeout;

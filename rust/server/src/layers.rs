@@ -42,7 +42,11 @@ fn presented_key_matches(headers: &HeaderMap, key: &str) -> bool {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            // The scheme name is case-insensitive (RFC 7235).
+            let (scheme, token) = v.trim_start().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        })
         .map(str::trim);
     let x_api_key = headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim);
     // Check both so the time taken does not reveal which header carried a near-miss.

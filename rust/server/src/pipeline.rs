@@ -44,12 +44,16 @@ pub struct ToolStage {
     pub tools: Option<Vec<ToolDef>>,
     /// What `tool_choice` forced the output to open with, if anything.
     pub forced: Option<Forced>,
+    /// `parallel_tool_calls: false`: only the first call is reported.
+    pub single: bool,
 }
 
 pub struct Pipeline {
     stop: Option<StopMatcher>,
     reasoning: Option<ReasoningParser>,
     tools: Option<ToolCallParser>,
+    /// Report only the first call (`parallel_tool_calls: false`).
+    single_call: bool,
     /// The tool stage's output for one push, cleared and reused for the next.
     tool_out: ToolDelta,
     done: bool,
@@ -69,6 +73,7 @@ impl Pipeline {
                 None => ToolCallParser::new(stage.format, stage.tools),
                 Some(forced) => ToolCallParser::forced(stage.format, stage.tools, forced),
             }),
+            single_call: spec.tools.as_ref().is_some_and(|t| t.single),
             tool_out: ToolDelta::default(),
             done: false,
         })
@@ -141,7 +146,10 @@ impl Pipeline {
                 d.clear();
                 t.push_into(content, d);
                 piece.content.push_str(&d.normal_text);
-                piece.calls.extend(d.calls().map(CallDelta::owned));
+                let single = self.single_call;
+                piece
+                    .calls
+                    .extend(d.calls().filter(|c| !single || c.index == 0).map(CallDelta::owned));
             }
             Some(_) => {}
         }
@@ -157,7 +165,10 @@ impl Pipeline {
         if let Some(t) = &mut self.tools {
             let d = t.finish();
             piece.content.push_str(&d.normal_text);
-            piece.calls.extend(d.calls().map(CallDelta::owned));
+            let single = self.single_call;
+            piece
+                .calls
+                .extend(d.calls().filter(|c| !single || c.index == 0).map(CallDelta::owned));
         }
         piece
     }

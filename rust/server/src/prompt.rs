@@ -130,6 +130,7 @@ pub fn tool_plan(
                     format: fallback,
                     tools: Some(defs),
                     forced: Some(Forced::List),
+                    single: false,
                 }),
                 schema: Some(array),
             }
@@ -145,6 +146,7 @@ pub fn tool_plan(
                     format: fallback,
                     tools: Some(defs),
                     forced: Some(Forced::Call(name.clone())),
+                    single: false,
                 }),
                 schema: Some(schema),
             }
@@ -154,6 +156,7 @@ pub fn tool_plan(
                 format,
                 tools: Some(defs),
                 forced: None,
+                single: !parallel,
             }),
             schema: None,
         },

@@ -41,7 +41,7 @@ pub async fn chat_completions(
             messages: req.messages.clone(),
             tools: prompt::tools_for_template(req.tools.as_deref(), &tool_choice),
             documents: req.documents.clone(),
-            add_generation_prompt: req.add_generation_prompt && !req.continue_final_message,
+            add_generation_prompt: req.generation_prompt(),
             continue_final_message: req.continue_final_message,
             kwargs,
         },
@@ -158,6 +158,7 @@ fn usage_of(counts: &[Counts]) -> Usage {
     let prompt = counts.iter().map(|c| c.prompt).max().unwrap_or(0);
     let cached = counts.iter().map(|c| c.cached).max().unwrap_or(0);
     Usage::new(prompt, counts.iter().map(|c| c.completion).sum(), cached)
+        .with_reasoning(counts.iter().map(|c| c.reasoning).sum())
 }
 
 async fn collect(

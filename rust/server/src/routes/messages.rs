@@ -61,7 +61,7 @@ pub async fn messages(
         },
         tools: plan.stage,
     };
-    let id = state.new_id("msg");
+    let id = format!("msg_{}", crate::state::random_alnum(24));
     let base = GenerateRequest {
         rid: id.clone(),
         text: Some(text),
@@ -113,8 +113,8 @@ fn render(state: &AppState, form: &ChatForm) -> Result<String, ApiError> {
             messages: form.messages.clone(),
             tools: prompt::tools_for_template(form.tools.as_deref(), &form.tool_choice),
             documents: None,
-            add_generation_prompt: true,
-            continue_final_message: false,
+            add_generation_prompt: !form.prefill,
+            continue_final_message: form.prefill,
             kwargs,
         },
     )
@@ -228,9 +228,13 @@ impl Blocks {
         for (c, id) in piece.calls.iter().zip(&step.call_ids) {
             if let Some(id) = id {
                 let name = c.name.clone().unwrap_or_default();
+                // Anthropic's tool_use ids read `toolu_...`; ids the model wrote itself are kept.
+                let id = id
+                    .strip_prefix("call_")
+                    .map_or_else(|| id.clone(), |rest| format!("toolu_{rest}"));
                 self.start(
                     Block::ToolUse {
-                        id: id.clone(),
+                        id,
                         name,
                         args: String::new(),
                     },

@@ -60,9 +60,29 @@ pub async fn start_choices(
         drivers.push(ChoiceDriver::new(i, stream, pipeline, stops.clone(), state.clone()));
     }
     for d in &mut drivers {
-        d.admit(ADMISSION_WAIT).await?;
+        d.admit(ADMISSION_WAIT).await.map_err(|e| name_prompt(e, ids_param))?;
     }
     Ok(drivers)
+}
+
+/// A context-length refusal names the request's prompt field (`messages`, `prompt`, `input`),
+/// as OpenAI's does, so clients that detect overflow by `code` and `param` see it.
+fn name_prompt(e: ApiError, ids_param: &str) -> ApiError {
+    match e {
+        ApiError::BadRequest {
+            message,
+            param: None,
+            code: Some("context_length_exceeded"),
+        } => {
+            let field = ids_param.split('[').next().unwrap_or(ids_param);
+            ApiError::BadRequest {
+                message,
+                param: Some(field.to_string()),
+                code: Some("context_length_exceeded"),
+            }
+        }
+        other => other,
+    }
 }
 
 /// What only the server can check: token ids within the engine's vocabulary (a prompt id past

@@ -322,7 +322,7 @@ fn usage(c: Counts) -> Value {
         "input_tokens": c.prompt,
         "input_tokens_details": {"cached_tokens": c.cached},
         "output_tokens": c.completion,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": c.reasoning},
         "total_tokens": c.prompt + c.completion,
     })
 }
