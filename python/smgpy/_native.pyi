@@ -342,6 +342,7 @@ class Server:
         worker_id: str | None = None,
         model_path: str | None = None,
         max_total_num_tokens: int | None = None,
+        accepts_images: bool = False,
     ) -> Server: ...
     @property
     def parsers(self) -> tuple[str | None, str | None]:

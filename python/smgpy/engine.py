@@ -45,6 +45,8 @@ Optional attributes smgpy picks up when present (so ``serve_oai`` needs no extra
 ``special_tokens`` (dict of ``bos_token``, ``eos_token``, ...), ``eos_token_ids`` (list of int),
 ``tokenizer`` (an object with ``encode(text) -> list[int]`` and ``decode(ids) -> str``), and
 ``get_load() -> dict`` (running / waiting requests and token usage, for ``/v1/loads``),
+``accepts_images`` (bool: image parts of chat, Anthropic and Responses requests reach the engine
+as ``image_data``; without it they are refused with 400),
 ``vocab_size`` (int: token ids from clients are checked against it before the engine sees them)
 and ``max_running_requests`` (int: a request with a larger ``n`` is refused with 400).
 
@@ -99,6 +101,8 @@ class GenerateReqInput:
 
     text: str | None = None
     input_ids: list[int] | None = None
+    # Images of the prompt in order (URLs or data: URLs); only for engines with ``accepts_images``.
+    image_data: list[str] | None = None
     sampling_params: dict[str, Any] = field(default_factory=dict)
     stream: bool = True
     return_logprob: bool = False

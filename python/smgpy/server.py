@@ -159,8 +159,9 @@ async def serve_oai_async(
     Engine attributes ``model_name``, ``context_length``, ``chat_template``, ``special_tokens``,
     ``tokenizer``, ``get_load``, ``vocab_size`` (client token ids are checked against it) and
     ``max_running_requests`` (a larger ``n`` is refused), ``max_total_num_tokens``, ``model_path`` and
-    ``flush_cache()`` (for routers: ``/server_info``, ``/v1/loads``, ``POST /flush_cache``) are used
-    when present. ``worker_id`` names this server in ``/metrics`` and ``/server_info``.
+    ``flush_cache()`` (for routers: ``/server_info``, ``/v1/loads``, ``POST /flush_cache``) and
+    ``accepts_images`` (True: image parts reach the engine as ``image_data``; otherwise they are a 400)
+    are used when present. ``worker_id`` names this server in ``/metrics`` and ``/server_info``.
     ``port=0`` picks a free port; ``on_ready(host, port)`` is called once listening.
 
     Limits: ``request_timeout`` (seconds per request, streams included; None for none),
@@ -218,6 +219,7 @@ async def serve_oai_async(
         worker_id=worker_id,
         model_path=str(model_path) if model_path else None,
         max_total_num_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
+        accepts_images=getattr(engine, "accepts_images", False) is True,
     )
     pump = _Pump(engine, native, request_class)
     stopped: asyncio.Future[None] = loop.create_future()

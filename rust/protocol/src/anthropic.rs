@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 use crate::chat::ToolChoice;
 use crate::common::StopField;
 use crate::error::ProtocolError;
+use crate::images::ImageRef;
 use crate::sampling::{check_ranges, SamplingParams};
 
 /// The request body. `max_tokens` is required, as in Anthropic's API; for `count_tokens` it is
@@ -54,6 +55,8 @@ pub struct ChatForm {
     /// The conversation ends with an assistant message: the model continues it (Anthropic's
     /// prefill) instead of starting a new turn.
     pub prefill: bool,
+    /// Image blocks, in order (kept as chat `image_url` parts in `messages`).
+    pub images: Vec<ImageRef>,
 }
 
 impl MessagesRequest {
@@ -108,8 +111,9 @@ impl MessagesRequest {
                 messages.push(json!({"role": "system", "content": text}));
             }
         }
+        let mut images = Vec::new();
         for (i, m) in self.messages.iter().enumerate() {
-            convert_message(i, m, &mut messages)?;
+            convert_message(i, m, &mut messages, &mut images)?;
         }
         let tools = self.tools.as_ref().map(|t| convert_tools(t)).transpose()?;
         let tool_choice = parse_tool_choice(self.tool_choice.as_ref(), tools.as_deref())?;
@@ -149,6 +153,7 @@ impl MessagesRequest {
             tool_choice,
             thinking,
             prefill,
+            images,
         })
     }
 }
@@ -183,25 +188,45 @@ fn system_text(system: &Value) -> Result<String, ProtocolError> {
 }
 
 /// Text of a `tool_result`'s `content` (a string or text blocks).
-fn tool_result_text(v: Option<&Value>, at: &str) -> Result<String, ProtocolError> {
+/// A tool result's content: its text, or text and image parts when it holds images (recorded
+/// in `images`).
+fn tool_result_content(v: Option<&Value>, at: &str, images: &mut Vec<ImageRef>) -> Result<Value, ProtocolError> {
     match v {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(Value::Array(blocks)) => Ok(blocks
-            .iter()
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n")),
+        None | Some(Value::Null) => Ok(json!("")),
+        Some(Value::String(s)) => Ok(json!(s)),
+        Some(Value::Array(blocks)) => {
+            let text = blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let mut parts = Vec::new();
+            for (k, b) in blocks.iter().enumerate() {
+                if b.get("type").and_then(Value::as_str) == Some("image") {
+                    let url = crate::images::anthropic_url(b);
+                    parts.push(crate::images::chat_part(&url));
+                    images.push(ImageRef {
+                        param: format!("{at}[{k}]"),
+                        url,
+                    });
+                }
+            }
+            if parts.is_empty() {
+                return Ok(json!(text));
+            }
+            parts.insert(0, json!({"type": "text", "text": text}));
+            Ok(Value::Array(parts))
+        }
         Some(_) => Err(ProtocolError::new(
             at,
-            "tool_result content must be a string or a list of text blocks",
+            "tool_result content must be a string or a list of text and image blocks",
         )),
     }
 }
 
 /// One Anthropic message becomes one or more chat messages: `tool_result` blocks turn into
 /// `tool` messages (placed before the user's own text, as the results answer the prior turn).
-fn convert_message(i: usize, m: &Value, out: &mut Vec<Value>) -> Result<(), ProtocolError> {
+fn convert_message(i: usize, m: &Value, out: &mut Vec<Value>, images: &mut Vec<ImageRef>) -> Result<(), ProtocolError> {
     let at = |s: &str| format!("messages[{i}]{s}");
     let role = m
         .get("role")
@@ -230,10 +255,21 @@ fn convert_message(i: usize, m: &Value, out: &mut Vec<Value>) -> Result<(), Prot
     let mut text = String::new();
     let mut thinking = String::new();
     let mut calls = Vec::new();
+    // A user message with images keeps its blocks in order as chat parts.
+    let mut parts: Vec<Value> = Vec::new();
     for (j, b) in blocks.iter().enumerate() {
         let here = at(&format!(".content[{j}]"));
         match b.get("type").and_then(Value::as_str) {
-            Some("text") => text.push_str(b.get("text").and_then(Value::as_str).unwrap_or_default()),
+            Some("text") => {
+                let t = b.get("text").and_then(Value::as_str).unwrap_or_default();
+                text.push_str(t);
+                parts.push(json!({"type": "text", "text": t}));
+            }
+            Some("image") if role == "user" => {
+                let url = crate::images::anthropic_url(b);
+                parts.push(crate::images::chat_part(&url));
+                images.push(ImageRef { param: here, url });
+            }
             Some("thinking") if role == "assistant" => {
                 thinking.push_str(b.get("thinking").and_then(Value::as_str).unwrap_or_default())
             }
@@ -256,7 +292,7 @@ fn convert_message(i: usize, m: &Value, out: &mut Vec<Value>) -> Result<(), Prot
                     .get("tool_use_id")
                     .and_then(Value::as_str)
                     .ok_or_else(|| ProtocolError::new(here.clone(), "a tool_result block needs `tool_use_id`"))?;
-                let content = tool_result_text(b.get("content"), &format!("{here}.content"))?;
+                let content = tool_result_content(b.get("content"), &format!("{here}.content"), images)?;
                 out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
             }
             Some(other) => {
@@ -279,6 +315,11 @@ fn convert_message(i: usize, m: &Value, out: &mut Vec<Value>) -> Result<(), Prot
             msg.insert("tool_calls".into(), Value::Array(calls));
         }
         out.push(Value::Object(msg));
+    } else if parts
+        .iter()
+        .any(|p| p.get("type").and_then(Value::as_str) == Some("image_url"))
+    {
+        out.push(json!({"role": "user", "content": parts}));
     } else if !text.is_empty()
         || !blocks
             .iter()
@@ -441,10 +482,9 @@ mod tests {
             p(r#"{"max_tokens":1,"messages":[{"role":"system","content":"x"}]}"#).as_deref(),
             Some("messages[0].role")
         );
-        assert_eq!(
-            p(r#"{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"image"}]}]}"#).as_deref(),
-            Some("messages[0].content[0].type")
-        );
+        // An image block is kept (where it came from is recorded; the server decides).
+        let f = form(r#"{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"image"}]}]}"#).unwrap();
+        assert_eq!(f.images[0].param, "messages[0].content[0]");
         assert_eq!(
             p(r#"{"max_tokens":1,"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"tool","name":"f"}}"#)
                 .as_deref(),

@@ -8,6 +8,7 @@ pub mod common;
 pub mod completion;
 pub mod error;
 pub mod generate;
+pub mod images;
 pub mod responses;
 pub mod sampling;
 

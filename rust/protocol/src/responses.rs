@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 
 use crate::chat::ToolChoice;
 use crate::error::ProtocolError;
+use crate::images::ImageRef;
 use crate::sampling::{check_ranges, SamplingParams};
 
 /// The request body. Unknown fields are ignored; wrong types are errors naming the field.
@@ -56,6 +57,8 @@ fn default_true() -> bool {
 #[derive(Debug, Clone)]
 pub struct ResponsesForm {
     pub input_messages: Vec<Value>,
+    /// `input_image` parts, in order (kept as chat `image_url` parts in `input_messages`).
+    pub images: Vec<ImageRef>,
     /// Tools in OpenAI's nested chat form.
     pub tools: Option<Vec<Value>>,
     pub tool_choice: ToolChoice,
@@ -80,9 +83,10 @@ impl ResponsesRequest {
             }
             e
         })?;
+        let mut images = Vec::new();
         let input_messages = match &self.input {
             Value::String(s) => vec![json!({"role": "user", "content": s})],
-            Value::Array(items) if !items.is_empty() => convert_items(items)?,
+            Value::Array(items) if !items.is_empty() => convert_items(items, &mut images)?,
             Value::Array(_) => return Err(ProtocolError::new("input", "`input` must not be an empty list")),
             Value::Null => return Err(ProtocolError::new("input", "missing field `input`")),
             _ => {
@@ -109,6 +113,7 @@ impl ResponsesRequest {
             Some(_) => return Err(ProtocolError::new("reasoning", "`reasoning` must be an object")),
         };
         Ok(ResponsesForm {
+            images,
             input_messages,
             tools,
             tool_choice,
@@ -126,18 +131,36 @@ fn json_schema_of(text: &Value) -> Option<Value> {
     }
 }
 
-/// Text of message content: a string, or parts of type `input_text` / `output_text` / `text`.
-fn content_text(v: &Value, at: &str) -> Result<String, ProtocolError> {
+/// Message content as chat content: its text (parts of type `input_text` / `output_text` /
+/// `text` / `refusal` joined), or, when it holds `input_image` parts, text and image parts in
+/// order (each image recorded in `images`).
+fn content_value(v: &Value, at: &str, images: &mut Vec<ImageRef>) -> Result<Value, ProtocolError> {
     match v {
-        Value::String(s) => Ok(s.clone()),
+        Value::String(s) => Ok(json!(s)),
         Value::Array(parts) => {
             let mut out = String::new();
+            let mut chat_parts: Vec<Value> = Vec::new();
             for (j, p) in parts.iter().enumerate() {
                 match p.get("type").and_then(Value::as_str) {
                     Some("input_text" | "output_text" | "text") => {
-                        out.push_str(p.get("text").and_then(Value::as_str).unwrap_or_default())
+                        let t = p.get("text").and_then(Value::as_str).unwrap_or_default();
+                        out.push_str(t);
+                        chat_parts.push(json!({"type": "text", "text": t}));
                     }
                     Some("refusal") => out.push_str(p.get("refusal").and_then(Value::as_str).unwrap_or_default()),
+                    Some("input_image") => {
+                        let url = p
+                            .get("image_url")
+                            .and_then(Value::as_str)
+                            .or_else(|| p.get("file_id").and_then(Value::as_str))
+                            .unwrap_or_default()
+                            .to_string();
+                        chat_parts.push(crate::images::chat_part(&url));
+                        images.push(ImageRef {
+                            param: format!("{at}[{j}]"),
+                            url,
+                        });
+                    }
                     Some(other) => {
                         return Err(ProtocolError::new(
                             format!("{at}[{j}].type"),
@@ -152,7 +175,14 @@ fn content_text(v: &Value, at: &str) -> Result<String, ProtocolError> {
                     }
                 }
             }
-            Ok(out)
+            if chat_parts
+                .iter()
+                .any(|p| p.get("type").and_then(Value::as_str) == Some("image_url"))
+            {
+                Ok(Value::Array(chat_parts))
+            } else {
+                Ok(json!(out))
+            }
         }
         _ => Err(ProtocolError::new(
             at,
@@ -163,7 +193,7 @@ fn content_text(v: &Value, at: &str) -> Result<String, ProtocolError> {
 
 /// Input items in order. Consecutive `function_call` items (and a preceding assistant message
 /// or reasoning item) merge into one assistant turn, as chat templates expect.
-pub fn convert_items(items: &[Value]) -> Result<Vec<Value>, ProtocolError> {
+pub fn convert_items(items: &[Value], images: &mut Vec<ImageRef>) -> Result<Vec<Value>, ProtocolError> {
     let mut out: Vec<Value> = Vec::with_capacity(items.len());
     // Whether the last pushed message is an assistant turn that may still take tool calls.
     let mut open_assistant = false;
@@ -185,16 +215,16 @@ pub fn convert_items(items: &[Value]) -> Result<Vec<Value>, ProtocolError> {
                 let content = item
                     .get("content")
                     .ok_or_else(|| ProtocolError::new(format!("{at}.content"), "a message item needs `content`"))?;
-                let text = content_text(content, &format!("{at}.content"))?;
+                let content = content_value(content, &format!("{at}.content"), images)?;
                 let role = if role == "developer" { "system" } else { role };
                 if role == "assistant" && open_assistant {
-                    if let Some(Value::Object(m)) = out.last_mut() {
+                    if let (Some(Value::Object(m)), Some(text)) = (out.last_mut(), content.as_str()) {
                         let prev = m.get("content").and_then(Value::as_str).unwrap_or_default().to_string();
-                        m.insert("content".into(), json!(prev + &text));
+                        m.insert("content".into(), json!(prev + text));
                         continue;
                     }
                 }
-                out.push(json!({"role": role, "content": text}));
+                out.push(json!({"role": role, "content": content}));
                 open_assistant = role == "assistant";
             }
             Some("reasoning") => {
@@ -237,8 +267,8 @@ pub fn convert_items(items: &[Value]) -> Result<Vec<Value>, ProtocolError> {
                     ProtocolError::new(format!("{at}.call_id"), "a function_call_output item needs `call_id`")
                 })?;
                 let output = match item.get("output") {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(v @ Value::Array(_)) => content_text(v, &format!("{at}.output"))?,
+                    Some(Value::String(s)) => json!(s),
+                    Some(v @ Value::Array(_)) => content_value(v, &format!("{at}.output"), images)?,
                     _ => return Err(ProtocolError::new(format!("{at}.output"), "`output` must be a string")),
                 };
                 out.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));

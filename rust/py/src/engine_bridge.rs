@@ -183,6 +183,9 @@ fn request_fields<'py>(py: Python<'py>, r: &GenerateRequest) -> PyResult<Bound<'
     if let Some(ids) = &r.input_ids {
         d.set_item(intern!(py, "input_ids"), ids)?;
     }
+    if !r.image_data.is_empty() {
+        d.set_item(intern!(py, "image_data"), &r.image_data)?;
+    }
     let s = &r.sampling;
     let sp = PyDict::new(py);
     macro_rules! opt {

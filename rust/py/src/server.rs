@@ -92,7 +92,7 @@ impl Server {
         header_read_timeout = 30.0, body_read_timeout = 60.0, max_connections = 1024,
         engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
         response_store_bytes = 268_435_456, flush_cache = None, worker_id = None, model_path = None,
-        max_total_num_tokens = None))]
+        max_total_num_tokens = None, accepts_images = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -122,6 +122,7 @@ impl Server {
         worker_id: Option<String>,
         model_path: Option<String>,
         max_total_num_tokens: Option<u64>,
+        accepts_images: bool,
     ) -> PyResult<Self> {
         let template = match chat_template {
             None => None,
@@ -173,6 +174,7 @@ impl Server {
             engine_stall_timeout: positive("engine_stall_timeout", engine_stall_timeout)?,
             vocab_size,
             max_running_requests,
+            accepts_images,
             response_store_bytes,
             worker_id,
             model_path,

@@ -54,6 +54,8 @@ pub struct ChoiceDriver {
     stops: Arc<Vec<String>>,
     pub counts: Counts,
     counted_tokens: u32,
+    /// Tokens of steps that showed nothing yet (see `count_reasoning`).
+    unseen_tokens: u32,
     call_ids: Vec<String>,
     done: bool,
     state: AppState,
@@ -86,6 +88,7 @@ impl ChoiceDriver {
             stops,
             counts: Counts::default(),
             counted_tokens: 0,
+            unseen_tokens: 0,
             call_ids: Vec::new(),
             done: false,
             state,
@@ -188,9 +191,7 @@ impl ChoiceDriver {
                 self.counted_tokens += o.token_ids.len() as u32;
                 self.counts.completion = o.completion_tokens.unwrap_or(self.counted_tokens);
                 let mut piece = self.pipeline.push(&o.text_delta);
-                if !piece.reasoning.is_empty() && piece.content.is_empty() && piece.calls.is_empty() {
-                    self.counts.reasoning += o.token_ids.len() as u32;
-                }
+                self.count_reasoning(&piece, o.token_ids.len() as u32);
                 if let Some(i) = piece.stopped {
                     // Our matcher is the authority over visible text: stop the engine now.
                     self.stream.abort();
@@ -262,6 +263,19 @@ impl ChoiceDriver {
             logprobs,
             finish,
             error: None,
+        }
+    }
+
+    /// Tokens whose step showed nothing (markers such as `<think>`) go with the next step that
+    /// shows something: reasoning if that step is reasoning only, otherwise the answer.
+    fn count_reasoning(&mut self, piece: &Piece, tokens: u32) {
+        if piece.is_empty() {
+            self.unseen_tokens += tokens;
+        } else if piece.content.is_empty() && piece.calls.is_empty() {
+            self.counts.reasoning += self.unseen_tokens + tokens;
+            self.unseen_tokens = 0;
+        } else {
+            self.unseen_tokens = 0;
         }
     }
 

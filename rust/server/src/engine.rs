@@ -12,6 +12,8 @@ pub struct GenerateRequest {
     pub text: Option<String>,
     /// Prompt token ids (instead of `text`).
     pub input_ids: Option<Vec<i64>>,
+    /// Images of the prompt, in order (URLs or `data:` URLs), for engines that take images.
+    pub image_data: Vec<String>,
     pub sampling: SamplingParams,
     pub stream: bool,
     pub return_logprob: bool,

@@ -114,9 +114,15 @@ impl ApiError {
         json!({"error": {"message": self.to_string(), "type": self.openai_type(), "param": param, "code": code}})
     }
 
-    /// `{"type": "error", "error": {"type", "message"}}`.
+    /// `{"type": "error", "error": {"type", "message"}}`. Anthropic's shape has no `param`, so the
+    /// place in the request a bad request names leads the message.
     pub fn anthropic_body(&self) -> serde_json::Value {
-        json!({"type": "error", "error": {"type": self.anthropic_type(), "message": self.to_string()}})
+        let message = match self {
+            // A nested location (`messages[0].content[1]`) only; a template's own message stays verbatim.
+            ApiError::BadRequest { param: Some(p), .. } if p.contains(['[', '.']) => format!("{p}: {self}"),
+            _ => self.to_string(),
+        };
+        json!({"type": "error", "error": {"type": self.anthropic_type(), "message": message}})
     }
 
     fn finish(&self, body: serde_json::Value) -> Response {

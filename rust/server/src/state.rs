@@ -39,6 +39,8 @@ pub struct ServerConfig {
     pub engine_stall_timeout: Duration,
     /// Vocabulary size: token ids from clients must be below it (`None`: not checked).
     pub vocab_size: Option<u32>,
+    /// The engine takes images (`image_data`); otherwise an image in a request is a 400.
+    pub accepts_images: bool,
     /// Most sequences the engine runs at once: a larger `n` can never run (`None`: not checked).
     pub max_running_requests: Option<u32>,
     /// Byte budget of the Responses store (`store: true`), least recently used evicted first.
@@ -74,6 +76,7 @@ impl Default for ServerConfig {
             engine_stall_timeout: Duration::from_secs(10),
             vocab_size: None,
             max_running_requests: None,
+            accepts_images: false,
             response_store_bytes: 256 * 1024 * 1024,
             worker_id: None,
             model_path: None,

@@ -29,6 +29,7 @@ pub async fn chat_completions(
     ApiJson(req): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let tool_choice = req.validate()?;
+    let images = super::image_data(&state, &smgpy_protocol::images::in_chat_messages(&req.messages))?;
     let mut kwargs: Map<String, Value> = req.chat_template_kwargs.clone().unwrap_or_default();
     if let Some(effort) = &req.reasoning_effort {
         kwargs
@@ -74,6 +75,7 @@ pub async fn chat_completions(
         rid: id.clone(),
         text: Some(text),
         input_ids: None,
+        image_data: images,
         sampling,
         stream: req.stream,
         return_logprob: req.logprobs,

@@ -49,6 +49,7 @@ pub async fn completions(
             rid: if p == 0 { id.clone() } else { format!("{id}-p{p}") },
             text,
             input_ids,
+            image_data: Vec::new(),
             sampling: sampling.clone(),
             stream: req.stream,
             return_logprob: req.logprobs.is_some(),

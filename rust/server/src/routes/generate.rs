@@ -41,6 +41,7 @@ pub async fn generate(
         rid: rid.clone(),
         text,
         input_ids,
+        image_data: Vec::new(),
         sampling,
         stream: body.stream,
         return_logprob: body.return_logprob,

@@ -32,6 +32,7 @@ pub async fn messages(
 ) -> Result<Response, AnthropicError> {
     let ApiJson(req) = body?;
     let form = req.validate(true)?;
+    let images = super::image_data(&state, &form.images)?;
     let text = render(&state, &form)?;
     let mut sampling = req.sampling();
     let parallel = !req
@@ -66,6 +67,7 @@ pub async fn messages(
         rid: id.clone(),
         text: Some(text),
         input_ids: None,
+        image_data: images,
         sampling,
         stream: req.stream,
         return_logprob: false,

@@ -65,6 +65,14 @@ pub async fn start_choices(
     Ok(drivers)
 }
 
+/// The URLs of a request's images, or a 400 naming the first one when the engine takes none.
+pub fn image_data(state: &AppState, images: &[smgpy_protocol::images::ImageRef]) -> Result<Vec<String>, ApiError> {
+    match images.first() {
+        Some(first) if !state.config().accepts_images => Err(smgpy_protocol::images::not_accepted(&first.param).into()),
+        _ => Ok(images.iter().map(|i| i.url.clone()).collect()),
+    }
+}
+
 /// A context-length refusal names the request's prompt field (`messages`, `prompt`, `input`),
 /// as OpenAI's does, so clients that detect overflow by `code` and `param` see it.
 fn name_prompt(e: ApiError, ids_param: &str) -> ApiError {

@@ -32,6 +32,7 @@ pub async fn create(
     ApiJson(req): ApiJson<ResponsesRequest>,
 ) -> Result<Response, ApiError> {
     let form = req.validate()?;
+    let images = super::image_data(&state, &form.images)?;
     let mut messages = Vec::new();
     if let Some(i) = req.instructions.as_deref().filter(|i| !i.is_empty()) {
         messages.push(json!({"role": "system", "content": i}));
@@ -90,6 +91,7 @@ pub async fn create(
         rid: id.clone(),
         text: Some(text),
         input_ids: None,
+        image_data: images,
         sampling,
         stream: req.stream,
         return_logprob: false,
