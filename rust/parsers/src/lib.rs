@@ -5,13 +5,15 @@
 //! equals complete by construction.
 #![forbid(unsafe_code)]
 
+mod harmony;
 pub mod reasoning;
 pub mod scan;
 pub mod tool;
 
 pub use reasoning::{ReasoningDelta, ReasoningFormat, ReasoningOptions, ReasoningParser};
 pub use tool::{
-    CallDelta, Forced, ToolCall, ToolCallDelta, ToolCallParser, ToolDef, ToolDelta, ToolFormat, ToolParseResult,
+    Abandoned, CallDelta, Forced, ToolCall, ToolCallDelta, ToolCallParser, ToolDef, ToolDelta, ToolFormat,
+    ToolParseResult,
 };
 
 /// Errors of this crate.

@@ -185,12 +185,9 @@ fn harmony() {
     check("openai_gptoss", text, "User asks.", "Hello!");
     let call = "<|channel|>analysis<|message|>Need tool.<|end|><|start|>assistant<|channel|>commentary \
                 to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>";
-    check(
-        "openai_gptoss",
-        call,
-        "Need tool.",
-        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>",
-    );
+    // Without a tool-call parser behind it, a call is nobody's text (`tests/harmony.rs` has the
+    // chained cases).
+    check("openai_gptoss", call, "Need tool.", "");
     check("gpt-oss", "plain", "", "plain");
 }
 

@@ -97,12 +97,20 @@ pub(crate) const COHERE: Spec = Spec {
     ..base(&["<|START_THINKING|>"], &["<|END_THINKING|>"])
 };
 
-/// gpt-oss Harmony. Analysis messages are reasoning; the final channel is the answer; the
-/// commentary channel (tool calls, preambles) stays in the content for the tool parser.
+/// gpt-oss Harmony. Parsed by its own message machine (`harmony.rs`); these lists only name its
+/// tokens (for `ReasoningFormat::markers` and the prompt's tail in `prompt_state`).
 pub(crate) const HARMONY: Spec = Spec {
     answer_opens: &["<|channel|>final<|message|>"],
     answer_closes: &["<|return|>", "<|end|>"],
-    drops: &["<|start|>assistant"],
+    drops: &[
+        "<|start|>assistant",
+        "<|start|>",
+        "<|channel|>",
+        "<|message|>",
+        "<|constrain|>",
+        "<|call|>",
+        " to=functions.",
+    ],
     prompt_close_disables: false,
     ..base(&["<|channel|>analysis<|message|>"], &["<|end|>"])
 };

@@ -10,8 +10,12 @@
 //!
 //! Shapes whose name comes after the arguments, whose arguments are Python literals or
 //! JSON-encoded strings, or that a header introduces, never go live: their region is read whole
-//! when it ends, as before. Once a region has a live call it cannot turn back into text; what
-//! follows the live calls is read by `body::continuation`.
+//! when it ends, as before. What follows the live calls is read by `body::continuation`.
+//!
+//! A live call whose arguments break (or whose region ends before they close) is abandoned: its
+//! index goes to the engine's `Abandoned` list and nothing more is written for it, so its
+//! fragments stop where the valid text stopped. A malformed call among several (a bad head or
+//! broken arguments inside an item) is skipped up to its end, and the next one may go live.
 use super::body::{trimmed_name, Target};
 use super::engine::Ctx;
 use super::json_stream::{Fed, JsonStream};
@@ -29,6 +33,9 @@ enum Stop {
     Pending(Option<(u8, usize)>),
     /// No call goes live here.
     No,
+    /// A malformed call of a body with several (an item, an invoke block): skip it up to this
+    /// tail and try the next one.
+    Skip(Tail),
 }
 
 /// What ends a live call after its arguments object.
@@ -50,11 +57,32 @@ enum Phase {
     /// dozen pushes to arrive, and each try re-reads it from its start).
     Head { wait: Option<(u8, usize)> },
     /// Streaming the arguments of call `index` with the engine's reader of this kind.
-    Args { index: usize, reader: Reader, tail: Tail },
+    Args {
+        index: usize,
+        reader: Reader,
+        tail: Tail,
+        /// Where a call that breaks is skipped to, when its body has more calls after it.
+        skip: Option<Tail>,
+    },
     /// Skipping the tail of the last call.
     Tail(Tail),
-    /// Nothing more goes live in this region.
+    /// Nothing more goes live in this region; the rest is read by `body::continuation`.
     Off,
+    /// A call broke and nothing after it in this region is read.
+    Dead,
+}
+
+/// Where a region's live calls stand (see `Live::between`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Between {
+    /// Between calls: the text from this region offset on is not read yet.
+    At(usize),
+    /// A call's arguments are complete and its tail (an item's end marker) is being skipped.
+    Tail,
+    /// Inside a call's arguments, or the wrapping object of a call is still open.
+    Inside,
+    /// A call broke: the rest of the region is not read.
+    Dead,
 }
 
 /// Why a live-call machine can let text pass unread (`Live::idle`).
@@ -112,8 +140,10 @@ enum Syntax {
 pub(crate) struct Live {
     /// Region offset of the first byte not yet read by this machine.
     pub cursor: usize,
-    /// Whether a call of this region went live (the region is then calls, not text).
+    /// Whether a call of this region went live.
     pub emitted: bool,
+    /// Calls of this region whose arguments completed.
+    pub completed: usize,
     phase: Phase,
 }
 
@@ -122,7 +152,18 @@ impl Live {
         Self {
             cursor,
             emitted: false,
+            completed: 0,
             phase: Phase::Head { wait: None },
+        }
+    }
+
+    /// Where the live calls stand.
+    pub(crate) fn between(&self) -> Between {
+        match self.phase {
+            Phase::Head { .. } | Phase::Off | Phase::Tail(Tail::Nothing) => Between::At(self.cursor),
+            Phase::Tail(Tail::Marker(_)) => Between::Tail,
+            Phase::Tail(Tail::CloseObject) | Phase::Args { .. } => Between::Inside,
+            Phase::Dead => Between::Dead,
         }
     }
 
@@ -130,7 +171,7 @@ impl Live {
     /// (all of them seen by `advance`); `None` when any text may matter.
     pub(crate) fn idle(&self, readers: &Readers, read: usize) -> Option<Idle> {
         match self.phase {
-            Phase::Off => Some(Idle::Done),
+            Phase::Off | Phase::Dead => Some(Idle::Done),
             Phase::Head { wait: Some((b, from)) } => Some(Idle::Head(b, from)),
             Phase::Args {
                 reader: Reader::Xml, ..
@@ -176,8 +217,9 @@ impl Live {
     }
 
     /// Read `region` (cut where the region's end is certain not to lie) from the cursor.
-    /// `ended`: the region ends at `region.len()`. The engine's parts are passed one by one
-    /// (rather than the engine) because the region's text borrows its buffer meanwhile.
+    /// `ended`: the region ends at `region.len()`. Calls that break are added to `abandoned`.
+    /// The engine's parts are passed one by one (rather than the engine) because the region's
+    /// text borrows its buffer meanwhile.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn advance(
         &mut self,
@@ -187,12 +229,13 @@ impl Live {
         ctx: &Ctx,
         readers: &mut Readers,
         next_index: &mut usize,
+        abandoned: &mut Vec<usize>,
         out: &mut ToolDelta,
     ) {
         loop {
             let rest = &region[self.cursor..];
             match &mut self.phase {
-                Phase::Off => return,
+                Phase::Off | Phase::Dead => return,
                 Phase::Head { wait: Some((b, from)) }
                     if !ended && crate::scan::byte(*b, &region.as_bytes()[*from..]).is_none() =>
                 {
@@ -216,6 +259,7 @@ impl Live {
                             index: *next_index,
                             reader,
                             tail: h.tail,
+                            skip: h.skip,
                         };
                         *next_index += 1;
                         self.cursor += h.args;
@@ -227,10 +271,16 @@ impl Live {
                         };
                         return;
                     }
+                    Err(Stop::Skip(tail)) => self.phase = Phase::Tail(tail),
                     Err(_) => self.phase = Phase::Off,
                 },
-                Phase::Args { index, reader, tail } => {
-                    let (index, reader, tail) = (*index, *reader, *tail);
+                Phase::Args {
+                    index,
+                    reader,
+                    tail,
+                    skip,
+                } => {
+                    let (index, reader, tail, skip) = (*index, *reader, *tail, *skip);
                     // Written straight into the delta (`settle` drops a fragment left empty).
                     let frag = out.fragment(index);
                     let fed = match reader {
@@ -240,11 +290,7 @@ impl Live {
                             XmlFed::Failed(n) => Step::Failed(n),
                         },
                         Reader::Json => {
-                            let json = &mut readers.json;
-                            let fed = json.feed(rest, frag);
-                            if fed == Fed::More && ended {
-                                json.close(frag);
-                            }
+                            let fed = readers.json.feed(rest, frag);
                             match fed {
                                 Fed::More => Step::More(rest.len()),
                                 Fed::Done(n) => Step::Done(n),
@@ -257,22 +303,24 @@ impl Live {
                         Step::More(n) => {
                             self.cursor += n;
                             if ended {
-                                self.phase = Phase::Off;
+                                // The region ended inside the arguments.
+                                abandoned.push(index);
+                                self.phase = Phase::Dead;
                             }
                             return;
                         }
                         Step::Done(n) => {
                             self.cursor += n;
+                            self.completed += 1;
                             self.phase = Phase::Tail(tail);
                         }
                         Step::Failed(n) => {
                             self.cursor += n;
-                            // Inside an item, the broken rest up to the item's end is dropped
-                            // and the next item may still go live; elsewhere it becomes text.
-                            self.phase = match tail {
-                                Tail::Marker(_) => Phase::Tail(tail),
-                                _ => Phase::Off,
-                            };
+                            abandoned.push(index);
+                            // Inside an item or invoke block, the broken rest up to its end is
+                            // dropped and the next call may still go live; elsewhere nothing
+                            // more of the region is read.
+                            self.phase = skip.map_or(Phase::Dead, Phase::Tail);
                         }
                     }
                 }
@@ -305,29 +353,43 @@ struct HeadFound<'a> {
     name: Cow<'a, str>,
     args: usize,
     tail: Tail,
+    skip: Option<Tail>,
     syntax: Syntax,
 }
 
-fn head<'a>(target: &'a Target, text: &'a str, ctx: &Ctx) -> Result<HeadFound<'a>, Stop> {
+fn head<'a>(target: &'a Target, text: &'a str, ctx: &'a Ctx) -> Result<HeadFound<'a>, Stop> {
     let mut c = Cursor { s: text, i: 0 };
     let found = match target {
-        Target::Args { name, id } => Found::json(id.as_deref().map(Cow::Borrowed), name.as_str(), Tail::Nothing),
+        Target::Args { name, id, .. } => Found::json(id.as_deref().map(Cow::Borrowed), name.as_str(), Tail::Nothing),
         Target::Body(body) => body_head(body, &mut c)?,
+        Target::Discard => return Err(Stop::No),
     };
+    // Past the call's opening, a malformed call is skipped when its body can hold more calls.
+    let skip = found.skip;
+    let bad = move || skip.map_or(Stop::No, Stop::Skip);
     let args = match found.syntax {
-        Syntax::Json => c.args_start()?,
+        Syntax::Json => match c.args_start() {
+            Err(Stop::No) => return Err(bad()),
+            other => other?,
+        },
         Syntax::Xml(_) => c.i,
     };
     let name = match found.name {
+        // A Kimi id without a name (`0`): the one declared tool, as vLLM infers it.
+        Cow::Borrowed("") if found.infer => ctx.sole_tool().map(Cow::Borrowed),
         Cow::Borrowed(n) => trimmed_name(n).map(Cow::Borrowed),
-        Cow::Owned(n) => trimmed_name(&n).map(|t| Cow::Owned(t.to_owned())),
+        Cow::Owned(ref n) => trimmed_name(n).map(|t| Cow::Owned(t.to_owned())),
     };
-    let name = name.filter(|n| ctx.declared(n)).ok_or(Stop::No)?;
+    let Some(name) = name else { return Err(bad()) };
+    if !ctx.declared(&name) {
+        return Err(Stop::No);
+    }
     Ok(HeadFound {
         id: found.id,
         name,
         args,
         tail: found.tail,
+        skip: found.skip,
         syntax: found.syntax,
     })
 }
@@ -337,6 +399,10 @@ struct Found<'a> {
     id: Option<Cow<'a, str>>,
     name: Cow<'a, str>,
     tail: Tail,
+    /// See `HeadFound::skip`.
+    skip: Option<Tail>,
+    /// An empty name is to be inferred from the declared tools.
+    infer: bool,
     syntax: Syntax,
 }
 
@@ -346,6 +412,8 @@ impl<'a> Found<'a> {
             id,
             name: name.into(),
             tail,
+            skip: None,
+            infer: false,
             syntax: Syntax::Json,
         }
     }
@@ -355,8 +423,14 @@ impl<'a> Found<'a> {
             id: None,
             name: name.into(),
             tail: Tail::Nothing,
+            skip: None,
+            infer: false,
             syntax: Syntax::Xml(dialect),
         }
+    }
+
+    fn skipping(self, to: Tail) -> Self {
+        Self { skip: Some(to), ..self }
     }
 }
 
@@ -376,20 +450,24 @@ fn body_head<'a>(body: &Body, c: &mut Cursor<'a>) -> Result<Found<'a>, Stop> {
         Body::Items { begin, end, item } => {
             c.ws();
             c.lit(begin)?;
-            let found = body_head(item, c)?;
+            // A malformed item is skipped to its end; one that cannot stream (a GLM call without
+            // parameters) stops the live reading, and the rest is read whole at the region's end.
+            let found = match body_head(item, c) {
+                Err(Stop::Skip(_)) => return Err(Stop::Skip(Tail::Marker(end))),
+                other => other?,
+            };
             Ok(Found {
                 tail: Tail::Marker(end),
-                ..found
+                ..found.skipping(Tail::Marker(end))
             })
         }
         Body::KimiItem => {
             let header = c.until("<|tool_call_argument_begin|>")?.trim();
-            let bare = header.strip_prefix("functions.").unwrap_or(header);
-            let name = match bare.rsplit_once(':') {
-                Some((n, idx)) if !idx.is_empty() && idx.bytes().all(|b| b.is_ascii_digit()) => n,
-                _ => bare,
-            };
-            Ok(Found::json(Some(header.into()), name, Tail::Nothing))
+            let (name, infer) = super::body::kimi_name(header).ok_or(Stop::No)?;
+            Ok(Found {
+                infer,
+                ..Found::json(Some(header.into()), name, Tail::Nothing)
+            })
         }
         Body::DeepSeekItem => {
             let left = c.until("<｜tool▁sep｜>")?;
@@ -475,13 +553,15 @@ fn invoke_head<'a>(c: &mut Cursor<'a>, prefix: &str) -> Result<Found<'a>, Stop> 
     c.lit(prefix)?;
     c.lit("invoke")?;
     let header = c.until(">")?;
-    let name = super::xml::attr(header, "name").ok_or(Stop::No)?;
+    let skip = Tail::Marker(dialect.function_end);
+    let name = super::xml::attr(header, "name").ok_or(Stop::Skip(skip))?;
     let mut peek = Cursor { s: c.s, i: c.i };
     peek.ws();
     match peek.peek()? {
-        b'{' => Ok(Found::json(None, name, Tail::Marker(dialect.function_end))),
-        b'<' => Ok(Found::xml(name, dialect)),
-        _ => Err(Stop::No),
+        b'{' => Ok(Found::json(None, name, Tail::Marker(dialect.function_end)).skipping(skip)),
+        // An invoke block closes right away (`<invoke name="f"></invoke>`) or opens a parameter.
+        b'<' => Ok(Found::xml(name, dialect).skipping(skip)),
+        _ => Err(Stop::Skip(skip)),
     }
 }
 

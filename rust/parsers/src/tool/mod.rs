@@ -12,12 +12,17 @@
 //! parameters); other shapes (other XML dialects, Python literals) are reported in one call
 //! delta (`CallDelta`) once their region is complete.
 mod body;
+mod ends;
 mod engine;
 mod format;
+mod generic;
+mod header;
 mod json_stream;
 mod literal;
 mod live;
+mod probe;
 mod spec;
+mod value;
 mod xml;
 mod xml_stream;
 
@@ -213,6 +218,46 @@ impl ToolDelta {
     }
 }
 
+/// Calls a stream started that a complete parse of the same output does not report, and the text
+/// the complete parse has in their place (the crate docs' policy on calls that never complete).
+///
+/// A call goes live as soon as its name and the start of its arguments are seen, and a stream
+/// cannot take back what it sent. When its arguments then break (invalid JSON, a malformed
+/// parameter), or the output ends before they close (`max_tokens`), the call is abandoned: its
+/// arguments fragments simply stop, never closed up into valid JSON. If no call of its region
+/// completes, or the output ended inside the region, the region was not calls after all and its
+/// text, verbatim, belongs to the normal text. `apply` turns what a stream accumulated into the
+/// complete parse: streaming then equals complete for every output.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Abandoned {
+    /// Indexes of the abandoned calls, ascending.
+    pub calls: Vec<usize>,
+    /// Text a complete parse has instead: `(offset, text)`, the offset in bytes of the normal
+    /// text streamed before it; ascending.
+    pub text: Vec<(usize, String)>,
+}
+
+impl Abandoned {
+    /// Nothing was abandoned.
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty() && self.text.is_empty()
+    }
+
+    /// Turn a stream's accumulated calls and normal text into what a complete parse reports.
+    pub fn apply(&self, result: &mut ToolParseResult) {
+        for &i in self.calls.iter().rev() {
+            if i < result.calls.len() {
+                result.calls.remove(i);
+            }
+        }
+        for (at, text) in self.text.iter().rev() {
+            if result.normal_text.is_char_boundary(*at) {
+                result.normal_text.insert_str(*at, text);
+            }
+        }
+    }
+}
+
 /// Per-request streaming tool-call parser.
 #[derive(Debug)]
 pub struct ToolCallParser {
@@ -281,6 +326,11 @@ impl ToolCallParser {
     pub fn finish_into(&mut self, out: &mut ToolDelta) {
         self.engine.finish(out);
     }
+
+    /// The calls this stream started that never completed (so far): see [`Abandoned`].
+    pub fn abandoned(&self) -> &Abandoned {
+        self.engine.abandoned()
+    }
 }
 
 /// Parse a complete output.
@@ -346,11 +396,16 @@ fn collect(text: &str, format: ToolFormat, tools: Option<Vec<ToolDef>>, forced: 
         }
     }
     let normal_text = std::mem::take(&mut d.normal_text);
+    let mut result = ToolParseResult { normal_text, calls };
+    let abandoned = scratch.engine.abandoned();
+    if !abandoned.is_empty() {
+        abandoned.apply(&mut result);
+    }
     if scratch.engine.buffered_capacity().max(d.text.capacity()) <= Scratch::KEEP {
         scratch.engine.forget_tools();
         SCRATCH.with(|s| *s.borrow_mut() = Some(scratch));
     }
-    ToolParseResult { normal_text, calls }
+    result
 }
 
 #[cfg(test)]
