@@ -62,25 +62,9 @@ pub(crate) fn splitlines(s: &str) -> Vec<&str> {
     out
 }
 
-/// markupsafe's `escape` of plain text.
-fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '\'' => out.push_str("&#39;"),
-            '"' => out.push_str("&#34;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// `indent(s, width=4, first=False, blank=False)`: `width` may be a string (the indentation
 /// itself). jinja2 appends a newline before splitting, so a trailing newline survives, and a
-/// `Markup` input stays `Markup` (its indentation string is escaped when joined to it).
+/// `Markup` input stays `Markup`.
 fn indent(
     value: &Value,
     width: Option<Value>,
@@ -101,14 +85,8 @@ fn indent(
     let safe = value.is_safe();
     let indention = match width {
         None => "    ".to_string(),
-        Some(w) if w.kind() == ValueKind::String => {
-            let w = w.as_str().unwrap_or_default();
-            if safe {
-                escape_html(w)
-            } else {
-                w.to_string()
-            }
-        }
+        // jinja2 3.1 wraps a string width in `Markup` for a `Markup` input: it is not escaped.
+        Some(w) if w.kind() == ValueKind::String => w.as_str().unwrap_or_default().to_string(),
         Some(w) if w.is_integer() || w.kind() == ValueKind::Bool => {
             " ".repeat(usize::try_from(i64::try_from(w)?.max(0)).unwrap_or(0))
         }
