@@ -11,60 +11,15 @@
 //! crate docs' policy on calls that never complete): a complete parse does not report a call
 //! whose arguments broke or were cut off, but a stream has already sent its start.
 use super::body::{continuation, parse_body, whole_without_end, Call, Outcome, Target};
+use super::ctx::Ctx;
 use super::ends::{closing_marker, contains_any, marker_end, next_marker, Balance, JsonStrings};
 use super::json_stream::special;
 use super::live::{Between, Idle, Live, Readers};
 use super::spec::{Body, End, Opens, Spec, TextMarkers};
+use super::string_run::StringRun;
 use super::Forced;
-use super::{Abandoned, ToolDef, ToolDelta};
+use super::{Abandoned, ToolDelta};
 use crate::scan::{self, partial_suffix_len};
-
-/// Declared tools, used to reject unknown names and to type XML-style parameters.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Ctx {
-    tools: Option<Vec<ToolDef>>,
-}
-
-impl Ctx {
-    pub(crate) fn new(tools: Option<Vec<ToolDef>>) -> Self {
-        Self { tools }
-    }
-
-    pub(crate) fn declared(&self, name: &str) -> bool {
-        self.tools.as_ref().is_none_or(|ts| ts.iter().any(|t| t.name == name))
-    }
-
-    /// The name of the only declared tool, if exactly one is declared.
-    pub(crate) fn sole_tool(&self) -> Option<&str> {
-        match self.tools.as_deref() {
-            Some([only]) => Some(&only.name),
-            _ => None,
-        }
-    }
-
-    /// The JSON-schema type of parameter `key` of tool `tool`, if declared: its `type` (the first
-    /// that is not `null` of a list), else the first non-null type among `anyOf` / `oneOf`.
-    pub(crate) fn param_type(&self, tool: &str, key: &str) -> Option<&str> {
-        let def = self.tools.as_ref()?.iter().find(|t| t.name == tool)?;
-        schema_type(def.parameters.as_ref()?.get("properties")?.get(key)?)
-    }
-}
-
-/// The type a JSON-schema node gives its value (see `Ctx::param_type`).
-fn schema_type(node: &serde_json::Value) -> Option<&str> {
-    use serde_json::Value;
-    match node.get("type") {
-        Some(Value::String(s)) => return Some(s),
-        Some(Value::Array(types)) => return types.iter().filter_map(Value::as_str).find(|t| *t != "null"),
-        _ => {}
-    }
-    ["anyOf", "oneOf"]
-        .iter()
-        .filter_map(|k| node.get(k)?.as_array())
-        .flatten()
-        .filter_map(schema_type)
-        .find(|t| *t != "null")
-}
 
 #[derive(Debug)]
 #[expect(
@@ -96,28 +51,6 @@ impl Mode {
             balance: Balance::default(),
             live: Live::new(body_start),
         }
-    }
-}
-
-/// Whether a region's body is JSON, whose string values may hold the region's end marker.
-fn json_body(target: &Target) -> bool {
-    match target {
-        Target::Args { .. } => true,
-        Target::Discard => false,
-        Target::Body(body) => match body {
-            Body::Json
-            | Body::NameKeyedJson
-            | Body::Mistral
-            | Body::DeepSeekItem
-            | Body::KimiItem
-            | Body::FunctionaryV31
-            | Body::Solar
-            | Body::Inkling
-            | Body::Llama3Tag
-            | Body::Generic => true,
-            Body::Items { item, .. } => matches!(item, Body::DeepSeekItem | Body::KimiItem),
-            _ => false,
-        },
     }
 }
 
@@ -160,34 +93,6 @@ pub(crate) struct Engine {
     first_call: usize,
 }
 
-/// A live call's JSON string value, read up to the end of the buffered region (see
-/// `Engine::string_run`).
-#[derive(Debug, Clone, Copy)]
-struct StringRun {
-    /// The call whose arguments the value belongs to.
-    index: usize,
-    /// Bytes that end the run: those a JSON string cannot hold as is (quote, backslash, control
-    /// bytes) and the first bytes of the region's end markers. A bit set, one bit per byte.
-    stop: [u64; 4],
-}
-
-impl StringRun {
-    fn new(index: usize, ends: &[&str]) -> Self {
-        // Control bytes 0x00-0x1f, then `"` (0x22) and `\\` (0x5c).
-        let mut stop = [0x0000_0004_ffff_ffff, 0x1000_0000, 0, 0];
-        for first in ends.iter().filter_map(|e| e.as_bytes().first()) {
-            stop[usize::from(first >> 6)] |= 1 << (first & 63);
-        }
-        Self { index, stop }
-    }
-
-    /// Whether `text` is plain characters that continue the run.
-    fn continues(&self, text: &str) -> bool {
-        text.bytes()
-            .all(|b| self.stop[usize::from(b >> 6)] & (1 << (b & 63)) == 0)
-    }
-}
-
 /// Append `text` to the normal text, counting it.
 fn put_text(out: &mut ToolDelta, emitted: &mut usize, text: &str) {
     out.normal_text.push_str(text);
@@ -220,7 +125,7 @@ impl Engine {
 
     /// Enter a region whose body starts at `body_start`.
     fn enter(&mut self, end: End, target: Target, body_start: usize) {
-        self.strings = json_body(&target).then(JsonStrings::default);
+        self.strings = target.is_json().then(JsonStrings::default);
         self.first_call = self.next_index;
         self.mode = Mode::region(end, target, body_start);
     }

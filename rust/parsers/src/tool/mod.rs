@@ -12,16 +12,20 @@
 //! parameters); other shapes (other XML dialects, Python literals) are reported in one call
 //! delta (`CallDelta`) once their region is complete.
 mod body;
+mod ctx;
 mod ends;
 mod engine;
 mod format;
 mod generic;
 mod header;
+mod heads;
+mod json_raw;
 mod json_stream;
 mod literal;
 mod live;
 mod probe;
 mod spec;
+mod string_run;
 mod value;
 mod xml;
 mod xml_stream;
@@ -271,7 +275,7 @@ impl ToolCallParser {
     pub fn new(format: ToolFormat, tools: Option<Vec<ToolDef>>) -> Self {
         Self {
             format,
-            engine: engine::Engine::new(spec::spec(format), spec::text_markers(format), engine::Ctx::new(tools)),
+            engine: engine::Engine::new(spec::spec(format), spec::text_markers(format), ctx::Ctx::new(tools)),
         }
     }
 
@@ -288,7 +292,7 @@ impl ToolCallParser {
             engine: engine::Engine::forced(
                 spec::spec(format),
                 spec::text_markers(format),
-                engine::Ctx::new(tools),
+                ctx::Ctx::new(tools),
                 forced,
             ),
         }
@@ -369,10 +373,10 @@ thread_local! {
 
 /// `text` pushed whole through a parser for `format`, its deltas assembled into calls.
 fn collect(text: &str, format: ToolFormat, tools: Option<Vec<ToolDef>>, forced: Option<Forced>) -> ToolParseResult {
-    let (spec, markers, ctx) = (spec::spec(format), spec::text_markers(format), engine::Ctx::new(tools));
+    let (spec, markers, ctx) = (spec::spec(format), spec::text_markers(format), ctx::Ctx::new(tools));
     let mut scratch = SCRATCH.with(|s| s.borrow_mut().take()).unwrap_or_else(|| {
         Box::new(Scratch {
-            engine: engine::Engine::new(spec, markers, engine::Ctx::default()),
+            engine: engine::Engine::new(spec, markers, ctx::Ctx::default()),
             delta: ToolDelta::default(),
         })
     });

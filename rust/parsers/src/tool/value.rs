@@ -13,7 +13,7 @@
 //!
 //! A `string`-typed value is always text: `{"a": 1}` or `42` written for a string parameter stay
 //! the string the model wrote.
-use super::engine::Ctx;
+use super::ctx::Ctx;
 use super::literal;
 use serde_json::{Number, Value};
 

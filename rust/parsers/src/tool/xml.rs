@@ -1,7 +1,7 @@
 //! XML-style parameter bodies (Qwen XML, GLM, `<invoke>` blocks, Kimi K3), read whole. Values are
 //! raw text typed as each format's reference parser types them (`value.rs`).
 use super::body::{compact, valid_name, Call};
-use super::engine::Ctx;
+use super::ctx::Ctx;
 use super::value::{self, loose_json, marked_value, Trim, Typing};
 use serde_json::{Map, Value};
 

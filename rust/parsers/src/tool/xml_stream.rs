@@ -10,7 +10,7 @@
 //! before `</parameter>`, or text that could begin a closing tag, is held until the next piece
 //! settles it. For the same text the result is what `xml::qwen_xml`, `xml::glm` and `xml::invoke`
 //! build, except that a repeated parameter is kept twice instead of the last one winning.
-use super::engine::Ctx;
+use super::ctx::Ctx;
 use super::json_stream::write_escaped_str;
 use super::value::{self, loose_json, marked_value, Trim, Typing};
 use super::xml::{attr, decode_entities};
