@@ -37,6 +37,8 @@ pub(crate) const RETURN: &str = "<|return|>";
 /// The tokens that end a message's text.
 pub(crate) const TERMINATORS: &[&str] = &[END, CALL, RETURN];
 
+use crate::scan::find;
+
 /// Built-in tools of gpt-oss: their calls are run by the serving side, never by the client.
 const BUILT_IN: &[&str] = &["python", "browser", "container"];
 
@@ -60,27 +62,33 @@ pub(crate) enum Kind<'a> {
 /// been in the prompt).
 pub(crate) fn classify(header: &str) -> Kind<'_> {
     let (role_part, channel_part) = split(header);
+    classify_parts(role_part, channel_part)
+}
+
+/// Classify a header from its parts: the role part (what followed `<|start|>`, or mid-role text)
+/// and the channel part (what followed `<|channel|>`).
+pub(crate) fn classify_parts<'a>(role_part: Option<&'a str>, channel_part: Option<&'a str>) -> Kind<'a> {
     let mut role = None;
     let mut recipient = None;
     if let Some(part) = role_part {
-        for word in words(part) {
-            match word.strip_prefix("to=") {
-                Some(r) => recipient = Some(r),
-                None if role.is_none() => role = Some(word),
-                None => {}
-            }
-        }
+        for_each_word(part, |word| match word.strip_prefix("to=") {
+            Some(r) => recipient = Some(r),
+            None if role.is_none() => role = Some(word),
+            None => {}
+        });
     }
     let mut channel = None;
     if let Some(part) = channel_part {
-        for (i, word) in words(part).enumerate() {
+        let mut first = true;
+        for_each_word(part, |word| {
             match word.strip_prefix("to=") {
                 Some(r) => recipient = Some(r),
-                None if i == 0 => channel = Some(word),
+                None if first => channel = Some(word),
                 // A content type (`json`, `code`): it does not change how the text is read.
                 None => {}
             }
-        }
+            first = false;
+        });
     }
     if role.is_some_and(|r| !r.eq_ignore_ascii_case("assistant")) {
         return Kind::Hidden;
@@ -91,6 +99,14 @@ pub(crate) fn classify(header: &str) -> Kind<'_> {
     match channel {
         Some(c) if c.eq_ignore_ascii_case("analysis") => Kind::Analysis,
         _ => Kind::Content,
+    }
+}
+
+/// Split what followed `<|start|>` (a role part, then maybe a channel part).
+pub(crate) fn split_role(text: &str) -> (Option<&str>, Option<&str>) {
+    match find(text, CHANNEL) {
+        Some(p) => (Some(&text[..p]), Some(&text[p + CHANNEL.len()..])),
+        None => (Some(text), None),
     }
 }
 
@@ -116,33 +132,45 @@ fn recipient_kind(recipient: &str) -> Kind<'_> {
 }
 
 /// The role part (after `<|start|>`, or the mid-role text before the first `<|channel|>`) and the
-/// channel part (after `<|channel|>`) of a header.
+/// channel part (after `<|channel|>`) of a header. Mid-role text (` to=functions.x`) has no role
+/// word, which `classify_parts` reads as the assistant.
 fn split(header: &str) -> (Option<&str>, Option<&str>) {
     let h = header.trim_start();
-    let (role, rest) = match h.strip_prefix(START) {
-        Some(after) => match after.find(CHANNEL) {
-            Some(p) => (Some(&after[..p]), Some(&after[p + CHANNEL.len()..])),
-            None => (Some(after), None),
-        },
-        None => match h.find(CHANNEL) {
-            Some(0) => (None, Some(&h[CHANNEL.len()..])),
-            Some(p) => (Some(&h[..p]), Some(&h[p + CHANNEL.len()..])),
-            None if h.is_empty() => (None, None),
-            None => (Some(h), None),
-        },
-    };
-    // A role part that does not start with a recipient names the role (`assistant`, `user`);
-    // mid-role text (` to=functions.x`) has no role word, which `classify` reads as assistant.
-    (role, rest)
+    if let Some(after) = h.strip_prefix(START) {
+        return split_role(after);
+    }
+    match find(h, CHANNEL) {
+        Some(0) => (None, Some(&h[CHANNEL.len()..])),
+        Some(p) => (Some(&h[..p]), Some(&h[p + CHANNEL.len()..])),
+        None if h.is_empty() => (None, None),
+        None => (Some(h), None),
+    }
 }
 
-/// The words of a header part: `<|constrain|>` separates words like whitespace does (it may
-/// touch the word before it: `json<|constrain|>`, `final<|constrain|>JSON`).
-fn words(part: &str) -> impl Iterator<Item = &str> {
-    part.split(CONSTRAIN)
-        .flat_map(str::split_whitespace)
-        .flat_map(|w| w.split("<|"))
-        .filter(|w| !w.is_empty())
+/// Call `f` on each word of a header part: words are separated by whitespace and by `<|...|>`
+/// tokens (`<|constrain|>` may touch the word before it: `json<|constrain|>`, `final<|constrain|>JSON`).
+fn for_each_word<'a>(part: &'a str, mut f: impl FnMut(&'a str)) {
+    let b = part.as_bytes();
+    let (mut i, mut start) = (0, 0);
+    while i < b.len() {
+        let token = b[i] == b'<' && b.get(i + 1) == Some(&b'|');
+        if b[i].is_ascii_whitespace() || token {
+            if i > start {
+                f(&part[start..i]);
+            }
+            i = if token {
+                find(&part[i + 2..], "|>").map_or(b.len(), |p| i + 2 + p + 2)
+            } else {
+                i + 1
+            };
+            start = i;
+        } else {
+            i += 1;
+        }
+    }
+    if start < b.len() {
+        f(&part[start..]);
+    }
 }
 
 #[cfg(test)]

@@ -403,7 +403,7 @@ fn items(text: &str, begin: &str, end: &str, item: &Body, ctx: &Ctx) -> Option<V
 fn find_outside_strings(text: &str, marker: &str) -> Option<usize> {
     let mut scan = 0;
     let mut strings = super::ends::JsonStrings::default();
-    super::ends::marker_end(text, &mut scan, &[marker], 1, Some(&mut strings)).map(|(p, _)| p)
+    super::ends::marker_end(text, &mut scan, &[marker], 1, |at| strings.inside(text.as_bytes(), at)).map(|(p, _)| p)
 }
 
 fn deepseek_item(text: &str) -> Option<Vec<Call>> {

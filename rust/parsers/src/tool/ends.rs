@@ -69,105 +69,81 @@ impl Balance {
 }
 
 /// JSON string state of a region whose body is JSON, for the end-marker search: an end marker
-/// inside a string value is text. A `"` starts a string only inside a bracket, so prose before
-/// the JSON (a header, a name) cannot open one.
+/// inside a string value is text. A `"` opens a string only once the JSON has begun (a `{` or `[`
+/// was seen), so prose before it (a header, a name) cannot open one.
+///
+/// The state is brought up to date only when an end marker is found, by counting the quotes
+/// before it that no backslash escapes (one SIMD pass over each byte, once), so pieces that hold no
+/// end marker cost nothing here.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct JsonStrings {
-    depth: u32,
+    /// Region offset the state below is for.
+    at: usize,
+    started: bool,
     quoted: bool,
-    escaped: bool,
 }
 
 impl JsonStrings {
-    /// Advance over `bytes`, which hold no end marker (or lie inside a string).
-    pub(crate) fn over(&mut self, bytes: &[u8]) {
-        let mut p = 0;
-        while p < bytes.len() {
-            p = self.step(bytes, p);
-        }
-    }
-
-    /// Whether the next byte is inside a string.
-    pub(crate) fn quoted(&self) -> bool {
+    /// Whether offset `at` of `region` lies inside a JSON string.
+    pub(crate) fn inside(&mut self, region: &[u8], at: usize) -> bool {
+        self.advance(region, at);
         self.quoted
     }
 
-    /// Read from `bytes[p]` through what cannot hold an end marker, returning the next offset:
-    /// a whole run of string contents, or one byte outside strings.
-    fn step(&mut self, bytes: &[u8], p: usize) -> usize {
-        if self.quoted {
-            if self.escaped {
-                self.escaped = false;
-                return p + 1;
-            }
-            return match scan::byte2(b'"', b'\\', &bytes[p..]) {
-                None => bytes.len(),
-                Some(off) if bytes[p + off] == b'\\' => {
-                    self.escaped = true;
-                    p + off + 1
-                }
+    /// Bring the state from its offset up to `to` (a later offset of the same `region`).
+    fn advance(&mut self, region: &[u8], to: usize) {
+        let mut from = self.at.min(to);
+        if !self.started {
+            match scan::byte2(b'{', b'[', &region[from..to]) {
                 Some(off) => {
-                    self.quoted = false;
-                    p + off + 1
+                    self.started = true;
+                    from += off + 1;
                 }
-            };
+                None => {
+                    self.at = to;
+                    return;
+                }
+            }
         }
-        match bytes[p] {
-            b'{' | b'[' => self.depth += 1,
-            b'}' | b']' => self.depth = self.depth.saturating_sub(1),
-            b'"' if self.depth > 0 => self.quoted = true,
-            _ => {}
+        for off in memchr::memchr_iter(b'"', &region[from..to]) {
+            let q = from + off;
+            let slashes = region[..q].iter().rev().take_while(|&&b| b == b'\\').count();
+            if slashes % 2 == 0 {
+                self.quoted = !self.quoted;
+            }
         }
-        p + 1
+        self.at = to;
     }
 }
 
 /// The first of `ends` at or after `*scan` in `region`, as `(body_end, region_end)`: the first
-/// `consumed` markers are consumed with the region, the others end it and stay. With `strings`,
-/// markers inside JSON strings do not count. When none is found, `*scan` moves to where the
-/// search must resume (the start of a possible marker the region ends with).
+/// `consumed` markers are consumed with the region, the others end it and stay. `inside(at)` says
+/// whether a marker found at `at` lies inside a JSON string (then it is text and the search goes
+/// on). When none is found, `*scan` moves to where the search must resume (the start of a
+/// possible marker the region ends with).
 pub(crate) fn marker_end(
     region: &str,
     scan: &mut usize,
     ends: &[&str],
     consumed: usize,
-    strings: Option<&mut JsonStrings>,
+    mut inside: impl FnMut(usize) -> bool,
 ) -> Option<(usize, usize)> {
-    let span = |p: usize, i: usize| Some((p, if i < consumed { p + ends[i].len() } else { p }));
     let firsts = FirstBytes::of(ends);
-    let Some(st) = strings else {
+    loop {
         if !contains_any(&region[*scan..], firsts.as_slice()) {
             *scan = region.len();
             return None;
         }
-        return match next_marker(&region[*scan..], ends, firsts.as_slice()) {
-            Some((p, i)) => span(*scan + p, i),
-            None => {
-                *scan = region.len() - partial_suffix_len(&region[*scan..], ends);
-                None
-            }
+        let Some((p, i)) = next_marker(&region[*scan..], ends, firsts.as_slice()) else {
+            *scan = region.len() - partial_suffix_len(&region[*scan..], ends);
+            return None;
         };
-    };
-    let bytes = region.as_bytes();
-    let mut p = *scan;
-    while p < bytes.len() {
-        if !st.quoted && firsts.as_slice().contains(&bytes[p]) {
-            if let Some(i) = marker_at(bytes, p, ends) {
-                *scan = p;
-                return span(p, i);
-            }
-            if ends
-                .iter()
-                .any(|e| e.len() > bytes.len() - p && e.as_bytes().starts_with(&bytes[p..]))
-            {
-                *scan = p;
-                return None;
-            }
+        let at = *scan + p;
+        if !inside(at) {
+            return Some((at, if i < consumed { at + ends[i].len() } else { at }));
         }
-        p = st.step(bytes, p);
+        *scan = at + 1;
     }
-    *scan = p;
-    None
 }
 
 /// The end of a region whose bracket group closed at `q` and that may be closed by `close`

@@ -213,10 +213,6 @@ impl Engine {
         let Mode::Region { scan, live, .. } = &mut self.mode else {
             return false;
         };
-        if let Some(st) = self.strings.as_mut().filter(|st| !st.quoted()) {
-            // Text outside a string may move the brackets (inside one it changes nothing).
-            st.over(text.as_bytes());
-        }
         self.buf.push_str(text);
         *scan = self.buf.len() - self.pos;
         live.cursor += text.len();
@@ -251,9 +247,6 @@ impl Engine {
             .all(|b| scan::byte(*b, bytes).is_none())
         {
             return false;
-        }
-        if let Some(st) = &mut self.strings {
-            st.over(bytes);
         }
         let settled = match live.idle(&self.readers, before) {
             Some(Idle::Done) => true,
@@ -462,9 +455,28 @@ impl Engine {
             return false;
         };
         let region = &self.buf[self.pos..];
+        let (ctx, readers, next_index, abandoned, strings) = (
+            &self.ctx,
+            &mut self.readers,
+            &mut self.next_index,
+            &mut self.abandoned.calls,
+            &mut self.strings,
+        );
+        // Whether an end marker found at `at` lies inside a JSON string: the live call reading
+        // the arguments knows (nearly always, at no cost); else the quotes before it are counted.
+        let mut inside = |at: usize| {
+            let Some(st) = strings.as_mut() else {
+                return false;
+            };
+            live.advance(target, &region[..at], false, ctx, readers, next_index, abandoned, out);
+            match live.in_json_string(readers, region, at) {
+                Some(inside) => inside,
+                None => st.inside(region.as_bytes(), at),
+            }
+        };
         let found = match *end {
-            End::Marker(ends) => marker_end(region, scan, ends, ends.len(), self.strings.as_mut()),
-            End::MarkerKeep(ends, consumed) => marker_end(region, scan, ends, consumed, self.strings.as_mut()),
+            End::Marker(ends) => marker_end(region, scan, ends, ends.len(), &mut inside),
+            End::MarkerKeep(ends, consumed) => marker_end(region, scan, ends, consumed, &mut inside),
             End::Balanced => balance.advance(region, scan, self.spec.skip, finishing).map(|q| (q, q)),
             End::BalancedThen(close) => balance
                 .advance(region, scan, self.spec.skip, finishing)

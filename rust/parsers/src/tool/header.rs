@@ -13,12 +13,16 @@ const HIDDEN_ENDS: &[&str] = &[END, CALL, RETURN, START, CHANNEL];
 /// are not JSON (vLLM, vllm-mlx and SMG keep them); analysis text, built-in tool calls and
 /// other roles' messages are hidden; final text, preambles and header-less text are normal text.
 pub(crate) fn harmony(text: &str, role: bool) -> Outcome {
-    let header = format!("{}{text}", if role { START } else { CHANNEL });
+    let (role_part, channel_part) = if role {
+        harmony::split_role(text)
+    } else {
+        (None, Some(text))
+    };
     let hidden = Outcome::Follow {
         target: Target::Discard,
         end: End::MarkerKeep(HIDDEN_ENDS, 3),
     };
-    match harmony::classify(&header) {
+    match harmony::classify_parts(role_part, channel_part) {
         Kind::Call(name) => match valid_name(name) {
             Some(name) => Outcome::Follow {
                 target: Target::Args {

@@ -107,6 +107,11 @@ impl JsonStream {
         matches!(self.state, State::Done | State::Failed)
     }
 
+    /// Inside a string (a key or a value).
+    pub(crate) fn in_string(&self) -> bool {
+        matches!(self.state, State::Text | State::KeyText)
+    }
+
     /// Inside a value string with no escape under way: plain characters would be written
     /// through unchanged.
     pub(crate) fn in_plain_value(&self) -> bool {

@@ -122,6 +122,23 @@ impl Live {
         }
     }
 
+    /// Whether offset `at` of `region`, read up to by `advance`, lies inside a JSON string, when
+    /// the calls tell: the live call is reading JSON arguments, or calls completed and only
+    /// whitespace follows them. `None` otherwise.
+    pub(crate) fn in_json_string(&self, readers: &Readers, region: &str, at: usize) -> Option<bool> {
+        match self.phase {
+            Phase::Args {
+                reader: Reader::Json, ..
+            } if self.cursor == at => Some(readers.json.in_string()),
+            Phase::Head { .. } | Phase::Tail(Tail::Nothing)
+                if self.completed > 0 && region.get(self.cursor..at).is_some_and(|t| t.trim().is_empty()) =>
+            {
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+
     /// Where the live calls stand.
     pub(crate) fn between(&self) -> Between {
         match self.phase {

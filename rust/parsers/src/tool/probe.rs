@@ -62,6 +62,30 @@ pub(crate) fn function_json(t: &str) -> Opens {
     }
 }
 
+/// After `{`: a JSON call object, `{"name":` (or `"tool_name"`), whitespace allowed.
+pub(crate) fn json_call_object(t: &str) -> Opens {
+    let rest = t.trim_start();
+    if rest.is_empty() {
+        return Opens::Pending;
+    }
+    let mut undecided = false;
+    for key in ["\"name\"", "\"tool_name\""] {
+        if let Some(after) = rest.strip_prefix(key) {
+            return match after.trim_start().as_bytes().first() {
+                None => Opens::Pending,
+                Some(b':') => Opens::Yes,
+                Some(_) => Opens::No,
+            };
+        }
+        undecided |= key.starts_with(rest);
+    }
+    if undecided {
+        Opens::Pending
+    } else {
+        Opens::No
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,5 +107,9 @@ mod tests {
         assert_eq!(function_json("get_weather>\n<parameter=a>"), Opens::No);
         assert_eq!(function_json("get_weather"), Opens::Pending);
         assert_eq!(function_json("get_weather>\n "), Opens::Pending);
+        assert_eq!(json_call_object(" \"name\": \"f\"}"), Opens::Yes);
+        assert_eq!(json_call_object("\"na"), Opens::Pending);
+        assert_eq!(json_call_object("\"a\": 1}"), Opens::No);
+        assert_eq!(json_call_object("\"name\" x"), Opens::No);
     }
 }

@@ -185,9 +185,14 @@ const FUNCTION_JSON: Region = probed(
 );
 
 static HERMES: Spec = regions(&[tag("<tool_call>", &["</tool_call>"], Body::Json), FUNCTION_JSON]);
+/// OpenAI-style JSON: a call list or object at the start, and, as SMG's JSON parser reads it,
+/// a call object anywhere in the text (`{` opens a region only before a `"name"` key).
 static JSON: Spec = Spec {
     leading: Some(leading("{[", End::Balanced, Body::Json)),
-    ..regions(&[])
+    ..regions(&[Region {
+        in_body: true,
+        ..probed(open("{", Body::Json), probes::json_call_object)
+    }])
 };
 static LLAMA3: Spec = Spec {
     leading: Some(leading("{", End::Marker(LLAMA_EOT), Body::Json)),

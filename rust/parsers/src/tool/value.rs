@@ -111,10 +111,17 @@ pub(crate) fn schema_value(ty: Option<&str>, raw: &str) -> Value {
     loose_json(raw)
 }
 
+/// Text that no JSON or Python literal can be: it starts with a letter and is not one of the
+/// literal words (`true`, `None`, ...), so `loose_json` would return it as text.
+pub(crate) fn plain_text(raw: &str) -> bool {
+    let t = raw.trim();
+    t.starts_with(|c: char| c.is_alphabetic()) && !matches!(t, "true" | "false" | "null" | "True" | "False" | "None")
+}
+
 /// JSON, else a Python literal (`True`, `None`, single-quoted strings), else the text itself.
 pub(crate) fn loose_json(raw: &str) -> Value {
     let t = raw.trim();
-    if t.is_empty() {
+    if t.is_empty() || plain_text(t) {
         return Value::String(raw.to_string());
     }
     if let Ok(v) = serde_json::from_str::<Value>(t) {

@@ -458,14 +458,9 @@ fn write_value(v: &Value, out: &mut String) {
 }
 
 /// A value without a string schema, as `value::loose_json` reads it, written without building a
-/// `Value` for the common plain-text case: a word that no JSON or Python literal starts with.
+/// `Value` for the common plain-text case (`value::plain_text`).
 fn write_loose(raw: &str, out: &mut String) {
-    let t = raw.trim();
-    let plain = t
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_alphabetic() && !matches!(c, 'T' | 'F' | 'N' | 't' | 'f' | 'n'));
-    if plain {
+    if value::plain_text(raw) {
         write_string(raw, out);
     } else {
         write_value(&loose_json(raw), out);

@@ -62,7 +62,9 @@ pub static CASES: &[Case] = &[
         " ",
         &[(None, "f", "{}"), (None, "g", r#"{"k":"v"}"#)],
     ),
-    c("json", r#"Sure: {"name": "f"}"#, r#"Sure: {"name": "f"}"#, &[]),
+    // A call object after text (SMG's JSON parser finds it anywhere); other JSON stays text.
+    c("json", r#"Sure: {"name": "f"}"#, "Sure: ", &[(None, "f", "{}")]),
+    c("json", r#"Sure: {"a": "f"} {"name"x"#, r#"Sure: {"a": "f"} {"name"x"#, &[]),
     bad("json", r#"{"name": "f", "arguments": {"a": "#),
     bad("json", r#"  {"a": 1} and more"#),
     c(

@@ -333,6 +333,13 @@ pub static CASES: &[Case] = &[
         "",
         &[(None, "get_weather", r#"{"city":"Paris","days":2}"#)],
     ),
+    // SMG crates/tool_parser/tests/tool_parser_fallback.rs (JsonParser): a call object mid-text.
+    c(
+        "json",
+        r#"The user typed: {"name": "example"} but this is just quoted text"#,
+        "The user typed:  but this is just quoted text",
+        &[(None, "example", "{}")],
+    ),
     // ======== class 5: formats and aliases ========
     // vLLM tests/tool_parsers/test_deepseekv4_tool_parser.py::test_extract_tool_calls
     c(
