@@ -333,6 +333,13 @@ pub static CASES: &[Case] = &[
         "",
         &[(None, "get_weather", r#"{"city":"Paris","days":2}"#)],
     ),
+    // The paren form bare, with no end marker at all.
+    c(
+        "gemma4",
+        "Checking now.\ncall:get_weather(city=\"Paris\")",
+        "Checking now.\n",
+        &[(None, "get_weather", r#"{"city":"Paris"}"#)],
+    ),
     // SMG crates/tool_parser/tests/tool_parser_fallback.rs (JsonParser): a call object mid-text.
     c(
         "json",
