@@ -12,6 +12,12 @@
 //!   is what lets streaming equal complete parsing.
 //! - Thinking disabled: opening markers are not recognised, everything is content; stray closing
 //!   markers are dropped.
+//! - A tool call opened inside reasoning (Kimi's section or call marker, `<tool_call>`, DeepSeek's
+//!   section, Hunyuan's `<tool_calls>`) ends it: the marker and the call stay in the content for the
+//!   tool parser, as SGLang's detectors hand them over.
+//! - gpt-oss Harmony has a machine of its own (`harmony.rs`): a message's header decides where its
+//!   text goes, and tool calls reach the content only for a tool parser behind
+//!   ([`ReasoningParser::keep_tool_calls`]).
 mod engine;
 mod format;
 mod harmony;

@@ -2,8 +2,8 @@
 //!
 //! One streaming engine (`engine`) is driven by a declarative spec per format (`spec`): the
 //! markers that open a tool region, how the region ends and the grammar of its body (`body`,
-//! `xml`, `literal`). A complete parse is `push(whole); finish()`, so streaming equals complete
-//! by construction.
+//! `xml`, `literal`). A complete parse is `push(whole); finish()` with the calls the stream
+//! abandoned set aside (`Abandoned`), so streaming equals complete by construction.
 //!
 //! When `tools` are given, a region whose calls name an undeclared tool is kept as normal text,
 //! verbatim. Arguments are compact JSON in the model's key order. Where a format gives a call's
@@ -318,8 +318,9 @@ impl ToolCallParser {
         self.engine.push(text, out);
     }
 
-    /// End of output: flush held text; an unfinished region is parsed if it can be, else
-    /// returned as text.
+    /// End of output: flush held text. A region the output ended inside is calls only if it
+    /// reads whole (every call's arguments closed); else it is text, and calls of it that went
+    /// live are abandoned (see [`Abandoned`] and the crate's `policy` docs).
     pub fn finish(&mut self) -> ToolDelta {
         let mut out = ToolDelta::default();
         self.engine.finish(&mut out);
