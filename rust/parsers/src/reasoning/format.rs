@@ -396,6 +396,9 @@ mod tests {
         );
         assert_eq!(ReasoningFormat::for_model("openai/gpt-oss-20b"), Some(F::OpenaiGptoss));
         assert_eq!(ReasoningFormat::for_model("zai-org/GLM-4.6"), Some(F::Glm45));
+        assert_eq!(ReasoningFormat::for_model("zai-org/GLM-4.7-Flash"), Some(F::Glm47));
+        assert_eq!(ReasoningFormat::for_model("swiss-ai/Apertus-8B-2509"), Some(F::Apertus));
+        assert_eq!(ReasoningFormat::for_model("moonshotai/Kimi-K2-Instruct"), None);
         assert_eq!(ReasoningFormat::for_model("MiniMaxAI/MiniMax-M2"), Some(F::MinimaxM2));
         assert_eq!(ReasoningFormat::for_model("meta-llama/Llama-3.1-8B"), None);
     }

@@ -315,6 +315,20 @@ mod tests {
         // SGLang's `llama4` is the pythonic Llama 4 format, not the JSON one.
         assert_eq!("llama4".parse::<ToolFormat>(), Ok(ToolFormat::Pythonic));
         assert_eq!("llama4_json".parse::<ToolFormat>(), Ok(ToolFormat::Llama3Json));
+        // Peers' names: SGLang's hyphenated ones, vLLM's and llama.cpp's.
+        for (name, f) in [
+            ("minimax-m2", ToolFormat::MinimaxM2),
+            ("deepseekv4", ToolFormat::DeepSeekV4),
+            ("hunyuan", ToolFormat::HyV3),
+            ("interns1", ToolFormat::InternLm),
+            ("apertus2509", ToolFormat::Apertus),
+            ("firefunction_v2", ToolFormat::Phi4Mini),
+            ("ernie45", ToolFormat::Hermes),
+            ("gpt-oss", ToolFormat::Harmony),
+            ("granite-20b-fc", ToolFormat::Granite20bFc),
+        ] {
+            assert_eq!(name.parse::<ToolFormat>(), Ok(f), "{name}");
+        }
         assert!(matches!(
             "nope".parse::<ToolFormat>(),
             Err(ParserError::UnknownParser { .. })
@@ -341,6 +355,26 @@ mod tests {
             Some(ToolFormat::Llama3Json)
         );
         assert_eq!(ToolFormat::for_model("openai/gpt-oss-20b"), Some(ToolFormat::Harmony));
+        assert_eq!(
+            ToolFormat::for_model("deepseek-ai/DeepSeek-V4-Flash"),
+            Some(ToolFormat::DeepSeekV4)
+        );
+        assert_eq!(
+            ToolFormat::for_model("deepseek-ai/DeepSeek-V3.2"),
+            Some(ToolFormat::DeepSeekV32)
+        );
+        assert_eq!(
+            ToolFormat::for_model("CohereForAI/c4ai-command-r-plus"),
+            Some(ToolFormat::CommandR)
+        );
+        assert_eq!(
+            ToolFormat::for_model("CohereLabs/c4ai-command-r7b-12-2024"),
+            Some(ToolFormat::Cohere)
+        );
+        assert_eq!(
+            ToolFormat::for_model("fireworks-ai/llama-3-firefunction-v2"),
+            Some(ToolFormat::Phi4Mini)
+        );
         assert_eq!(ToolFormat::for_model("unknown/model"), None);
     }
 
@@ -353,6 +387,14 @@ mod tests {
         assert_eq!(
             ToolFormat::from_chat_template("'<tool_call>' + tojson"),
             Some(ToolFormat::Hermes)
+        );
+        assert_eq!(
+            ToolFormat::from_chat_template("{{ '<｜DSML｜tool_calls>' }}"),
+            Some(ToolFormat::DeepSeekV4)
+        );
+        assert_eq!(
+            ToolFormat::from_chat_template("{{ '<｜DSML｜function_calls>' }}"),
+            Some(ToolFormat::DeepSeekV32)
         );
         assert_eq!(ToolFormat::from_chat_template("plain"), None);
     }
