@@ -12,6 +12,8 @@ EXAMPLES = [
     ("qwen3", "<think>\nplan 計画\n</think>\n\nAnswer", "\nplan 計画\n", "\n\nAnswer"),
     ("qwen3", "no thinking", "", "no thinking"),
     ("glm45", "<think>r</think>c", "r", "c"),
+    ("glm47", "r</think>c", "r", "c"),
+    ("apertus", "<|inner_prefix|>r<|inner_suffix|>c", "r", "c"),
     ("kimi_k2", "<think>r</think>c", "r", "c"),
     ("nemotron_v3", "<think>r</think>c", "r", "c"),
     ("hy_v3", "<think>r</think>c", "r", "c"),
@@ -116,6 +118,19 @@ def test_partial_marker_held_back() -> None:
     assert s.feed("nk>def") == {"reasoning_text": "", "normal_text": "def"}
     assert not s.in_reasoning
     assert s.finish() == {"reasoning_text": "", "normal_text": ""}
+
+
+def test_gpt_oss_tool_calls_reach_the_tool_parser_only_when_kept() -> None:
+    # llama.cpp tests/test-chat.cpp GPT_OSS: analysis, then a call without `<|call|>`.
+    text = (
+        "<|channel|>analysis<|message|>I'm\nthinking<|end|><|start|>assistant<|channel|>commentary "
+        'to=functions.special_function <|constrain|>json<|message|>{"arg1": 1}'
+    )
+    assert stream("openai_gptoss", [text]) == ("I'm\nthinking", "")
+    reasoning, content = stream("openai_gptoss", [text[:40], text[40:]], keep_tool_calls=True)
+    assert reasoning == "I'm\nthinking"
+    calls = native.parse_tool_call_complete(content, "openai")["tool_calls"]
+    assert [(c["name"], c["arguments"]) for c in calls] == [("special_function", '{"arg1":1}')]
 
 
 def test_model_mapping() -> None:

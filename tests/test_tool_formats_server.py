@@ -64,6 +64,15 @@ OUTPUTS: dict[str, str] = {
     '<｜DSML｜invoke name="get_time">\n'
     '<｜DSML｜parameter name="timezone" string="true">Asia/Tokyo</｜DSML｜parameter>\n'
     "</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+    "deepseek_v4": '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+    '<｜DSML｜parameter name="city" string="true">São Paulo</｜DSML｜parameter>\n'
+    '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+    '<｜DSML｜invoke name="get_time">\n'
+    '<｜DSML｜parameter name="timezone" string="true">Asia/Tokyo</｜DSML｜parameter>\n'
+    "</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+    "command_r": "Plan: I will look up both.\nAction: ```json\n"
+    f'[{{"tool_name": "get_weather", "parameters": {W}}}, {{"tool_name": "get_time", "parameters": {T}}}]\n```',
+    "generic": f'{{"tool_calls": [{WJ}, {TJ}]}}',
     "kimi_k2": "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
     f"{W}<|tool_call_end|><|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>{T}"
     "<|tool_call_end|><|tool_calls_section_end|>",

@@ -51,6 +51,13 @@ EXAMPLES: list[tuple[str, str, str, list[tuple[str, Any]]]] = [
         [("f", {"n": 2})],
     ),
     (
+        "deepseek_v4",
+        '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="f">\n<｜DSML｜parameter name="n" string="false">2'
+        "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+        "",
+        [("f", {"n": 2})],
+    ),
+    (
         "kimi_k2",
         "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"
         '{"a": 1}<|tool_call_end|><|tool_calls_section_end|>',
@@ -64,11 +71,12 @@ EXAMPLES: list[tuple[str, str, str, list[tuple[str, Any]]]] = [
         "",
         [("f", {"a": "x"})],
     ),
+    # Without a schema, XML values stay text, as Qwen's and MiniMax's reference parsers keep them.
     (
         "qwen3_coder",
         "<tool_call>\n<function=f>\n<parameter=a>\n5\n</parameter>\n</function>\n</tool_call>",
         "",
-        [("f", {"a": 5})],
+        [("f", {"a": "5"})],
     ),
     ("seed_oss", "<seed:tool_call>\n<function=f>\n</function>\n</seed:tool_call>", "", [("f", {})]),
     ("glm45", "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>x</arg_value>\n</tool_call>", "", [("f", {"a": "x"})]),
@@ -85,7 +93,7 @@ EXAMPLES: list[tuple[str, str, str, list[tuple[str, Any]]]] = [
         "minimax_m2",
         '<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">1</parameter>\n</invoke>\n</minimax:tool_call>',
         "",
-        [("f", {"a": 1})],
+        [("f", {"a": "1"})],
     ),
     ("minimax", '<tool_calls>\n{"name": "f", "arguments": {}}\n</tool_calls>', "", [("f", {})]),
     (
@@ -99,6 +107,12 @@ EXAMPLES: list[tuple[str, str, str, list[tuple[str, Any]]]] = [
         '<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f", "parameters": {}}]<|END_ACTION|>',
         "",
         [("f", {})],
+    ),
+    (
+        "command_r",
+        'Plan: search.\nAction: ```json\n[{"tool_name": "f", "parameters": {"q": "x"}}]\n```',
+        "Plan: search.\n",
+        [("f", {"q": "x"})],
     ),
     ("granite", '<|tool_call|>[{"name": "f", "arguments": {}}]', "", [("f", {})]),
     ("granite-20b-fc", '<function_call> {"name": "f", "arguments": {}}', "", [("f", {})]),
@@ -129,13 +143,15 @@ EXAMPLES: list[tuple[str, str, str, list[tuple[str, Any]]]] = [
         "",
         [("f", {})],
     ),
+    ("generic", '{"tool_call": {"name": "f", "arguments": {"a": 1}}}', "", [("f", {"a": 1})]),
 ]
 
 
 def _stream(
     chunks: list[str], parser: str, tools: list[dict[str, Any]] | None = None, tool_choice: Any = None
 ) -> dict[str, Any]:
-    """Feed chunks and assemble like an OpenAI client accumulates deltas."""
+    """Feed chunks and assemble like an OpenAI client accumulates deltas, then set aside the calls
+    the stream abandoned (they never completed): what a complete parse reports."""
     s = native.ToolCallStream(parser, tools, tool_choice)
     text = ""
     calls: list[dict[str, Any]] = []
@@ -151,7 +167,12 @@ def _stream(
             else:
                 assert c["name"] is None
                 calls[c["index"]]["arguments"] += c["arguments"]
-    return {"normal_text": text, "tool_calls": calls}
+    abandoned = s.abandoned
+    calls = [c for i, c in enumerate(calls) if i not in abandoned["calls"]]
+    data = text.encode()
+    for offset, restored in reversed(abandoned["text"]):
+        data = data[:offset] + restored.encode() + data[offset:]
+    return {"normal_text": data.decode(), "tool_calls": calls}
 
 
 def test_every_parser_has_an_example() -> None:
@@ -181,7 +202,10 @@ def test_tools_filter_and_schema_types() -> None:
     xml = "<tool_call>\n<function=f>\n<parameter=zip>\n12345\n</parameter>\n</function>\n</tool_call>"
     flat = [{"name": "f", "parameters": {"properties": {"zip": {"type": "string"}}}}]
     assert native.parse_tool_call_complete(xml, "qwen3_coder", flat)["tool_calls"][0]["arguments"] == '{"zip":"12345"}'
-    assert native.parse_tool_call_complete(xml, "qwen3_coder")["tool_calls"][0]["arguments"] == '{"zip":12345}'
+    # Without a schema the value stays text (Qwen's reference parser); an integer schema types it.
+    assert native.parse_tool_call_complete(xml, "qwen3_coder")["tool_calls"][0]["arguments"] == '{"zip":"12345"}'
+    typed = [{"name": "f", "parameters": {"properties": {"zip": {"type": "integer"}}}}]
+    assert native.parse_tool_call_complete(xml, "qwen3_coder", typed)["tool_calls"][0]["arguments"] == '{"zip":12345}'
 
 
 def test_unknown_parser_lists_valid_names() -> None:
@@ -262,12 +286,16 @@ def test_arguments_stream_as_fragments() -> None:
     assert s.finish() == {"normal_text": "", "calls": []}
 
 
-def test_truncated_live_call_closes_its_arguments() -> None:
-    # Output cut off by max_tokens inside the arguments: the call stands, its JSON closed.
+def test_truncated_call_is_abandoned_not_closed_up() -> None:
+    # Output cut off by max_tokens inside the arguments: the started call cannot be taken back,
+    # but its arguments are not closed up as if whole; a complete parse reports the text.
+    text = '<tool_call>{"name": "f", "arguments": {"a": "unfini'
     s = native.ToolCallStream("hermes")
-    d = s.feed('<tool_call>{"name": "f", "arguments": {"a": "unfini')
+    d = s.feed(text)
     assert d["calls"][0]["arguments"] == '{"a":"unfini'
-    assert s.finish()["calls"] == [{"index": 0, "id": None, "name": None, "arguments": '"}'}]
+    assert s.finish() == {"normal_text": "", "calls": []}
+    assert s.abandoned == {"calls": [0], "text": [(0, text)]}
+    assert native.parse_tool_call_complete(text, "hermes") == {"normal_text": text, "tool_calls": []}
 
 
 NAMED = {"type": "function", "function": {"name": "get_weather"}}

@@ -76,8 +76,10 @@ class ToolCallStream:
     Where the format names the call before a JSON-object argument list (Hermes/Qwen, Llama JSON,
     Mistral `[ARGS]`, DeepSeek, Kimi K2, Harmony, ...), the call starts as soon as its name and
     the `{` of its arguments are seen and the arguments stream as compact JSON while the model
-    writes them. Such a call cannot be taken back: if the output ends inside its arguments
-    (e.g. at `max_tokens`), they are closed into valid JSON (a key without a value gets `null`).
+    writes them. Such a call cannot be taken back: if its arguments break or the output ends
+    inside them (e.g. at `max_tokens`), its fragments stop where the valid text stopped (never
+    closed up as if whole) and the call is listed in `abandoned`; a complete parse of the same
+    output does not report it.
     XML-parameter calls stream too (Qwen XML, GLM, Hy3, MiniMax M2, DeepSeek DSML, Step-3): each
     parameter is written when its name is complete, a value whose schema type is `string` (or
     marked `string="true"`) streams character by character, other values when they close. Kimi K3
@@ -102,6 +104,12 @@ class ToolCallStream:
     @property
     def parser(self) -> str:
         """The canonical name of this stream's parser."""
+    @property
+    def abandoned(self) -> dict[str, Any]:
+        """Calls this stream started that never completed (their arguments broke, or the output
+        ended inside them), which a complete parse does not report:
+        `{"calls": [index, ...], "text": [(offset, text), ...]}`, where each text is what a
+        complete parse has at that byte offset of the normal text streamed so far."""
 
 # ---- reasoning parsers ----
 
@@ -127,9 +135,11 @@ def reasoning_parser_for_model(model: str) -> str | None:
 class ReasoningStream:
     """Streaming reasoning parser for one response.
 
-    `ReasoningStream(parser, *, prompt=None, prompt_opened_reasoning=None, thinking_disabled=False)`.
-    Given the rendered `prompt`, its tail decides whether the output starts inside reasoning or
-    thinking was switched off; explicit keywords win. `feed(delta)` returns what can be emitted
+    `ReasoningStream(parser, *, prompt=None, prompt_opened_reasoning=None, thinking_disabled=False,
+    keep_tool_calls=False)`. Given the rendered `prompt`, its tail decides whether the output
+    starts inside reasoning or thinking was switched off; explicit keywords win.
+    `keep_tool_calls=True`: a tool-call parser reads `normal_text` next, so gpt-oss tool-call
+    messages stay in it (without, they are shown to no one). `feed(delta)` returns what can be emitted
     now (text that may start a marker is held back); `finish()` flushes the rest. Both return
     `{"reasoning_text": str, "normal_text": str}`.
     """
@@ -141,6 +151,7 @@ class ReasoningStream:
         prompt: str | None = None,
         prompt_opened_reasoning: bool | None = None,
         thinking_disabled: bool = False,
+        keep_tool_calls: bool = False,
     ) -> ReasoningStream: ...
     def feed(self, delta: str) -> dict[str, str]:
         """Feed the next piece of output; returns `{"reasoning_text", "normal_text"}` to emit now."""

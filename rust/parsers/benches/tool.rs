@@ -45,6 +45,11 @@ fn unit(format: ToolFormat) -> String {
         F::DeepSeekV31 => format!(
             "{pre}<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{a1}<｜tool▁call▁end｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{a2}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
         ),
+        F::DeepSeekV4 => format!(
+            "{pre}<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n<｜DSML｜parameter name=\"note\" string=\"true\">{NOTE}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
+        ),
+        F::CommandR => format!("{pre}Action: ```json\n[{{\"tool_name\": \"get_weather\", \"parameters\": {a1}}}, {{\"tool_name\": \"search\", \"parameters\": {a2}}}]\n```"),
+        F::Generic => format!("{{\"tool_calls\": {json_calls}}}"),
         F::DeepSeekV32 => format!(
             "{pre}<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n<｜DSML｜parameter name=\"note\" string=\"true\">{NOTE}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"
         ),

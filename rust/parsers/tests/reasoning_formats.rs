@@ -41,15 +41,7 @@ fn check(name: &str, text: &str, reasoning: &str, content: &str) {
 
 #[test]
 fn think_written_by_model() {
-    for name in [
-        "qwen3",
-        "glm45",
-        "kimi_k2",
-        "nemotron_v3",
-        "hy_v3",
-        "olmo3",
-        "deepseek_v3",
-    ] {
+    for name in ["qwen3", "glm45", "nemotron_v3", "hy_v3", "olmo3", "deepseek_v3"] {
         check(
             name,
             "<think>\nplan 計画\n</think>\n\nAnswer",
@@ -88,6 +80,9 @@ fn think_implied() {
         "qwen3-thinking",
         "deepseek-r1",
         "qwq",
+        // vLLM's `kimi_k2` and `glm47` (their templates open the block).
+        "kimi_k2",
+        "glm47",
     ] {
         check(name, "plan\n</think>\n\nAnswer", "plan\n", "\n\nAnswer");
         check(name, "<think>\nplan</think>Answer", "\nplan", "Answer");
@@ -185,12 +180,9 @@ fn harmony() {
     check("openai_gptoss", text, "User asks.", "Hello!");
     let call = "<|channel|>analysis<|message|>Need tool.<|end|><|start|>assistant<|channel|>commentary \
                 to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>";
-    check(
-        "openai_gptoss",
-        call,
-        "Need tool.",
-        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>",
-    );
+    // Without a tool-call parser behind it, a call is nobody's text (`tests/harmony.rs` has the
+    // chained cases).
+    check("openai_gptoss", call, "Need tool.", "");
     check("gpt-oss", "plain", "", "plain");
 }
 

@@ -205,6 +205,19 @@ impl PyToolCallStream {
     fn parser(&self) -> &'static str {
         self.inner.format().name()
     }
+
+    /// Calls this stream started that never completed (their arguments broke, or the output
+    /// ended inside them), which a complete parse does not report:
+    /// `{"calls": [index, ...], "text": [(offset, text), ...]}`, where each text is what a
+    /// complete parse has at that byte offset of the normal text streamed so far.
+    #[getter]
+    fn abandoned<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let a = self.inner.abandoned();
+        let out = PyDict::new(py);
+        out.set_item(intern!(py, "calls"), &a.calls)?;
+        out.set_item(intern!(py, "text"), &a.text)?;
+        Ok(out)
+    }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -78,9 +78,11 @@ fn reasoning_parser_for_model(model: &str) -> Option<&'static str> {
 
 /// Streaming reasoning parser for one response.
 ///
-/// `ReasoningStream(parser, *, prompt=None, prompt_opened_reasoning=None, thinking_disabled=False)`.
-/// Given the rendered `prompt`, its tail decides whether the output starts inside reasoning or
-/// thinking was switched off; explicit keywords win. `feed(delta)` returns what can be emitted
+/// `ReasoningStream(parser, *, prompt=None, prompt_opened_reasoning=None, thinking_disabled=False,
+/// keep_tool_calls=False)`. Given the rendered `prompt`, its tail decides whether the output
+/// starts inside reasoning or thinking was switched off; explicit keywords win.
+/// `keep_tool_calls=True`: a tool-call parser reads `normal_text` next, so gpt-oss tool-call
+/// messages stay in it (without, they are shown to no one). `feed(delta)` returns what can be emitted
 /// now (text that may start a marker is held back); `finish()` flushes the rest. Both return
 /// `{"reasoning_text": str, "normal_text": str}`.
 #[pyclass(name = "ReasoningStream", module = "smgpy._native")]
@@ -103,16 +105,19 @@ impl From<ReasoningParser> for PyReasoningStream {
 #[pymethods]
 impl PyReasoningStream {
     #[new]
-    #[pyo3(signature = (parser, *, prompt = None, prompt_opened_reasoning = None, thinking_disabled = false))]
+    #[pyo3(signature = (parser, *, prompt = None, prompt_opened_reasoning = None, thinking_disabled = false, keep_tool_calls = false))]
     fn new(
         parser: &str,
         prompt: Option<&str>,
         prompt_opened_reasoning: Option<bool>,
         thinking_disabled: bool,
+        keep_tool_calls: bool,
     ) -> PyResult<Self> {
         let format = format_of(parser)?;
         let opts = options(format, prompt, prompt_opened_reasoning, thinking_disabled);
-        Ok(ReasoningParser::new(format, opts).into())
+        Ok(ReasoningParser::new(format, opts)
+            .keep_tool_calls(keep_tool_calls)
+            .into())
     }
 
     /// Feed the next piece of output; returns `{"reasoning_text", "normal_text"}` to emit now.

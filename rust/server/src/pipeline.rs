@@ -68,7 +68,12 @@ impl Pipeline {
         };
         Ok(Self {
             stop,
-            reasoning: spec.reasoning.clone().map(|(f, o)| ReasoningParser::new(f, o)),
+            // A tool stage reads the calls the reasoning parser hands over (gpt-oss Harmony keeps
+            // them out of the content otherwise).
+            reasoning: spec
+                .reasoning
+                .clone()
+                .map(|(f, o)| ReasoningParser::new(f, o).keep_tool_calls(spec.tools.is_some())),
             tools: spec.tools.clone().map(|stage| match stage.forced {
                 None => ToolCallParser::new(stage.format, stage.tools),
                 Some(forced) => ToolCallParser::forced(stage.format, stage.tools, forced),

@@ -45,6 +45,7 @@ pub fn build(now: Option<DateTime>) -> Environment<'static> {
     env.add_filter("length", length_filter);
     env.add_filter("count", length_filter);
     crate::generators::register(&mut env);
+    crate::filters::register(&mut env);
     env.add_test("none", is_py_none);
     // jinja2's Undefined defines `__iter__`, so `undefined is iterable` holds.
     env.add_test("iterable", |v: &Value| {
@@ -289,9 +290,28 @@ pub(crate) fn string_filter(name: &str, value: &Value, args: &[Value]) -> Result
                 None => String::new(),
             }
         }
-        _ => minijinja::filters::title(text.into()),
+        _ => py_title(&text),
     };
     Ok(Value::from(out))
+}
+
+/// jinja2's `title`: a word starts after `-`, whitespace or an opening bracket (`(`, `{`, `[`,
+/// `<`), its first character upper case and the rest lower case (`foo_bar` is one word).
+fn py_title(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at_start = true;
+    for c in text.chars() {
+        if c == '-' || c.is_whitespace() || matches!(c, '(' | '{' | '[' | '<') {
+            out.push(c);
+            at_start = true;
+        } else if at_start {
+            out.extend(c.to_uppercase());
+            at_start = false;
+        } else {
+            out.extend(c.to_lowercase());
+        }
+    }
+    out
 }
 
 /// markupsafe's `escape`: `& < > ' "` become entities; already-safe strings pass through.

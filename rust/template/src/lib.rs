@@ -20,6 +20,7 @@ mod discover;
 mod doc;
 mod environment;
 mod fast;
+mod filters;
 mod generators;
 mod host;
 mod inspect;

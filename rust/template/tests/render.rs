@@ -276,3 +276,44 @@ fn dict_items_are_tuples_as_in_python() {
          |[[\"role\", \"user\"], [\"content\", \"hi\"]]"
     );
 }
+
+/// jinja2 3.1's filters at their edges, rendered through a message's content; the expected text is
+/// what jinja2 (through transformers) renders (`tests/test_chat_template_filters.py` compares the
+/// two engines directly on a longer list).
+#[test]
+fn filters_match_jinja2_at_their_edges() {
+    let cases = [
+        // A template that pipes a message ending in a newline through `indent(first=true)`.
+        ("a\nb\n", "{{ m|indent(first=true) }}", "    a\n    b\n"),
+        ("a\nb\n", "{{ m|indent }}", "a\n    b\n"),
+        ("a\nb\n", "{{ m|indent(2, true, true) }}", "  a\n  b\n  "),
+        ("line1\n\nline3", "{{ m|indent(blank=true) }}", "line1\n    \n    line3"),
+        ("", "{{ m|indent(first=true) }}", "    "),
+        ("\n", "{{ m|indent(first=true) }}", "    \n"),
+        ("a\r\nb\u{2028}c", "{{ m|indent }}", "a\n    b\n    c"),
+        ("a\nb\n", "{{ m|indent('> ', true) }}", "> a\n> b\n"),
+        ("a\nb\n", "{{ (m|safe)|indent(first=true) }}", "    a\n    b\n"),
+        (
+            "x",
+            "{{ 2.5|round }} {{ 3.5|round }} {{ 2.675|round(2) }} {{ 3.14159|round(1, 'ceil') }}",
+            "2.0 4.0 2.67 3.2",
+        ),
+        (
+            "x",
+            "{{ '42abc'|int }} {{ '0x1A'|int(0, 16) }} {{ ' 4_2 '|int }} {{ 'abc'|float }}",
+            "0 26 42 0.0",
+        ),
+        ("hello-world foo_bar", "{{ m|title }}", "Hello-World Foo_bar"),
+        (
+            "x",
+            "{{ 'ab'|center(5) }}|{{ 'the quick brown fox'|truncate(9, leeway=0) }}",
+            "  ab |the...",
+        ),
+        ("<b>a</b> &amp; b", "{{ m|striptags }} {{ m|wordcount }}", "a & b 5"),
+    ];
+    for (content, src, want) in cases {
+        let src = format!("{{% for message in messages %}}{{% set m = message.content %}}{src}{{% endfor %}}");
+        let got = render(&src, json!([{"role": "user", "content": content}])).unwrap();
+        assert_eq!(got, want, "{src} on {content:?}");
+    }
+}

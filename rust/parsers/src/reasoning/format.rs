@@ -9,9 +9,12 @@ use std::str::FromStr;
 pub enum ReasoningFormat {
     /// `<think>`...`</think>` written by the model (Qwen3 hybrid).
     Qwen3,
-    /// GLM-4.5 / 4.6 / 4.7 / 5: `<think>` written by the model.
+    /// GLM-4.5 / 4.6: `<think>` written by the model.
     Glm45,
-    /// Kimi K2 / K2.5: `<think>`; a tool section ends reasoning implicitly.
+    /// GLM-4.7 / 5: `<think>` opened by the template, so only `</think>` appears (vLLM `glm47`).
+    Glm47,
+    /// Kimi K2 / K2-Thinking / K2.5: `<think>` opened by the template unless thinking is off
+    /// (vLLM `kimi_k2`); a tool section ends reasoning implicitly.
     KimiK2,
     /// Nemotron 3 Nano: `<think>` (the template usually opens it).
     NemotronV3,
@@ -61,6 +64,8 @@ pub enum ReasoningFormat {
     SolarOpen,
     /// Inkling typed content blocks.
     Inkling,
+    /// Apertus `<|inner_prefix|>`...`<|inner_suffix|>`.
+    Apertus,
 }
 
 use ReasoningFormat as F;
@@ -78,9 +83,17 @@ const ALIASES: &[(&str, ReasoningFormat)] = &[
     ("kimi_thinking", F::DeepseekR1),
     ("kimi_k25", F::KimiK2),
     ("nano_v3", F::NemotronV3),
-    ("glm47", F::Glm45),
+    ("nemotron_3", F::NemotronV3),
     ("glm", F::Glm45),
     ("minimax", F::MinimaxM2),
+    ("minimax_append_think", F::MinimaxM2AppendThink),
+    ("holo2", F::DeepseekV3),
+    ("interns1", F::Qwen3),
+    ("mimo", F::Qwen3),
+    ("telechat4", F::Qwen3),
+    ("poolside_v1", F::Qwen3),
+    ("hunyuan", F::HunyuanA13b),
+    ("apertus2509", F::Apertus),
     ("cohere_cmd", F::CohereCommand3),
     ("cohere", F::CohereCommand3),
     ("gpt_oss", F::OpenaiGptoss),
@@ -106,10 +119,10 @@ const MODEL_PATTERNS: &[(&[&str], Option<ReasoningFormat>)] = &[
     (&["qwen3", "instruct-2507"], None),
     (&["glm-4.5"], Some(F::Glm45)),
     (&["glm-4.6"], Some(F::Glm45)),
-    (&["glm-4.7"], Some(F::Glm45)),
-    (&["glm-5"], Some(F::Glm45)),
+    (&["glm-4.7"], Some(F::Glm47)),
+    (&["glm-5"], Some(F::Glm47)),
     (&["glm45"], Some(F::Glm45)),
-    (&["glm47"], Some(F::Glm45)),
+    (&["glm47"], Some(F::Glm47)),
     (&["kimi"], Some(F::Kimi)),
     (&["kimi-k2"], Some(F::KimiK2)),
     (&["kimi-k2", "instruct"], None),
@@ -144,6 +157,7 @@ const MODEL_PATTERNS: &[(&[&str], Option<ReasoningFormat>)] = &[
     (&["apriel"], Some(F::Apriel)),
     (&["solar-open"], Some(F::SolarOpen)),
     (&["inkling"], Some(F::Inkling)),
+    (&["apertus"], Some(F::Apertus)),
     (&["smollm3"], Some(F::Qwen3)),
     (&["mimo"], Some(F::Qwen3)),
     (&["phi-4", "reasoning"], Some(F::Qwen3)),
@@ -154,6 +168,7 @@ const MODEL_PATTERNS: &[(&[&str], Option<ReasoningFormat>)] = &[
 const TEMPLATE_MARKERS: &[(&[&str], ReasoningFormat)] = &[
     (&["<|channel|>"], F::OpenaiGptoss),
     (&["<|channel>"], F::Gemma4),
+    (&["<|inner_prefix|>"], F::Apertus),
     (&["<seed:think>"], F::SeedOss),
     (&["[THINK]"], F::Mistral),
     (&["<|START_THINKING|>"], F::CohereCommand3),
@@ -174,6 +189,7 @@ impl ReasoningFormat {
     pub const ALL: &'static [ReasoningFormat] = &[
         F::Qwen3,
         F::Glm45,
+        F::Glm47,
         F::KimiK2,
         F::NemotronV3,
         F::HyV3,
@@ -199,6 +215,7 @@ impl ReasoningFormat {
         F::Apriel,
         F::SolarOpen,
         F::Inkling,
+        F::Apertus,
     ];
 
     /// Canonical name.
@@ -206,6 +223,7 @@ impl ReasoningFormat {
         match self {
             F::Qwen3 => "qwen3",
             F::Glm45 => "glm45",
+            F::Glm47 => "glm47",
             F::KimiK2 => "kimi_k2",
             F::NemotronV3 => "nemotron_v3",
             F::HyV3 => "hy_v3",
@@ -231,13 +249,15 @@ impl ReasoningFormat {
             F::Apriel => "apriel",
             F::SolarOpen => "solar_open",
             F::Inkling => "inkling",
+            F::Apertus => "apertus",
         }
     }
 
     pub(crate) fn spec(self) -> &'static Spec {
         match self {
-            F::Qwen3 | F::Glm45 | F::KimiK2 | F::NemotronV3 | F::HyV3 | F::Olmo3 | F::DeepseekV3 => &spec::THINK,
-            F::DeepseekR1 | F::Step3 | F::Step3p5 | F::MinimaxM2 => &spec::THINK_IMPLIED,
+            F::Qwen3 | F::Glm45 | F::NemotronV3 | F::Olmo3 | F::DeepseekV3 => &spec::THINK,
+            F::DeepseekR1 | F::Step3 | F::Step3p5 | F::MinimaxM2 | F::Glm47 | F::KimiK2 => &spec::THINK_IMPLIED,
+            F::HyV3 => &spec::THINK_HUNYUAN,
             F::MinimaxM2AppendThink => &spec::THINK_APPEND,
             F::MinimaxM3 => &spec::MINIMAX_M3,
             F::Ernie45 => &spec::ERNIE45,
@@ -253,6 +273,7 @@ impl ReasoningFormat {
             F::Apriel => &spec::APRIEL,
             F::SolarOpen => &spec::SOLAR_OPEN,
             F::Inkling => &spec::INKLING,
+            F::Apertus => &spec::APERTUS,
         }
     }
 
@@ -375,6 +396,9 @@ mod tests {
         );
         assert_eq!(ReasoningFormat::for_model("openai/gpt-oss-20b"), Some(F::OpenaiGptoss));
         assert_eq!(ReasoningFormat::for_model("zai-org/GLM-4.6"), Some(F::Glm45));
+        assert_eq!(ReasoningFormat::for_model("zai-org/GLM-4.7-Flash"), Some(F::Glm47));
+        assert_eq!(ReasoningFormat::for_model("swiss-ai/Apertus-8B-2509"), Some(F::Apertus));
+        assert_eq!(ReasoningFormat::for_model("moonshotai/Kimi-K2-Instruct"), None);
         assert_eq!(ReasoningFormat::for_model("MiniMaxAI/MiniMax-M2"), Some(F::MinimaxM2));
         assert_eq!(ReasoningFormat::for_model("meta-llama/Llama-3.1-8B"), None);
     }

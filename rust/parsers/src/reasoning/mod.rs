@@ -12,8 +12,15 @@
 //!   is what lets streaming equal complete parsing.
 //! - Thinking disabled: opening markers are not recognised, everything is content; stray closing
 //!   markers are dropped.
+//! - A tool call opened inside reasoning (Kimi's section or call marker, `<tool_call>`, DeepSeek's
+//!   section, Hunyuan's `<tool_calls>`) ends it: the marker and the call stay in the content for the
+//!   tool parser, as SGLang's detectors hand them over.
+//! - gpt-oss Harmony has a machine of its own (`harmony.rs`): a message's header decides where its
+//!   text goes, and tool calls reach the content only for a tool parser behind
+//!   ([`ReasoningParser::keep_tool_calls`]).
 mod engine;
 mod format;
+mod harmony;
 mod prompt;
 mod spec;
 
@@ -53,39 +60,74 @@ impl ReasoningDelta {
 /// until the next `push` (or `finish`) decides it; nothing emitted is ever retracted.
 #[derive(Debug, Clone)]
 pub struct ReasoningParser {
-    engine: engine::Engine,
+    engine: Engine,
+}
+
+/// The engine of a format: marker tables for every family but Harmony, whose headers are not
+/// fixed strings and get a message-level machine of their own.
+#[derive(Debug, Clone)]
+enum Engine {
+    Table(engine::Engine),
+    Harmony(harmony::Harmony),
 }
 
 impl ReasoningParser {
     pub fn new(format: ReasoningFormat, opts: ReasoningOptions) -> Self {
-        Self {
-            engine: engine::Engine::new(format, &opts),
+        let engine = match format {
+            ReasoningFormat::OpenaiGptoss => Engine::Harmony(harmony::Harmony::new(
+                opts.prompt_opened_reasoning,
+                opts.thinking_disabled,
+            )),
+            _ => Engine::Table(engine::Engine::new(format, &opts)),
+        };
+        Self { engine }
+    }
+
+    /// Hand tool calls over in the content for a tool-call parser that runs next (`keep`), or
+    /// drop them (the default). Only gpt-oss Harmony separates a call from the text around it
+    /// (a message of its own, addressed `to=functions.NAME`): without a tool-call parser behind
+    /// it, such a message is shown to no one, as vllm-mlx's Harmony reasoning parser does. The
+    /// other formats' tool markup is content either way (vLLM's and SGLang's reasoning parsers
+    /// leave a tool section that ends reasoning in the content).
+    pub fn keep_tool_calls(mut self, keep: bool) -> Self {
+        if let Engine::Harmony(h) = &mut self.engine {
+            h.keep_calls(keep);
         }
+        self
     }
 
     /// Feed the next piece of output.
     pub fn push(&mut self, text: &str) -> ReasoningDelta {
         let mut out = ReasoningDelta::default();
-        self.engine.push(text, &mut out);
+        self.push_into(text, &mut out);
         out
     }
 
     /// `push`, appending to `out` instead of returning a new delta: a caller that clears and
     /// reuses one delta per stream allocates nothing per piece once its buffers have grown.
     pub fn push_into(&mut self, text: &str, out: &mut ReasoningDelta) {
-        self.engine.push(text, out);
+        match &mut self.engine {
+            Engine::Table(e) => e.push(text, out),
+            Engine::Harmony(h) => h.push(text, out),
+        }
     }
 
     /// End of output: flush everything held back.
     pub fn finish(&mut self) -> ReasoningDelta {
         let mut out = ReasoningDelta::default();
-        self.engine.finish(&mut out);
+        match &mut self.engine {
+            Engine::Table(e) => e.finish(&mut out),
+            Engine::Harmony(h) => h.finish(&mut out),
+        }
         out
     }
 
     /// Whether the parser is currently inside a reasoning block.
     pub fn in_reasoning(&self) -> bool {
-        self.engine.in_reasoning()
+        match &self.engine {
+            Engine::Table(e) => e.in_reasoning(),
+            Engine::Harmony(h) => h.in_reasoning(),
+        }
     }
 }
 

@@ -42,8 +42,27 @@ pub(crate) struct Spec {
 
 const NONE: &[&str] = &[];
 
-/// Tool sections that may open before `</think>` (formats.md §1.6).
-const TOOL_SECTIONS: &[&str] = &["<|tool_calls_section_begin|>", "<｜tool▁calls▁begin｜>"];
+/// Tool calls that may open before `</think>` (formats.md §1.6): the marker ends reasoning and
+/// stays in the content for the tool parser. Kimi K2 (both spellings of its section, and a bare
+/// call), DeepSeek, and `<tool_call>`, which SGLang's Qwen3, GLM-4.5 and Nemotron 3 detectors
+/// treat so ("Qwen3.5 sometimes opens <tool_call> without closing </think>").
+const TOOL_SECTIONS: &[&str] = &[
+    "<|tool_calls_section_begin|>",
+    "<|tool_call_section_begin|>",
+    "<|tool_call_begin|>",
+    "<｜tool▁calls▁begin｜>",
+    "<tool_call>",
+];
+
+/// `TOOL_SECTIONS` and Hunyuan's `<tool_calls>` (SGLang's Hunyuan detector ends reasoning there).
+const HUNYUAN_TOOLS: &[&str] = &[
+    "<|tool_calls_section_begin|>",
+    "<|tool_call_section_begin|>",
+    "<|tool_call_begin|>",
+    "<｜tool▁calls▁begin｜>",
+    "<tool_call>",
+    "<tool_calls>",
+];
 
 const fn base(opens: &'static [&'static str], closes: &'static [&'static str]) -> Spec {
     Spec {
@@ -69,10 +88,24 @@ pub(crate) const THINK: Spec = Spec {
     ..base(THINK_OPEN, THINK_CLOSE)
 };
 
-/// `<think>` implied by the prompt: only `</think>` appears (DeepSeek-R1, QwQ, MiniMax-M2, Step).
+/// `<think>` implied by the prompt: only `</think>` appears (DeepSeek-R1, QwQ, MiniMax-M2, Step;
+/// vLLM's `kimi_k2` and `glm47`, whose templates open the block).
 pub(crate) const THINK_IMPLIED: Spec = Spec {
     implied_open: true,
     ..THINK
+};
+
+/// Tencent Hy3: `<think>`, and a `<tool_calls>` block ends it.
+pub(crate) const THINK_HUNYUAN: Spec = Spec {
+    close_keep: HUNYUAN_TOOLS,
+    ..base(THINK_OPEN, THINK_CLOSE)
+};
+
+/// Apertus: `<|inner_prefix|>`...`<|inner_suffix|>`; a tool block opened inside ends reasoning
+/// (SGLang's Apertus detector moves it to the text).
+pub(crate) const APERTUS: Spec = Spec {
+    close_keep: &["<|tools_prefix|>"],
+    ..base(&["<|inner_prefix|>"], &["<|inner_suffix|>"])
 };
 
 /// MiniMax-M2 with the thinking kept in the content, `<think>` restored in front.
@@ -97,12 +130,20 @@ pub(crate) const COHERE: Spec = Spec {
     ..base(&["<|START_THINKING|>"], &["<|END_THINKING|>"])
 };
 
-/// gpt-oss Harmony. Analysis messages are reasoning; the final channel is the answer; the
-/// commentary channel (tool calls, preambles) stays in the content for the tool parser.
+/// gpt-oss Harmony. Parsed by its own message machine (`harmony.rs`); these lists only name its
+/// tokens (for `ReasoningFormat::markers` and the prompt's tail in `prompt_state`).
 pub(crate) const HARMONY: Spec = Spec {
     answer_opens: &["<|channel|>final<|message|>"],
     answer_closes: &["<|return|>", "<|end|>"],
-    drops: &["<|start|>assistant"],
+    drops: &[
+        "<|start|>assistant",
+        "<|start|>",
+        "<|channel|>",
+        "<|message|>",
+        "<|constrain|>",
+        "<|call|>",
+        " to=functions.",
+    ],
     prompt_close_disables: false,
     ..base(&["<|channel|>analysis<|message|>"], &["<|end|>"])
 };
@@ -129,10 +170,12 @@ pub(crate) const INKLING: Spec = Spec {
     )
 };
 
-/// Hunyuan-A13B: `<think>`...`</think>` then `<answer>`...`</answer>`.
+/// Hunyuan-A13B: `<think>`...`</think>` then `<answer>`...`</answer>`; `<tool_calls>` ends
+/// reasoning.
 pub(crate) const HUNYUAN_A13B: Spec = Spec {
     answer_opens: &["<answer>"],
     answer_closes: &["</answer>"],
+    close_keep: HUNYUAN_TOOLS,
     ..base(THINK_OPEN, THINK_CLOSE)
 };
 

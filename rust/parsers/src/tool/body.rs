@@ -1,8 +1,8 @@
 //! Body grammars: turn the text of one finished tool region into calls. JSON-shaped bodies live
 //! here; XML-style ones in `xml.rs`, Python/Gemma literals in `literal.rs`.
-use super::engine::Ctx;
+use super::ctx::Ctx;
 use super::spec::{Body, End};
-use super::{literal, xml};
+use super::{generic, header, json_raw as raw, literal, xml};
 use serde_json::{Map, Value};
 
 /// One parsed call; `arguments` is compact JSON.
@@ -18,10 +18,40 @@ pub(crate) struct Call {
 pub(crate) enum Target {
     Body(Body),
     /// Arguments of a call whose name a header already gave (Harmony, Functionary v3.2).
+    /// `raw`: arguments that are not JSON are kept as written (Harmony, as vLLM and the harmony
+    /// library keep them) instead of making the region text.
     Args {
         name: String,
         id: Option<String>,
+        raw: bool,
     },
+    /// Text shown to no one (a Harmony analysis message or built-in tool call, read by a tool
+    /// parser without a reasoning parser before it).
+    Discard,
+}
+
+impl Target {
+    /// Whether the region's body is JSON, whose string values may hold the region's end marker.
+    pub(crate) fn is_json(&self) -> bool {
+        match self {
+            Target::Args { .. } => true,
+            Target::Discard => false,
+            Target::Body(body) => match body {
+                Body::Json
+                | Body::NameKeyedJson
+                | Body::Mistral
+                | Body::DeepSeekItem
+                | Body::KimiItem
+                | Body::FunctionaryV31
+                | Body::Solar
+                | Body::Inkling
+                | Body::Llama3Tag
+                | Body::Generic => true,
+                Body::Items { item, .. } => matches!(item, Body::DeepSeekItem | Body::KimiItem),
+                _ => false,
+            },
+        }
+    }
 }
 
 /// The result of reading a region.
@@ -39,9 +69,14 @@ pub(crate) enum Outcome {
 
 pub(crate) fn parse_body(target: &Target, text: &str, ctx: &Ctx) -> Outcome {
     let body = match target {
-        Target::Args { name, id } => {
-            return match parse_args(strip_fence(text)) {
-                Some(arguments) if !text.trim().is_empty() => Outcome::Calls(
+        Target::Args { name, id, raw } => {
+            let arguments = match parse_args(strip_fence(text)) {
+                Some(arguments) if !text.trim().is_empty() => Some(arguments),
+                _ if *raw => Some(text.trim().to_string()),
+                _ => None,
+            };
+            return match arguments {
+                Some(arguments) => Outcome::Calls(
                     vec![Call {
                         id: id.clone(),
                         name: name.clone(),
@@ -49,14 +84,19 @@ pub(crate) fn parse_body(target: &Target, text: &str, ctx: &Ctx) -> Outcome {
                     }],
                     String::new(),
                 ),
-                _ => Outcome::Text,
+                None => Outcome::Text,
             };
         }
+        Target::Discard => return Outcome::Drop,
         Target::Body(body) => body,
     };
     match body {
-        Body::HarmonyHeader => harmony_header(text),
-        Body::FunctionaryHeader => functionary_header(text),
+        Body::HarmonyHeader { role } => header::harmony(text, *role),
+        Body::FunctionaryHeader => header::functionary(text),
+        Body::Generic => match generic::read(text) {
+            Some((calls, text)) => Outcome::Calls(calls, text),
+            None => Outcome::Text,
+        },
         _ => match calls(body, text, ctx) {
             Some((calls, trailing)) if !calls.is_empty() => Outcome::Calls(calls, trailing),
             _ => Outcome::Text,
@@ -83,7 +123,7 @@ pub(crate) fn continuation(target: &Target, text: &str, ctx: &Ctx) -> (Vec<Call>
             }
         }
         Target::Body(body) => calls(body, text, ctx),
-        Target::Args { .. } => None,
+        Target::Args { .. } | Target::Discard => None,
     };
     match parsed {
         Some((calls, trailing)) if calls.iter().all(|c| ctx.declared(&c.name)) => (calls, trailing),
@@ -102,7 +142,7 @@ fn calls(body: &Body, text: &str, ctx: &Ctx) -> Option<(Vec<Call>, String)> {
         Body::Invoke { prefix } => only(xml::invoke(text, prefix, ctx)),
         Body::Items { begin, end, item } => only(items(text, begin, end, item, ctx)),
         Body::DeepSeekItem => only(deepseek_item(text)),
-        Body::KimiItem => only(kimi_item(text)),
+        Body::KimiItem => only(kimi_item(text, ctx)),
         Body::Step3Item => {
             let t = text.trim_start();
             only(xml::invoke(
@@ -114,6 +154,12 @@ fn calls(body: &Body, text: &str, ctx: &Ctx) -> Option<(Vec<Call>, String)> {
         Body::KimiK3 => only(xml::kimi_k3(text, ctx)),
         Body::Mistral => mistral(text),
         Body::Pythonic => only(literal::pythonic_calls(text)),
+        Body::PythonicOrJson => match text.trim_start().strip_prefix('[') {
+            Some(r) if r.trim_start().starts_with('{') => json_calls(text),
+            _ => only(literal::pythonic_calls(text)),
+        },
+        Body::Llama3Tag => json_calls(text).or_else(|| only(literal::builtin_call(text))),
+        Body::Generic => generic::read(text).filter(|(c, _)| !c.is_empty()),
         Body::PythonDicts => {
             let v = literal::python_value(text.trim())?;
             only(calls_from_values(&[v]))
@@ -141,7 +187,23 @@ fn calls(body: &Body, text: &str, ctx: &Ctx) -> Option<(Vec<Call>, String)> {
             only(single(id, name, args))
         }
         Body::Inkling => only(inkling(text)),
-        Body::HarmonyHeader | Body::FunctionaryHeader => None,
+        Body::HarmonyHeader { .. } | Body::FunctionaryHeader => None,
+    }
+}
+
+/// Whether a region the output ended inside, before its end marker, can still read whole: its
+/// body's own grammar closes each call (a JSON object, a Python call, a Gemma object). XML-style
+/// bodies are told complete by their live reader instead, and GLM's calls close only with the
+/// region; read whole at the end, these would take a cut-off call for a complete one.
+pub(crate) fn whole_without_end(target: &Target, text: &str) -> bool {
+    match target {
+        Target::Args { .. } => true,
+        Target::Discard => false,
+        Target::Body(body) => match body {
+            Body::QwenXml { .. } | Body::Glm | Body::Invoke { .. } | Body::Items { .. } | Body::Step3Item => false,
+            Body::KimiK3 => text.trim_end().ends_with("<|close|>call<|sep|>"),
+            _ => true,
+        },
     }
 }
 
@@ -151,7 +213,7 @@ pub(crate) fn compact(v: &Value) -> String {
 }
 
 /// Arguments as compact JSON; a JSON-encoded string (OpenAI style) is decoded first.
-fn args_string(v: &Value) -> String {
+pub(crate) fn args_string(v: &Value) -> String {
     if let Value::String(s) = v {
         if let Ok(inner @ Value::Object(_)) = serde_json::from_str::<Value>(s) {
             return compact(&inner);
@@ -242,115 +304,12 @@ fn json_calls(text: &str) -> Option<(Vec<Call>, String)> {
 }
 
 /// Text after the calls of a JSON region (separators and blank text dropped).
-fn trailing_text(rest: &str) -> String {
+pub(crate) fn trailing_text(rest: &str) -> String {
     let rest = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ';');
     if rest.trim().is_empty() {
         String::new()
     } else {
         rest.to_string()
-    }
-}
-
-/// The common shapes of JSON calls read without building a `Value` tree: each call object is
-/// deserialised into borrowed raw fields and its arguments object compacted by `JsonStream`.
-/// Anything unusual (a repeated key in a call object, a non-string name, nested arrays) returns
-/// `None` and is read by the general path. Both give the same calls, except that a key repeated
-/// inside an arguments object is kept twice here, as it is in streamed calls.
-mod raw {
-    use super::super::json_stream::{Fed, JsonStream};
-    use super::{args_string, trailing_text, valid_name, Call};
-    use serde::Deserialize;
-    use serde_json::value::RawValue;
-    use serde_json::Value;
-
-    #[derive(Deserialize)]
-    struct RawCall<'a> {
-        #[serde(borrow, default)]
-        name: Option<&'a RawValue>,
-        #[serde(borrow, default)]
-        tool_name: Option<&'a RawValue>,
-        #[serde(borrow, default)]
-        function: Option<&'a RawValue>,
-        #[serde(borrow, default)]
-        arguments: Option<&'a RawValue>,
-        #[serde(borrow, default)]
-        parameters: Option<&'a RawValue>,
-        #[serde(borrow, default)]
-        args: Option<&'a RawValue>,
-        #[serde(borrow, default)]
-        id: Option<&'a RawValue>,
-        #[serde(borrow, default)]
-        tool_call_id: Option<&'a RawValue>,
-    }
-
-    pub(super) fn json_calls(text: &str) -> Option<(Vec<Call>, String)> {
-        let mut calls = Vec::new();
-        let mut end = 0;
-        loop {
-            let t = text[end..].trim_start_matches(|c: char| c.is_whitespace() || c == ';' || c == ',');
-            if !t.starts_with(['{', '[']) {
-                break;
-            }
-            let mut values = serde_json::Deserializer::from_str(t).into_iter::<&RawValue>();
-            let json = values.next()?.ok()?.get();
-            if json.starts_with('[') {
-                for c in serde_json::from_str::<Vec<RawCall>>(json).ok()? {
-                    calls.push(call(&c)?);
-                }
-            } else {
-                calls.push(call(&serde_json::from_str::<RawCall>(json).ok()?)?);
-            }
-            end = text.len() - t.len() + values.byte_offset();
-        }
-        if calls.is_empty() {
-            return None;
-        }
-        Some((calls, trailing_text(&text[end..])))
-    }
-
-    fn call(obj: &RawCall) -> Option<Call> {
-        let id = [obj.id, obj.tool_call_id]
-            .into_iter()
-            .flatten()
-            .find_map(|raw| match serde_json::from_str::<Value>(raw.get()).ok()? {
-                Value::String(s) => Some(s),
-                Value::Number(n) => Some(n.to_string()),
-                _ => None,
-            });
-        let inner;
-        let f = match obj.function {
-            Some(raw) if raw.get().starts_with('{') => {
-                inner = serde_json::from_str::<RawCall>(raw.get()).ok()?;
-                &inner
-            }
-            _ => obj,
-        };
-        let name = [f.name, f.tool_name]
-            .into_iter()
-            .flatten()
-            .find_map(|raw| serde_json::from_str::<String>(raw.get()).ok())?;
-        let arguments = match [f.arguments, f.parameters, f.args].into_iter().flatten().next() {
-            None => "{}".to_string(),
-            Some(raw) => arguments(raw.get())?,
-        };
-        Some(Call {
-            id,
-            name: valid_name(&name)?,
-            arguments,
-        })
-    }
-
-    /// Compact arguments; an object is compacted in one pass, other values go through `Value`.
-    fn arguments(json: &str) -> Option<String> {
-        if json.starts_with('{') {
-            let mut out = String::with_capacity(json.len());
-            let mut s = JsonStream::new();
-            return match s.feed(json, &mut out) {
-                Fed::Done(n) if n == json.len() => Some(out),
-                _ => None,
-            };
-        }
-        serde_json::from_str::<Value>(json).ok().map(|v| args_string(&v))
     }
 }
 
@@ -413,7 +372,11 @@ fn name_keyed(text: &str) -> Option<Vec<Call>> {
     Some(out)
 }
 
+/// `begin ITEM end` items separated by whitespace. A malformed item is skipped, as peers skip a
+/// bad call among good ones; with no good item the region is text. An item's end marker inside
+/// one of its JSON strings ends nothing.
 fn items(text: &str, begin: &str, end: &str, item: &Body, ctx: &Ctx) -> Option<Vec<Call>> {
+    let json = matches!(item, Body::DeepSeekItem | Body::KimiItem);
     let mut out = Vec::new();
     let mut rest = text;
     loop {
@@ -422,11 +385,25 @@ fn items(text: &str, begin: &str, end: &str, item: &Body, ctx: &Ctx) -> Option<V
             break;
         }
         let r = rest.strip_prefix(begin)?;
-        let (inner, after) = r.find(end).map_or((r, ""), |p| (&r[..p], &r[p + end.len()..]));
-        out.extend(calls(item, inner, ctx)?.0);
+        let at = if json {
+            find_outside_strings(r, end)
+        } else {
+            r.find(end)
+        };
+        let (inner, after) = at.map_or((r, ""), |p| (&r[..p], &r[p + end.len()..]));
+        if let Some((calls, _)) = calls(item, inner, ctx) {
+            out.extend(calls);
+        }
         rest = after;
     }
-    Some(out)
+    (!out.is_empty()).then_some(out)
+}
+
+/// The first `marker` in `text` that is not inside a JSON string.
+fn find_outside_strings(text: &str, marker: &str) -> Option<usize> {
+    let mut scan = 0;
+    let mut strings = super::ends::JsonStrings::default();
+    super::ends::marker_end(text, &mut scan, &[marker], 1, |at| strings.inside(text.as_bytes(), at)).map(|(p, _)| p)
 }
 
 fn deepseek_item(text: &str) -> Option<Vec<Call>> {
@@ -439,15 +416,28 @@ fn deepseek_item(text: &str) -> Option<Vec<Call>> {
     single(None, left, right)
 }
 
-fn kimi_item(text: &str) -> Option<Vec<Call>> {
+fn kimi_item(text: &str, ctx: &Ctx) -> Option<Vec<Call>> {
     let (id, args) = text.split_once("<|tool_call_argument_begin|>")?;
     let id = id.trim();
-    let bare = id.strip_prefix("functions.").unwrap_or(id);
-    let name = match bare.rsplit_once(':') {
-        Some((n, idx)) if !idx.is_empty() && idx.bytes().all(|b| b.is_ascii_digit()) => n,
-        _ => bare,
-    };
+    let (name, infer) = kimi_name(id)?;
+    let name = if infer { ctx.sole_tool()? } else { name };
     single(Some(id.to_string()), name, args)
+}
+
+/// The function name in a Kimi K2 call id, `functions.NAME:IDX` or `NAME:IDX`; `("", true)` for a
+/// bare counter (`0`), whose name is inferred from the declared tools. An id without a counter
+/// (`functions.get.0`) is malformed, as vLLM reads it.
+pub(crate) fn kimi_name(id: &str) -> Option<(&str, bool)> {
+    if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(("", true));
+    }
+    let bare = id.strip_prefix("functions.").unwrap_or(id);
+    match bare.rsplit_once(':') {
+        Some((n, idx)) if !n.is_empty() && !idx.is_empty() && idx.bytes().all(|b| b.is_ascii_digit()) => {
+            Some((n, false))
+        }
+        _ => None,
+    }
 }
 
 fn mistral(text: &str) -> Option<(Vec<Call>, String)> {
@@ -479,43 +469,6 @@ fn inkling(text: &str) -> Option<Vec<Call>> {
         name: valid_name(name)?,
         arguments,
     }])
-}
-
-const HARMONY_ENDS: &[&str] = &["<|call|>", "<|end|>", "<|return|>"];
-
-/// A Harmony header: a recipient `to=functions.NAME` makes the message body a call.
-fn harmony_header(text: &str) -> Outcome {
-    let Some(p) = text.find("to=") else {
-        return Outcome::Drop;
-    };
-    let recipient: &str = text[p + 3..]
-        .split(|c: char| c.is_whitespace() || c == '<')
-        .next()
-        .unwrap_or("");
-    let name = recipient.strip_prefix("functions.").unwrap_or(recipient);
-    match valid_name(name) {
-        Some(name) => Outcome::Follow {
-            target: Target::Args { name, id: None },
-            end: End::Marker(HARMONY_ENDS),
-        },
-        None => Outcome::Drop,
-    }
-}
-
-/// Functionary v3.2 `>>>NAME` line: `all` introduces plain text.
-fn functionary_header(text: &str) -> Outcome {
-    let t = text.trim();
-    let t = t.strip_prefix(">>>").unwrap_or(t).trim();
-    if t == "all" {
-        return Outcome::Drop;
-    }
-    match valid_name(t) {
-        Some(name) => Outcome::Follow {
-            target: Target::Args { name, id: None },
-            end: End::Balanced,
-        },
-        None => Outcome::Text,
-    }
 }
 
 #[cfg(test)]

@@ -7,109 +7,25 @@
 //! kept across pushes, so each byte is examined a bounded number of times.
 //!
 //! Decisions depend only on the text seen, never on where chunks split it, which is why a
-//! streamed parse equals a complete one.
-use super::body::{continuation, parse_body, Call, Outcome, Target};
+//! streamed parse equals a complete one, once a stream's `Abandoned` calls are set aside (the
+//! crate docs' policy on calls that never complete): a complete parse does not report a call
+//! whose arguments broke or were cut off, but a stream has already sent its start.
+use super::body::{continuation, parse_body, whole_without_end, Call, Outcome, Target};
+use super::ctx::Ctx;
+use super::ends::{closing_marker, contains_any, marker_end, next_marker, Balance, JsonStrings};
 use super::json_stream::special;
-use super::live::{Idle, Live, Readers};
-use super::spec::Body;
-use super::spec::{End, Spec, TextMarkers};
+use super::live::{Between, Idle, Live, Readers};
+use super::spec::{Body, End, Opens, Spec, TextMarkers};
+use super::string_run::StringRun;
 use super::Forced;
-use super::{ToolDef, ToolDelta};
+use super::{Abandoned, ToolDelta};
 use crate::scan::{self, partial_suffix_len};
 
-/// Declared tools, used to reject unknown names and to type XML-style parameters.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Ctx {
-    tools: Option<Vec<ToolDef>>,
-}
-
-impl Ctx {
-    pub(crate) fn new(tools: Option<Vec<ToolDef>>) -> Self {
-        Self { tools }
-    }
-
-    pub(crate) fn declared(&self, name: &str) -> bool {
-        self.tools.as_ref().is_none_or(|ts| ts.iter().any(|t| t.name == name))
-    }
-
-    /// The JSON-schema `type` of parameter `key` of tool `tool`, if declared.
-    pub(crate) fn param_type(&self, tool: &str, key: &str) -> Option<&str> {
-        let def = self.tools.as_ref()?.iter().find(|t| t.name == tool)?;
-        let ty = def.parameters.as_ref()?.get("properties")?.get(key)?.get("type")?;
-        match ty {
-            serde_json::Value::String(s) => Some(s),
-            serde_json::Value::Array(types) => types.iter().filter_map(|t| t.as_str()).find(|t| *t != "null"),
-            _ => None,
-        }
-    }
-}
-
-/// Bracket matcher state for `End::Balanced`, resumable across pushes.
-#[derive(Debug, Clone, Default)]
-struct Balance {
-    depth: u32,
-    quote: u8,
-    escaped: bool,
-    /// Where the first group closed, once it has (`End::BalancedThen` may still wait for its
-    /// closing marker, and must not scan on into a second group meanwhile).
-    closed: Option<usize>,
-}
-
-impl Balance {
-    /// Advance from `*pos`; returns the offset just past the closing bracket of the first group.
-    fn advance(&mut self, buf: &str, pos: &mut usize, skip: &[&str], finishing: bool) -> Option<usize> {
-        if self.closed.is_some() {
-            return self.closed;
-        }
-        let bytes = buf.as_bytes();
-        while *pos < bytes.len() {
-            let c = bytes[*pos];
-            if self.quote != 0 {
-                if self.escaped {
-                    self.escaped = false;
-                } else if c == b'\\' {
-                    self.escaped = true;
-                } else if c == self.quote {
-                    self.quote = 0;
-                } else {
-                    // Jump to the next quote or backslash: string contents dominate the text.
-                    let skip = scan::byte2(self.quote, b'\\', &bytes[*pos..]).unwrap_or(bytes.len() - *pos);
-                    *pos += skip;
-                    continue;
-                }
-                *pos += 1;
-                continue;
-            }
-            if c == b'[' && !skip.is_empty() {
-                let rest = &buf[*pos..];
-                if let Some(t) = skip.iter().find(|t| rest.starts_with(**t)) {
-                    *pos += t.len();
-                    continue;
-                }
-                if !finishing && skip.iter().any(|t| t.starts_with(rest)) {
-                    return None;
-                }
-            }
-            match c {
-                b'{' | b'[' | b'(' => self.depth += 1,
-                b'}' | b']' | b')' if self.depth > 0 => {
-                    self.depth -= 1;
-                    if self.depth == 0 {
-                        *pos += 1;
-                        self.closed = Some(*pos);
-                        return self.closed;
-                    }
-                }
-                b'"' | b'\'' if self.depth > 0 => self.quote = c,
-                _ => {}
-            }
-            *pos += 1;
-        }
-        None
-    }
-}
-
 #[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per engine, never collected; boxing the region would allocate per region"
+)]
 enum Mode {
     Text,
     /// The unconsumed text starts with the region (its start marker first); offsets are
@@ -122,6 +38,20 @@ enum Mode {
         balance: Balance,
         live: Live,
     },
+}
+
+impl Mode {
+    /// A region whose body starts at `body_start` (its start marker before that).
+    fn region(end: End, target: Target, body_start: usize) -> Self {
+        Mode::Region {
+            end,
+            target,
+            body_start,
+            scan: body_start,
+            balance: Balance::default(),
+            live: Live::new(body_start),
+        }
+    }
 }
 
 /// Per-request engine state.
@@ -152,34 +82,21 @@ pub(crate) struct Engine {
     /// arguments fragment as it stands. Inside a long string argument that is most pieces, and
     /// they then skip the region machinery entirely. Any other push clears it.
     string_run: Option<StringRun>,
+    /// Bytes of normal text emitted so far (where abandoned regions' text goes back).
+    emitted: usize,
+    /// Calls that went live and never completed, and the text a complete parse has instead.
+    abandoned: Abandoned,
+    /// The current region's JSON string state for its end-marker search, when its body is JSON
+    /// (kept here rather than in `Mode::Region`, which is moved on every step).
+    strings: Option<JsonStrings>,
+    /// Index of the current region's first call.
+    first_call: usize,
 }
 
-/// A live call's JSON string value, read up to the end of the buffered region (see
-/// `Engine::string_run`).
-#[derive(Debug, Clone, Copy)]
-struct StringRun {
-    /// The call whose arguments the value belongs to.
-    index: usize,
-    /// Bytes that end the run: those a JSON string cannot hold as is (quote, backslash, control
-    /// bytes) and the first bytes of the region's end markers. A bit set, one bit per byte.
-    stop: [u64; 4],
-}
-
-impl StringRun {
-    fn new(index: usize, ends: &[&str]) -> Self {
-        // Control bytes 0x00-0x1f, then `"` (0x22) and `\\` (0x5c).
-        let mut stop = [0x0000_0004_ffff_ffff, 0x1000_0000, 0, 0];
-        for first in ends.iter().filter_map(|e| e.as_bytes().first()) {
-            stop[usize::from(first >> 6)] |= 1 << (first & 63);
-        }
-        Self { index, stop }
-    }
-
-    /// Whether `text` is plain characters that continue the run.
-    fn continues(&self, text: &str) -> bool {
-        text.bytes()
-            .all(|b| self.stop[usize::from(b >> 6)] & (1 << (b & 63)) == 0)
-    }
+/// Append `text` to the normal text, counting it.
+fn put_text(out: &mut ToolDelta, emitted: &mut usize, text: &str) {
+    out.normal_text.push_str(text);
+    *emitted += text.len();
 }
 
 impl Engine {
@@ -199,7 +116,18 @@ impl Engine {
             next_index: 0,
             forced: None,
             string_run: None,
+            emitted: 0,
+            abandoned: Abandoned::default(),
+            strings: None,
+            first_call: 0,
         }
+    }
+
+    /// Enter a region whose body starts at `body_start`.
+    fn enter(&mut self, end: End, target: Target, body_start: usize) {
+        self.strings = target.is_json().then(JsonStrings::default);
+        self.first_call = self.next_index;
+        self.mode = Mode::region(end, target, body_start);
     }
 
     /// Start over on another output, as `new` (or `forced`) would, keeping the text buffer's
@@ -225,6 +153,11 @@ impl Engine {
     /// next parse).
     pub(crate) fn forget_tools(&mut self) {
         self.ctx = Ctx::default();
+    }
+
+    /// The calls this engine started that a complete parse does not report.
+    pub(crate) fn abandoned(&self) -> &Abandoned {
+        &self.abandoned
     }
 
     /// An engine for output that a request's `tool_choice` forced (see `ToolCallParser::forced`).
@@ -258,7 +191,7 @@ impl Engine {
         {
             // Plain text with nothing held: no marker can start in it (what `text_step` would
             // find, without copying it through the buffer). Most of a model's output.
-            out.normal_text.push_str(text);
+            put_text(out, &mut self.emitted, text);
             return;
         }
         let before = self.buf.len() - self.pos;
@@ -288,11 +221,11 @@ impl Engine {
     }
 
     /// Settle `text`, just appended to a region of `before` bytes, without the step machinery
-    /// when it cannot end the region; true when settled (else `run` takes it). That holds when the region was scanned
-    /// to its end and `text` holds no byte an end marker starts with. Then the live call waits
-    /// for nothing or for a byte `text` does not hold, or `text` is plain characters inside a
-    /// JSON string value, written through as a fragment (inside a long value, most pushes), or
-    /// else the live call reads `text` at once.
+    /// when it cannot end the region; true when settled (else `run` takes it). That holds when
+    /// the region was scanned to its end and `text` holds no byte an end marker starts with.
+    /// Then the live call waits for nothing or for a byte `text` does not hold, or `text` is
+    /// plain characters inside a JSON string value, written through as a fragment (inside a
+    /// long value, most pushes), or else the live call reads `text` at once.
     fn quick_push(&mut self, before: usize, text: &str, out: &mut ToolDelta) -> bool {
         let Mode::Region {
             end: End::Marker(ends),
@@ -353,6 +286,7 @@ impl Engine {
                 &self.ctx,
                 &mut self.readers,
                 &mut self.next_index,
+                &mut self.abandoned.calls,
                 out,
             );
         }
@@ -385,7 +319,7 @@ impl Engine {
 
     /// Emit the next `n` unconsumed bytes as normal text.
     fn emit_text(&mut self, n: usize, out: &mut ToolDelta) {
-        out.normal_text.push_str(&self.buf[self.pos..self.pos + n]);
+        put_text(out, &mut self.emitted, &self.buf[self.pos..self.pos + n]);
         self.pos += n;
     }
 
@@ -407,6 +341,7 @@ impl Engine {
                     Target::Args {
                         name: name.clone(),
                         id: None,
+                        raw: false,
                     },
                 ),
                 Forced::List => ('[', Target::Body(Body::Json)),
@@ -416,14 +351,7 @@ impl Engine {
                 // Whitespace before the forced JSON is no content.
                 self.pos += ws;
                 self.at_start = false;
-                self.mode = Mode::Region {
-                    end: End::Balanced,
-                    target,
-                    body_start: 0,
-                    scan: 0,
-                    balance: Balance::default(),
-                    live: Live::new(0),
-                };
+                self.enter(End::Balanced, target, 0);
                 return true;
             }
             // Not what was forced (an engine that does not enforce `json_schema`): the format's
@@ -442,22 +370,22 @@ impl Engine {
                     }
                     return false;
                 };
-                if !finishing && self.markers.iter().any(|m| m.len() > rest.len() && m.starts_with(rest)) {
-                    // Might be a start marker rather than a leading call: undecided yet.
+                let undecided = |m: &str| m.len() > rest.len() && m.starts_with(rest);
+                if !finishing && (self.markers.iter().any(|m| undecided(m)) || undecided(lead.opens)) {
+                    // Might be a start marker (or the leading text) rather than not: wait.
                     return false;
                 }
                 let opens_marker = self.markers.iter().any(|m| rest.starts_with(m));
+                let leads = (lead.first.is_empty() || lead.first.contains(first))
+                    && rest.starts_with(lead.opens)
+                    && !opens_marker;
                 self.at_start = false;
-                if (lead.first.is_empty() || lead.first.contains(first)) && !opens_marker {
-                    self.emit_text(ws, out);
-                    self.mode = Mode::Region {
-                        end: lead.end,
-                        target: Target::Body(lead.body),
-                        body_start: 0,
-                        scan: 0,
-                        balance: Balance::default(),
-                        live: Live::new(0),
-                    };
+                if leads {
+                    // A region that must start with given text owns the whitespace before it.
+                    if lead.opens.is_empty() {
+                        self.emit_text(ws, out);
+                    }
+                    self.enter(lead.end, Target::Body(lead.body), 0);
                     return true;
                 }
             }
@@ -483,21 +411,30 @@ impl Engine {
             self.emit_text(pos, out);
             return false;
         }
-        self.emit_text(pos, out);
         match self.spec.regions.get(i) {
             Some(region) => {
-                self.mode = Mode::Region {
-                    end: region.end,
-                    target: Target::Body(region.body),
-                    body_start: marker.len(),
-                    scan: marker.len(),
-                    balance: Balance::default(),
-                    live: Live::new(marker.len()),
-                };
+                match region.probe.map_or(Opens::Yes, |probe| probe(&tail[marker.len()..])) {
+                    Opens::Yes => {}
+                    Opens::Pending if !finishing => {
+                        self.emit_text(pos, out);
+                        return false;
+                    }
+                    // Not a call's head: the marker is ordinary text.
+                    _ => {
+                        self.emit_text(pos + marker.len(), out);
+                        return true;
+                    }
+                }
+                self.emit_text(pos, out);
+                let body_start = if region.in_body { 0 } else { marker.len() };
+                self.enter(region.end, Target::Body(region.body), body_start);
             }
-            None if i < self.spec.regions.len() + self.spec.strip.len() => self.pos += marker.len(),
+            None if i < self.spec.regions.len() + self.spec.strip.len() => {
+                self.emit_text(pos, out);
+                self.pos += marker.len();
+            }
             None => {
-                self.emit_text(marker.len(), out);
+                self.emit_text(pos + marker.len(), out);
                 self.at_start = true;
             }
         }
@@ -518,49 +455,63 @@ impl Engine {
             return false;
         };
         let region = &self.buf[self.pos..];
-        let found = match *end {
-            End::Marker(ends)
-                if !ends
-                    .iter()
-                    .any(|e| contains_any(&region[*scan..], e.as_bytes().get(..1).unwrap_or_default())) =>
-            {
-                *scan = region.len();
-                None
+        let (ctx, readers, next_index, abandoned, strings) = (
+            &self.ctx,
+            &mut self.readers,
+            &mut self.next_index,
+            &mut self.abandoned.calls,
+            &mut self.strings,
+        );
+        // Whether an end marker found at `at` lies inside a JSON string: the live call reading
+        // the arguments knows (nearly always, at no cost); else the quotes before it are counted.
+        let mut inside = |at: usize| {
+            let Some(st) = strings.as_mut() else {
+                return false;
+            };
+            live.advance(target, &region[..at], false, ctx, readers, next_index, abandoned, out);
+            match live.in_json_string(readers, region, at) {
+                Some(inside) => inside,
+                None => st.inside(region.as_bytes(), at),
             }
-            End::Marker(ends) => match next_marker(&region[*scan..], ends, FirstBytes::of(ends).as_slice()) {
-                Some((p, i)) => Some((*scan + p, *scan + p + ends[i].len())),
-                None => {
-                    *scan = region.len() - partial_suffix_len(&region[*scan..], ends);
-                    None
-                }
-            },
+        };
+        let found = match *end {
+            End::Marker(ends) => marker_end(region, scan, ends, ends.len(), &mut inside),
+            End::MarkerKeep(ends, consumed) => marker_end(region, scan, ends, consumed, &mut inside),
             End::Balanced => balance.advance(region, scan, self.spec.skip, finishing).map(|q| (q, q)),
             End::BalancedThen(close) => balance
                 .advance(region, scan, self.spec.skip, finishing)
                 .and_then(|q| closing_marker(region, q, close, finishing)),
         };
-        let ended = found.or(finishing.then_some((region.len(), region.len())));
         // Calls go live on text that is certainly inside the region.
-        let limit = ended.map_or(*scan, |(body_end, _)| body_end);
+        let limit = found.map_or(*scan, |(body_end, _)| body_end);
         live.advance(
             target,
             &region[..limit],
-            ended.is_some(),
+            found.is_some(),
             &self.ctx,
             &mut self.readers,
             &mut self.next_index,
+            &mut self.abandoned.calls,
             out,
         );
-        let Some((body_end, region_end)) = ended else {
-            return false;
+        let Some((body_end, region_end)) = found else {
+            return finishing && self.unterminated(out);
         };
         if live.emitted {
-            let (calls, text) = continuation(target, &region[live.cursor..body_end], &self.ctx);
-            for Call { id, name, arguments } in calls {
-                out.push_call(self.next_index, id.as_deref(), &name, &arguments);
-                self.next_index += 1;
+            let (calls, text) = match live.between() {
+                Between::Dead => (Vec::new(), String::new()),
+                _ => continuation(target, &region[live.cursor..body_end], &self.ctx),
+            };
+            if live.completed == 0 && calls.is_empty() {
+                // Every call that went live broke: the region is text after all.
+                self.abandon_region(region_end);
+            } else {
+                for Call { id, name, arguments } in calls {
+                    out.push_call(self.next_index, id.as_deref(), &name, &arguments);
+                    self.next_index += 1;
+                }
+                put_text(out, &mut self.emitted, &text);
             }
-            out.normal_text.push_str(&text);
             self.pos += region_end;
             self.mode = Mode::Text;
             return true;
@@ -572,19 +523,13 @@ impl Engine {
                     out.push_call(self.next_index, id.as_deref(), &name, &arguments);
                     self.next_index += 1;
                 }
-                out.normal_text.push_str(&trailing);
+                put_text(out, &mut self.emitted, &trailing);
             }
-            Outcome::Calls(..) | Outcome::Text => out.normal_text.push_str(&region[..region_end]),
+            Outcome::Calls(..) | Outcome::Text => put_text(out, &mut self.emitted, &region[..region_end]),
             Outcome::Drop => {}
             Outcome::Follow { target, end } => {
-                self.mode = Mode::Region {
-                    end,
-                    target,
-                    body_start: region_end,
-                    scan: region_end,
-                    balance: Balance::default(),
-                    live: Live::new(region_end),
-                };
+                // The header stays in the region's text (an abandoned call gives it back).
+                self.enter(end, target, region_end);
                 return true;
             }
         }
@@ -592,91 +537,93 @@ impl Engine {
         self.mode = Mode::Text;
         true
     }
-}
 
-/// The end of a region whose bracket group closed at `q` and that may be closed by `close`
-/// (after whitespace): `(body_end, region_end)`, or `None` while the text after `q` could still
-/// become `close`.
-fn closing_marker(region: &str, q: usize, close: &str, finishing: bool) -> Option<(usize, usize)> {
-    let after = &region[q..];
-    let t = after.trim_start();
-    if t.starts_with(close) {
-        return Some((q, region.len() - t.len() + close.len()));
-    }
-    if !finishing && close.starts_with(t) {
-        return None;
-    }
-    Some((q, q))
-}
-
-/// Whether `hay` contains any of the bytes `set`.
-fn contains_any(hay: &str, set: &[u8]) -> bool {
-    position_of_any(hay.as_bytes(), set).is_some()
-}
-
-/// Earliest marker in `hay` as `(offset, index)`, the longest on a tie (the same answer as
-/// `scan::find_first`), found in one pass: `memchr` jumps between bytes that can start a marker.
-fn next_marker(hay: &str, markers: &[&str], firsts: &[u8]) -> Option<(usize, usize)> {
-    let bytes = hay.as_bytes();
-    if let [first] = *firsts {
-        // One byte starts every marker (DeepSeek's `<｜`...): one iterator over its occurrences
-        // rather than a fresh search from each rejected one.
-        return memchr::memchr_iter(first, bytes).find_map(|p| marker_at(bytes, p, markers).map(|i| (p, i)));
-    }
-    let mut from = 0;
-    while let Some(off) = position_of_any(&bytes[from..], firsts) {
-        let p = from + off;
-        if let Some(i) = marker_at(bytes, p, markers) {
-            return Some((p, i));
-        }
-        from = p + 1;
-    }
-    None
-}
-
-/// The longest of `markers` at offset `p` of `bytes`.
-fn marker_at(bytes: &[u8], p: usize, markers: &[&str]) -> Option<usize> {
-    let mut best: Option<usize> = None;
-    for (i, m) in markers.iter().enumerate() {
-        if !m.is_empty()
-            && scan::has_prefix(&bytes[p..], m.as_bytes())
-            && best.is_none_or(|b| m.len() > markers[b].len())
-        {
-            best = Some(i);
-        }
-    }
-    best
-}
-
-/// Distinct first bytes of a region's few end markers, without allocating (this runs per push).
-struct FirstBytes {
-    bytes: [u8; 8],
-    len: usize,
-}
-
-impl FirstBytes {
-    fn of(markers: &[&str]) -> Self {
-        let mut out = Self { bytes: [0; 8], len: 0 };
-        for b in markers.iter().filter_map(|m| m.as_bytes().first()) {
-            if !out.as_slice().contains(b) && out.len < out.bytes.len() {
-                out.bytes[out.len] = *b;
-                out.len += 1;
+    /// The output ended inside the current region, before its end. It is calls only if it
+    /// reads whole: every call's arguments closed and nothing but whitespace after them (a
+    /// missing end marker after that is tolerated: it is often a stop token the server cut).
+    /// Otherwise it is text, and calls of it that went live are abandoned.
+    fn unterminated(&mut self, out: &mut ToolDelta) -> bool {
+        let Mode::Region {
+            target,
+            body_start,
+            live,
+            ..
+        } = &mut self.mode
+        else {
+            return false;
+        };
+        let region = &self.buf[self.pos..];
+        let len = region.len();
+        // Everything there is, read as if more could come: a call still open stays open.
+        live.advance(
+            target,
+            region,
+            false,
+            &self.ctx,
+            &mut self.readers,
+            &mut self.next_index,
+            &mut self.abandoned.calls,
+            out,
+        );
+        if live.emitted {
+            let rest = match live.between() {
+                Between::At(cursor) => Some(&region[cursor..]),
+                Between::Tail => Some(""),
+                Between::Dead | Between::Inside => None,
+            };
+            let whole = rest.and_then(|rest| {
+                if rest.trim().is_empty() {
+                    return Some(Vec::new());
+                }
+                let (calls, text) = continuation(target, rest, &self.ctx);
+                (!calls.is_empty() && text.trim().is_empty()).then_some(calls)
+            });
+            match whole {
+                Some(calls) if live.completed > 0 || !calls.is_empty() => {
+                    for Call { id, name, arguments } in calls {
+                        out.push_call(self.next_index, id.as_deref(), &name, &arguments);
+                        self.next_index += 1;
+                    }
+                }
+                _ => self.abandon_region(len),
+            }
+        } else if matches!(target, Target::Body(Body::HarmonyHeader { .. }) | Target::Discard) {
+            // A header that never reached its text, or hidden text: nothing to show.
+        } else {
+            let body = &region[*body_start..];
+            let calls = match whole_without_end(target, body).then(|| parse_body(target, body, &self.ctx)) {
+                Some(Outcome::Calls(calls, trailing))
+                    if trailing.trim().is_empty() && calls.iter().all(|c| self.ctx.declared(&c.name)) =>
+                {
+                    Some(calls)
+                }
+                Some(Outcome::Drop) => Some(Vec::new()),
+                // A header whose text never came (Functionary's `>>>NAME` line) is text.
+                _ => None,
+            };
+            match calls {
+                Some(calls) => {
+                    for Call { id, name, arguments } in calls {
+                        out.push_call(self.next_index, id.as_deref(), &name, &arguments);
+                        self.next_index += 1;
+                    }
+                }
+                None => put_text(out, &mut self.emitted, &self.buf[self.pos..]),
             }
         }
-        out
+        self.pos += len;
+        self.mode = Mode::Text;
+        true
     }
 
-    fn as_slice(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
-}
-
-fn position_of_any(h: &[u8], set: &[u8]) -> Option<usize> {
-    match *set {
-        [] => None,
-        [a] => scan::byte(a, h),
-        [a, b] => scan::byte2(a, b, h),
-        [a, b, c] => scan::byte3(a, b, c, h),
-        _ => h.iter().position(|b| set.contains(b)),
+    /// The current region (its first `len` bytes) is not calls after all: every call of it
+    /// that went live is abandoned, and a complete parse has its text where it stood.
+    fn abandon_region(&mut self, len: usize) {
+        let calls = &mut self.abandoned.calls;
+        calls.extend(self.first_call..self.next_index);
+        calls.sort_unstable();
+        calls.dedup();
+        let text = self.buf[self.pos..self.pos + len].to_string();
+        self.abandoned.text.push((self.emitted, text));
     }
 }

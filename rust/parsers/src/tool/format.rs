@@ -54,8 +54,10 @@ formats! {
     DeepSeekV3 => "deepseek_v3" | "deepseek" | "deepseekv3";
     /// DeepSeek V3.1 / V3.2-Exp (`NAME<｜tool▁sep｜>{json}`).
     DeepSeekV31 => "deepseek_v31" | "deepseek31" | "deepseekv31";
-    /// DeepSeek V3.2 / V4 DSML invoke blocks.
-    DeepSeekV32 => "deepseek_v32" | "deepseek32" | "deepseekv32" | "deepseek_v4" | "dsml";
+    /// DeepSeek V3.2 DSML invoke blocks in `<｜DSML｜function_calls>`.
+    DeepSeekV32 => "deepseek_v32" | "deepseek32" | "deepseekv32" | "dsml";
+    /// DeepSeek V4 DSML invoke blocks in `<｜DSML｜tool_calls>`.
+    DeepSeekV4 => "deepseek_v4" | "deepseekv4";
     /// Kimi K2 / K2-Thinking / K2.5 sections; ids `functions.NAME:IDX`.
     KimiK2 => "kimi_k2" | "kimik2";
     /// Kimi K3 XTML.
@@ -69,7 +71,7 @@ formats! {
     /// GLM-4.7 / GLM-5 / Poolside Laguna (same grammar without newlines).
     Glm47 => "glm47" | "glm47_moe" | "poolside_v1";
     /// Tencent Hy3 `<tool_calls>` with GLM-style pairs.
-    HyV3 => "hy_v3" | "hunyuan_v3" | "hyv4";
+    HyV3 => "hy_v3" | "hunyuan_v3" | "hyv4" | "hunyuan";
     /// Step-3 steptml invoke blocks.
     Step3 => "step3";
     /// MiniMax M2 `<minimax:tool_call>` with `<invoke>` blocks.
@@ -80,6 +82,8 @@ formats! {
     Harmony => "openai" | "gpt-oss" | "gpt_oss" | "harmony";
     /// Cohere Command R7B / A `<|START_ACTION|>[...]<|END_ACTION|>`.
     Cohere => "cohere_command3" | "cohere" | "cohere_command4" | "cohere_cmd";
+    /// Command R / R+ tool-use template: `Action: ```json [...] ``` `.
+    CommandR => "command_r" | "command_r_plus" | "cohere_command_r";
     /// Granite 3.x `<|tool_call|>[...]` / `<tool_call>[...]`.
     Granite => "granite" | "granite3";
     /// granite-20b-functioncalling `<function_call> {json}`.
@@ -96,12 +100,12 @@ formats! {
     Apriel => "apriel";
     /// Nemotron Nano v2 `<TOOLCALL>[...]</TOOLCALL>`.
     NemotronJson => "nemotron_json" | "nemotron_nano_v2";
-    /// Phi-4-mini `functools[...]`.
-    Phi4Mini => "phi4_mini_json" | "phi4_mini";
+    /// Phi-4-mini and FireFunction v2 `functools[...]`.
+    Phi4Mini => "phi4_mini_json" | "phi4_mini" | "firefunction_v2" | "firefunction";
     /// InternLM2 `<|action_start|><|plugin|>{json}<|action_end|>`.
-    InternLm => "internlm" | "internlm2";
+    InternLm => "internlm" | "internlm2" | "interns1";
     /// Apertus `<|tools_prefix|>[{"NAME": {args}}]<|tools_suffix|>`.
-    Apertus => "apertus";
+    Apertus => "apertus" | "apertus2509";
     /// GigaChat 3 `<|function_call|>{json}`.
     GigaChat3 => "gigachat3";
     /// LongCat `<longcat_tool_call>{json}</longcat_tool_call>`.
@@ -118,6 +122,8 @@ formats! {
     Sarashina => "sarashina";
     /// Inkling `<|message_model|>NAME<|content_invoke_tool_json|>{json}<|end_message|>`.
     Inkling => "inkling";
+    /// llama.cpp's generic JSON: `{"tool_call": {...}}`, `{"tool_calls": [...]}` or `{"response": "..."}`.
+    Generic => "generic";
 }
 
 /// Model-id substrings (lower case) and their format. The longest matching pattern wins, so
@@ -153,7 +159,7 @@ const MODEL_PATTERNS: &[(&str, ToolFormat)] = &[
     ("deepseek-v3.1", ToolFormat::DeepSeekV31),
     ("deepseek-v3.2-exp", ToolFormat::DeepSeekV31),
     ("deepseek-v3.2", ToolFormat::DeepSeekV32),
-    ("deepseek-v4", ToolFormat::DeepSeekV32),
+    ("deepseek-v4", ToolFormat::DeepSeekV4),
     ("deepseek-v3", ToolFormat::DeepSeekV3),
     ("deepseek-r1", ToolFormat::DeepSeekV3),
     ("deepseek", ToolFormat::DeepSeekV3),
@@ -182,6 +188,11 @@ const MODEL_PATTERNS: &[(&str, ToolFormat)] = &[
     ("command-r7b", ToolFormat::Cohere),
     ("command-a", ToolFormat::Cohere),
     ("c4ai-command", ToolFormat::Cohere),
+    ("command-r-plus", ToolFormat::CommandR),
+    ("c4ai-command-r-v01", ToolFormat::CommandR),
+    ("command-r-08-2024", ToolFormat::CommandR),
+    ("command-r-plus-08-2024", ToolFormat::CommandR),
+    ("firefunction", ToolFormat::Phi4Mini),
     ("functiongemma", ToolFormat::FunctionGemma),
     ("gemma-4", ToolFormat::Gemma4),
     ("gemma4", ToolFormat::Gemma4),
@@ -205,6 +216,7 @@ const MODEL_PATTERNS: &[(&str, ToolFormat)] = &[
 /// Template markers, most specific first: the first whose every needle occurs in the template
 /// source decides.
 const TEMPLATE_MARKERS: &[(&[&str], ToolFormat)] = &[
+    (&["｜DSML｜tool_calls"], ToolFormat::DeepSeekV4),
     (&["｜DSML｜"], ToolFormat::DeepSeekV32),
     (&["tool▁sep", "```json"], ToolFormat::DeepSeekV3),
     (&["tool▁sep"], ToolFormat::DeepSeekV31),
@@ -219,6 +231,7 @@ const TEMPLATE_MARKERS: &[(&[&str], ToolFormat)] = &[
     (&["<steptml:invoke"], ToolFormat::Step3),
     (&["<|channel|>", "<|message|>"], ToolFormat::Harmony),
     (&["<|START_ACTION|>"], ToolFormat::Cohere),
+    (&["Action:", "```json", "tool_name"], ToolFormat::CommandR),
     (&["<|tool_call>"], ToolFormat::Gemma4),
     (&["<start_function_call>"], ToolFormat::FunctionGemma),
     (&["<|tool_call_start|>"], ToolFormat::Lfm2),
@@ -276,11 +289,15 @@ impl ToolFormat {
 impl FromStr for ToolFormat {
     type Err = ParserError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ToolFormat::lookup(s.trim().to_ascii_lowercase().as_str()).ok_or_else(|| ParserError::UnknownParser {
-            kind: "tool-call",
-            name: s.to_string(),
-            valid: ToolFormat::valid_names(),
-        })
+        let name = s.trim().to_ascii_lowercase();
+        // SGLang spells some names with `-` where vLLM uses `_` (`minimax-m2`, `gpt-oss`).
+        ToolFormat::lookup(&name)
+            .or_else(|| ToolFormat::lookup(&name.replace('-', "_")))
+            .ok_or_else(|| ParserError::UnknownParser {
+                kind: "tool-call",
+                name: s.to_string(),
+                valid: ToolFormat::valid_names(),
+            })
     }
 }
 
@@ -298,6 +315,20 @@ mod tests {
         // SGLang's `llama4` is the pythonic Llama 4 format, not the JSON one.
         assert_eq!("llama4".parse::<ToolFormat>(), Ok(ToolFormat::Pythonic));
         assert_eq!("llama4_json".parse::<ToolFormat>(), Ok(ToolFormat::Llama3Json));
+        // Peers' names: SGLang's hyphenated ones, vLLM's and llama.cpp's.
+        for (name, f) in [
+            ("minimax-m2", ToolFormat::MinimaxM2),
+            ("deepseekv4", ToolFormat::DeepSeekV4),
+            ("hunyuan", ToolFormat::HyV3),
+            ("interns1", ToolFormat::InternLm),
+            ("apertus2509", ToolFormat::Apertus),
+            ("firefunction_v2", ToolFormat::Phi4Mini),
+            ("ernie45", ToolFormat::Hermes),
+            ("gpt-oss", ToolFormat::Harmony),
+            ("granite-20b-fc", ToolFormat::Granite20bFc),
+        ] {
+            assert_eq!(name.parse::<ToolFormat>(), Ok(f), "{name}");
+        }
         assert!(matches!(
             "nope".parse::<ToolFormat>(),
             Err(ParserError::UnknownParser { .. })
@@ -324,6 +355,26 @@ mod tests {
             Some(ToolFormat::Llama3Json)
         );
         assert_eq!(ToolFormat::for_model("openai/gpt-oss-20b"), Some(ToolFormat::Harmony));
+        assert_eq!(
+            ToolFormat::for_model("deepseek-ai/DeepSeek-V4-Flash"),
+            Some(ToolFormat::DeepSeekV4)
+        );
+        assert_eq!(
+            ToolFormat::for_model("deepseek-ai/DeepSeek-V3.2"),
+            Some(ToolFormat::DeepSeekV32)
+        );
+        assert_eq!(
+            ToolFormat::for_model("CohereForAI/c4ai-command-r-plus"),
+            Some(ToolFormat::CommandR)
+        );
+        assert_eq!(
+            ToolFormat::for_model("CohereLabs/c4ai-command-r7b-12-2024"),
+            Some(ToolFormat::Cohere)
+        );
+        assert_eq!(
+            ToolFormat::for_model("fireworks-ai/llama-3-firefunction-v2"),
+            Some(ToolFormat::Phi4Mini)
+        );
         assert_eq!(ToolFormat::for_model("unknown/model"), None);
     }
 
@@ -336,6 +387,14 @@ mod tests {
         assert_eq!(
             ToolFormat::from_chat_template("'<tool_call>' + tojson"),
             Some(ToolFormat::Hermes)
+        );
+        assert_eq!(
+            ToolFormat::from_chat_template("{{ '<｜DSML｜tool_calls>' }}"),
+            Some(ToolFormat::DeepSeekV4)
+        );
+        assert_eq!(
+            ToolFormat::from_chat_template("{{ '<｜DSML｜function_calls>' }}"),
+            Some(ToolFormat::DeepSeekV32)
         );
         assert_eq!(ToolFormat::from_chat_template("plain"), None);
     }

@@ -10,9 +10,10 @@
 //! `serde_json::to_string` of the parsed object (key order kept), except that a repeated key
 //! is kept twice instead of the last one winning.
 //!
-//! When the input stops early (truncated output) or turns out malformed, `close` completes what
-//! was emitted into valid JSON: it closes an open string, gives a key without a value `null`,
-//! and closes every open container.
+//! Malformed input stops the stream where the valid text stopped (`Fed::Failed`); nothing is
+//! written to mend it, because the call is then abandoned (see `super::Abandoned`). `close`
+//! still completes what was emitted into valid JSON (it closes an open string, gives a key
+//! without a value `null`, and closes every open container) for callers that want it.
 
 /// Where the reader is in the JSON grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,8 +102,14 @@ impl JsonStream {
     }
 
     /// Whether the object has closed (normally or by `close`).
+    #[cfg(test)]
     pub(crate) fn finished(&self) -> bool {
         matches!(self.state, State::Done | State::Failed)
+    }
+
+    /// Inside a string (a key or a value).
+    pub(crate) fn in_string(&self) -> bool {
+        matches!(self.state, State::Text | State::KeyText)
     }
 
     /// Inside a value string with no escape under way: plain characters would be written
@@ -133,7 +140,7 @@ impl JsonStream {
                     continue;
                 }
                 if !self.end_scalar(out) {
-                    self.close(out);
+                    self.fail(out);
                     return Fed::Failed(i);
                 }
             }
@@ -148,7 +155,7 @@ impl JsonStream {
                 }
             }
             if !self.structural(c, out) {
-                self.close(out);
+                self.fail(out);
                 return Fed::Failed(i);
             }
             i += 1;
@@ -413,11 +420,15 @@ impl JsonStream {
         write_escaped(ch, self.sink(out));
     }
 
-    fn fail(&mut self, out: &mut String) {
-        self.close(out);
+    /// Malformed input: stop, writing nothing more (the call is abandoned; what was written is
+    /// as far as the input was certain).
+    fn fail(&mut self, _out: &mut String) {
+        self.pending.clear();
+        self.state = State::Failed;
     }
 
     /// Finish the output as valid JSON, whatever state the input left it in.
+    #[cfg(test)]
     pub(crate) fn close(&mut self, out: &mut String) {
         if self.finished() {
             return;
@@ -593,7 +604,7 @@ mod tests {
             ("{\"a\" : 1, \"b\"\n:\"x\", \"c\":{}}", r#"{"a":1,"b":"x","c":{}}"#),
             (r#"{"k\"q": 1, "é": 2}"#, r#"{"k\"q":1,"é":2}"#),
             (r#"{"a": 1, "b" "#, r#"{"a":1}"#),
-            (r#"{"a" 1}"#, "{}"),
+            (r#"{"a" 1}"#, "{"),
         ] {
             let (out, _) = run(t);
             assert_eq!(out, want, "{t}");
@@ -627,14 +638,14 @@ mod tests {
     }
 
     #[test]
-    fn malformed_input_fails_at_the_bad_byte() {
+    fn malformed_input_fails_at_the_bad_byte_and_writes_nothing_more() {
         let (out, fed) = run(r#"{"a": 1 x}"#);
-        assert_eq!(out, r#"{"a":1}"#);
+        assert_eq!(out, r#"{"a":1"#);
         assert_eq!(fed, Fed::Failed(8));
         let (out, fed) = run(r#"{'a': 1}"#);
-        assert_eq!((out.as_str(), fed), ("{}", Fed::Failed(1)));
+        assert_eq!((out.as_str(), fed), ("{", Fed::Failed(1)));
         let (out, _) = run(r#"{"a": [1,]}"#);
-        assert_eq!(out, r#"{"a":[1]}"#);
+        assert_eq!(out, r#"{"a":[1"#);
     }
 
     proptest! {

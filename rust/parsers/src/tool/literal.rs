@@ -65,6 +65,44 @@ impl<'a> Reader<'a> {
         Some(Some(&r[..end]))
     }
 
+    /// Skip to just past the bracket `close` that closes a group whose opening the cursor is
+    /// right after, stepping over strings and nested groups; `None` when it never closes.
+    fn skip_group(&mut self, close: u8) -> Option<()> {
+        let mut depth = 0u32;
+        loop {
+            let r = self.rest();
+            if let Some(d) = self.delim.filter(|d| r.starts_with(d)) {
+                let end = crate::scan::find(&r[d.len()..], d)?;
+                self.pos += d.len() * 2 + end;
+                continue;
+            }
+            let b = *r.as_bytes().first()?;
+            match b {
+                b'"' | b'\'' if self.delim.is_none() || b == b'"' => {
+                    let body = &r.as_bytes()[1..];
+                    let mut i = 0;
+                    loop {
+                        match body.get(i)? {
+                            b'\\' => i += 2,
+                            &q if q == b => break,
+                            _ => i += 1,
+                        }
+                    }
+                    self.pos += i + 2;
+                    continue;
+                }
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' if depth == 0 => {
+                    self.pos += 1;
+                    return (b == close).then_some(());
+                }
+                b')' | b']' | b'}' => depth -= 1,
+                _ => {}
+            }
+            self.pos += r.chars().next().map_or(1, char::len_utf8);
+        }
+    }
+
     fn value(&mut self, depth: usize) -> Option<Value> {
         if depth > MAX_DEPTH {
             return None;
@@ -407,26 +445,69 @@ pub(crate) fn python_value(text: &str) -> Option<Value> {
     r.rest().is_empty().then_some(v)
 }
 
-/// `[f(a=1), g()]`, or calls separated by commas or newlines without brackets.
+/// `[f(a=1), g()]`, or calls separated by commas or newlines without brackets. A call whose
+/// arguments do not read (`bad(x=b'z')`, a non-finite number) is skipped, as vLLM skips a bad
+/// sibling; with no good call the text is not calls.
 ///
 /// Arguments are written as JSON while reading; a repeated key (where a map keeps the last value
-/// at the first key's position) takes the `Value` tree instead.
+/// at the first key's position) takes the `Value` tree instead, for that call.
 pub(crate) fn pythonic_calls(text: &str) -> Option<Vec<Call>> {
-    pythonic_calls_direct(text).or_else(|| pythonic_calls_tree(text))
+    let mut keys = Keys::new();
+    pythonic_list(text, true, |r| python_args(r, &mut keys))
 }
 
+/// One call's `k=v, ...)`: written directly, or through the tree when a key repeats.
+fn python_args(r: &mut Reader<'_>, keys: &mut Keys) -> Option<String> {
+    let start = r.pos;
+    pythonic_args_direct(r, keys).or_else(|| {
+        r.pos = start;
+        pythonic_args_tree(r).map(|m| compact(&Value::Object(m)))
+    })
+}
+
+/// A Llama 3.1 built-in tool call after `<|python_tag|>`: `NAME.call(k=v, ...)`.
+pub(crate) fn builtin_call(text: &str) -> Option<Vec<Call>> {
+    let mut r = Reader {
+        s: text.trim(),
+        pos: 0,
+        delim: None,
+    };
+    let name = valid_name(r.ident()?.strip_suffix(".call")?)?;
+    if !r.eat('(') {
+        return None;
+    }
+    let arguments = python_args(&mut r, &mut Keys::new())?;
+    r.ws();
+    r.rest().is_empty().then(|| {
+        vec![Call {
+            id: None,
+            name,
+            arguments,
+        }]
+    })
+}
+
+#[cfg(test)]
 fn pythonic_calls_direct(text: &str) -> Option<Vec<Call>> {
     let mut keys = Keys::new();
-    pythonic_list(text, |r| pythonic_args_direct(r, &mut keys))
+    pythonic_list(text, false, |r| pythonic_args_direct(r, &mut keys))
 }
 
-fn pythonic_calls_tree(text: &str) -> Option<Vec<Call>> {
-    pythonic_list(text, |r| pythonic_args_tree(r).map(|m| compact(&Value::Object(m))))
+#[cfg(test)]
+fn pythonic_calls_tree(text: &str, skip_bad: bool) -> Option<Vec<Call>> {
+    pythonic_list(text, skip_bad, |r| {
+        pythonic_args_tree(r).map(|m| compact(&Value::Object(m)))
+    })
 }
 
 /// The call list of pythonic output; `args` reads one call's arguments after its `(`, through
-/// the closing `)`, and returns them as compact JSON.
-fn pythonic_list(text: &str, mut args: impl FnMut(&mut Reader<'_>) -> Option<String>) -> Option<Vec<Call>> {
+/// the closing `)`, and returns them as compact JSON. `skip_bad`: a call whose arguments do not
+/// read is skipped (to its closing parenthesis) instead of failing the list.
+fn pythonic_list(
+    text: &str,
+    skip_bad: bool,
+    mut args: impl FnMut(&mut Reader<'_>) -> Option<String>,
+) -> Option<Vec<Call>> {
     let mut r = Reader {
         s: text,
         pos: 0,
@@ -454,12 +535,19 @@ fn pythonic_list(text: &str, mut args: impl FnMut(&mut Reader<'_>) -> Option<Str
         if !r.eat('(') {
             return None;
         }
-        let arguments = args(&mut r)?;
-        out.push(Call {
-            id: None,
-            name,
-            arguments,
-        });
+        let open = r.pos;
+        match args(&mut r) {
+            Some(arguments) => out.push(Call {
+                id: None,
+                name,
+                arguments,
+            }),
+            None if skip_bad => {
+                r.pos = open;
+                r.skip_group(b')')?;
+            }
+            None => return None,
+        }
     }
     (!out.is_empty()).then_some(out)
 }
@@ -512,50 +600,85 @@ fn pythonic_args_tree(r: &mut Reader<'_>) -> Option<Map<String, Value>> {
     Some(args)
 }
 
-/// Gemma `call:NAME{k:v,...}`, possibly several in a row.
-/// As for pythonic calls: direct JSON, or the `Value` tree when a key repeats.
+/// Gemma `call:NAME{k:v,...}`, possibly several in a row; also the `call:NAME(k="v")` and
+/// `:call:NAME{...}` variants Gemma 4 writes. As for pythonic calls: direct JSON, or the `Value`
+/// tree when a key repeats, and a call whose arguments do not read is skipped.
 pub(crate) fn gemma_calls(text: &str, delim: &str) -> Option<Vec<Call>> {
-    gemma_calls_direct(text, delim).or_else(|| gemma_calls_tree(text, delim))
-}
-
-fn gemma_calls_direct(text: &str, delim: &str) -> Option<Vec<Call>> {
     let mut keys = Keys::new();
-    gemma_list(text, delim, |r| {
-        // JSON is about as long as the literal: one allocation for the usual single call.
-        let mut arguments = String::with_capacity(r.rest().len());
-        r.write_entries(1, '}', &mut arguments, &mut keys)?;
-        Some(arguments)
+    gemma_list(text, delim, true, |r| {
+        let start = r.pos;
+        gemma_args_direct(r, &mut keys).or_else(|| {
+            r.pos = start;
+            r.entries(1, '}').map(|m| compact(&Value::Object(m)))
+        })
     })
 }
 
-fn gemma_calls_tree(text: &str, delim: &str) -> Option<Vec<Call>> {
-    gemma_list(text, delim, |r| r.entries(1, '}').map(|m| compact(&Value::Object(m))))
+/// One call's `k:v,...}` written directly.
+fn gemma_args_direct(r: &mut Reader<'_>, keys: &mut Keys) -> Option<String> {
+    // JSON is about as long as the literal: one allocation for the usual single call.
+    let mut arguments = String::with_capacity(r.rest().len());
+    r.write_entries(1, '}', &mut arguments, keys)?;
+    Some(arguments)
+}
+
+#[cfg(test)]
+fn gemma_calls_direct(text: &str, delim: &str) -> Option<Vec<Call>> {
+    let mut keys = Keys::new();
+    gemma_list(text, delim, false, |r| gemma_args_direct(r, &mut keys))
+}
+
+#[cfg(test)]
+fn gemma_calls_tree(text: &str, delim: &str, skip_bad: bool) -> Option<Vec<Call>> {
+    gemma_list(text, delim, skip_bad, |r| {
+        r.entries(1, '}').map(|m| compact(&Value::Object(m)))
+    })
 }
 
 /// The calls of Gemma output; `args` reads one call's arguments after its `{`, through the `}`.
-fn gemma_list(text: &str, delim: &str, mut args: impl FnMut(&mut Reader<'_>) -> Option<String>) -> Option<Vec<Call>> {
+fn gemma_list(
+    text: &str,
+    delim: &str,
+    skip_bad: bool,
+    mut args: impl FnMut(&mut Reader<'_>) -> Option<String>,
+) -> Option<Vec<Call>> {
     let mut r = Reader {
         s: text,
         pos: 0,
         delim: Some(delim),
     };
     let mut out = Vec::new();
+    let mut keys = Keys::new();
     loop {
         r.ws();
         if r.rest().is_empty() {
             break;
         }
+        // A stray colon after `<|tool_call>` (`<|tool_call>:call:bash{...}`).
+        r.pos += usize::from(r.rest().starts_with(":call:"));
         r.pos += "call:".len() * usize::from(r.rest().starts_with("call:"));
         let name = valid_name(r.ident()?)?;
-        if !r.eat('{') {
+        let (close, arguments) = if r.eat('{') {
+            let open = r.pos;
+            (b'}', (open, args(&mut r)))
+        } else if r.eat('(') {
+            let open = r.pos;
+            (b')', (open, python_args(&mut r, &mut keys)))
+        } else {
             return None;
+        };
+        match arguments {
+            (_, Some(arguments)) => out.push(Call {
+                id: None,
+                name,
+                arguments,
+            }),
+            (open, None) if skip_bad => {
+                r.pos = open;
+                r.skip_group(close)?;
+            }
+            (_, None) => return None,
         }
-        let arguments = args(&mut r)?;
-        out.push(Call {
-            id: None,
-            name,
-            arguments,
-        });
     }
     (!out.is_empty()).then_some(out)
 }
@@ -689,21 +812,21 @@ mod tests {
         /// path then answers), on generated Gemma literals.
         #[test]
         fn gemma_direct_equals_tree(text in call_text(true)) {
-            let tree = gemma_calls_tree(&text, D);
+            let tree = gemma_calls_tree(&text, D, false);
             if let Some(direct) = gemma_calls_direct(&text, D) {
                 prop_assert_eq!(Some(direct), tree.clone());
             }
-            prop_assert_eq!(gemma_calls(&text, D), tree);
+            prop_assert_eq!(gemma_calls(&text, D), gemma_calls_tree(&text, D, true));
         }
 
         /// The same for Pythonic calls.
         #[test]
         fn pythonic_direct_equals_tree(text in call_text(false)) {
-            let tree = pythonic_calls_tree(&text);
+            let tree = pythonic_calls_tree(&text, false);
             if let Some(direct) = pythonic_calls_direct(&text) {
                 prop_assert_eq!(Some(direct), tree.clone());
             }
-            prop_assert_eq!(pythonic_calls(&text), tree);
+            prop_assert_eq!(pythonic_calls(&text), pythonic_calls_tree(&text, true));
         }
 
         /// Noise made of the grammar's pieces: both paths fail or agree.
@@ -712,13 +835,13 @@ mod tests {
             text in r#"(call:f\{|f\(|[a-c]|:|,|<\|"\|>|'|"|\\|[{}()\[\]]|=|1|x| |é){0,30}"#
         ) {
             if let Some(direct) = gemma_calls_direct(&text, D) {
-                prop_assert_eq!(Some(direct), gemma_calls_tree(&text, D));
+                prop_assert_eq!(Some(direct), gemma_calls_tree(&text, D, false));
             }
             if let Some(direct) = pythonic_calls_direct(&text) {
-                prop_assert_eq!(Some(direct), pythonic_calls_tree(&text));
+                prop_assert_eq!(Some(direct), pythonic_calls_tree(&text, false));
             }
-            prop_assert_eq!(gemma_calls(&text, D), gemma_calls_tree(&text, D));
-            prop_assert_eq!(pythonic_calls(&text), pythonic_calls_tree(&text));
+            prop_assert_eq!(gemma_calls(&text, D), gemma_calls_tree(&text, D, true));
+            prop_assert_eq!(pythonic_calls(&text), pythonic_calls_tree(&text, true));
         }
     }
 

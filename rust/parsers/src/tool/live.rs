@@ -10,37 +10,18 @@
 //!
 //! Shapes whose name comes after the arguments, whose arguments are Python literals or
 //! JSON-encoded strings, or that a header introduces, never go live: their region is read whole
-//! when it ends, as before. Once a region has a live call it cannot turn back into text; what
-//! follows the live calls is read by `body::continuation`.
-use super::body::{trimmed_name, Target};
-use super::engine::Ctx;
+//! when it ends, as before. What follows the live calls is read by `body::continuation`.
+//!
+//! A live call whose arguments break (or whose region ends before they close) is abandoned: its
+//! index goes to the engine's `Abandoned` list and nothing more is written for it, so its
+//! fragments stop where the valid text stopped. A malformed call among several (a bad head or
+//! broken arguments inside an item) is skipped up to its end, and the next one may go live.
+use super::body::Target;
+use super::ctx::Ctx;
+use super::heads::{head, skip_tail, Stop, Syntax, Tail};
 use super::json_stream::{Fed, JsonStream};
-use super::spec::Body;
-use super::xml_stream::{invoke_dialect, Dialect, XmlArgs, XmlFed, GLM, QWEN};
+use super::xml_stream::{XmlArgs, XmlFed, QWEN};
 use super::ToolDelta;
-use crate::scan::find;
-use std::borrow::Cow;
-
-/// Why a head could not be read.
-enum Stop {
-    /// The text so far is a prefix of a head: wait for more. When the stop was a search for a
-    /// marker (`Cursor::until`), its first byte and where the search began: no try can get
-    /// further before that byte arrives.
-    Pending(Option<(u8, usize)>),
-    /// No call goes live here.
-    No,
-}
-
-/// What ends a live call after its arguments object.
-#[derive(Debug, Clone, Copy)]
-enum Tail {
-    /// Nothing: the arguments are the whole call.
-    Nothing,
-    /// The `}` of the object that holds `name` and `arguments` (extra keys are skipped).
-    CloseObject,
-    /// An item's end marker; what lies before it (a code fence) is dropped.
-    Marker(&'static str),
-}
 
 #[derive(Debug)]
 enum Phase {
@@ -50,11 +31,32 @@ enum Phase {
     /// dozen pushes to arrive, and each try re-reads it from its start).
     Head { wait: Option<(u8, usize)> },
     /// Streaming the arguments of call `index` with the engine's reader of this kind.
-    Args { index: usize, reader: Reader, tail: Tail },
+    Args {
+        index: usize,
+        reader: Reader,
+        tail: Tail,
+        /// Where a call that breaks is skipped to, when its body has more calls after it.
+        skip: Option<Tail>,
+    },
     /// Skipping the tail of the last call.
     Tail(Tail),
-    /// Nothing more goes live in this region.
+    /// Nothing more goes live in this region; the rest is read by `body::continuation`.
     Off,
+    /// A call broke and nothing after it in this region is read.
+    Dead,
+}
+
+/// Where a region's live calls stand (see `Live::between`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Between {
+    /// Between calls: the text from this region offset on is not read yet.
+    At(usize),
+    /// A call's arguments are complete and its tail (an item's end marker) is being skipped.
+    Tail,
+    /// Inside a call's arguments, or the wrapping object of a call is still open.
+    Inside,
+    /// A call broke: the rest of the region is not read.
+    Dead,
 }
 
 /// Why a live-call machine can let text pass unread (`Live::idle`).
@@ -98,22 +100,15 @@ impl Readers {
     }
 }
 
-/// How the arguments a head introduces are written.
-#[derive(Debug, Clone, Copy)]
-enum Syntax {
-    /// A JSON object (checked to start with `{` then `"` or `}`).
-    Json,
-    /// XML parameters of this dialect, starting right at the cursor.
-    Xml(&'static Dialect),
-}
-
 /// Live-call state of one region.
 #[derive(Debug)]
 pub(crate) struct Live {
     /// Region offset of the first byte not yet read by this machine.
     pub cursor: usize,
-    /// Whether a call of this region went live (the region is then calls, not text).
+    /// Whether a call of this region went live.
     pub emitted: bool,
+    /// Calls of this region whose arguments completed.
+    pub completed: usize,
     phase: Phase,
 }
 
@@ -122,7 +117,35 @@ impl Live {
         Self {
             cursor,
             emitted: false,
+            completed: 0,
             phase: Phase::Head { wait: None },
+        }
+    }
+
+    /// Whether offset `at` of `region`, read up to by `advance`, lies inside a JSON string, when
+    /// the calls tell: the live call is reading JSON arguments, or calls completed and only
+    /// whitespace follows them. `None` otherwise.
+    pub(crate) fn in_json_string(&self, readers: &Readers, region: &str, at: usize) -> Option<bool> {
+        match self.phase {
+            Phase::Args {
+                reader: Reader::Json, ..
+            } if self.cursor == at => Some(readers.json.in_string()),
+            Phase::Head { .. } | Phase::Tail(Tail::Nothing)
+                if self.completed > 0 && region.get(self.cursor..at).is_some_and(|t| t.trim().is_empty()) =>
+            {
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+
+    /// Where the live calls stand.
+    pub(crate) fn between(&self) -> Between {
+        match self.phase {
+            Phase::Head { .. } | Phase::Off | Phase::Tail(Tail::Nothing) => Between::At(self.cursor),
+            Phase::Tail(Tail::Marker(_)) => Between::Tail,
+            Phase::Tail(Tail::CloseObject) | Phase::Args { .. } => Between::Inside,
+            Phase::Dead => Between::Dead,
         }
     }
 
@@ -130,7 +153,7 @@ impl Live {
     /// (all of them seen by `advance`); `None` when any text may matter.
     pub(crate) fn idle(&self, readers: &Readers, read: usize) -> Option<Idle> {
         match self.phase {
-            Phase::Off => Some(Idle::Done),
+            Phase::Off | Phase::Dead => Some(Idle::Done),
             Phase::Head { wait: Some((b, from)) } => Some(Idle::Head(b, from)),
             Phase::Args {
                 reader: Reader::Xml, ..
@@ -176,8 +199,9 @@ impl Live {
     }
 
     /// Read `region` (cut where the region's end is certain not to lie) from the cursor.
-    /// `ended`: the region ends at `region.len()`. The engine's parts are passed one by one
-    /// (rather than the engine) because the region's text borrows its buffer meanwhile.
+    /// `ended`: the region ends at `region.len()`. Calls that break are added to `abandoned`.
+    /// The engine's parts are passed one by one (rather than the engine) because the region's
+    /// text borrows its buffer meanwhile.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn advance(
         &mut self,
@@ -187,12 +211,13 @@ impl Live {
         ctx: &Ctx,
         readers: &mut Readers,
         next_index: &mut usize,
+        abandoned: &mut Vec<usize>,
         out: &mut ToolDelta,
     ) {
         loop {
             let rest = &region[self.cursor..];
             match &mut self.phase {
-                Phase::Off => return,
+                Phase::Off | Phase::Dead => return,
                 Phase::Head { wait: Some((b, from)) }
                     if !ended && crate::scan::byte(*b, &region.as_bytes()[*from..]).is_none() =>
                 {
@@ -216,6 +241,7 @@ impl Live {
                             index: *next_index,
                             reader,
                             tail: h.tail,
+                            skip: h.skip,
                         };
                         *next_index += 1;
                         self.cursor += h.args;
@@ -227,10 +253,16 @@ impl Live {
                         };
                         return;
                     }
+                    Err(Stop::Skip(tail)) => self.phase = Phase::Tail(tail),
                     Err(_) => self.phase = Phase::Off,
                 },
-                Phase::Args { index, reader, tail } => {
-                    let (index, reader, tail) = (*index, *reader, *tail);
+                Phase::Args {
+                    index,
+                    reader,
+                    tail,
+                    skip,
+                } => {
+                    let (index, reader, tail, skip) = (*index, *reader, *tail, *skip);
                     // Written straight into the delta (`settle` drops a fragment left empty).
                     let frag = out.fragment(index);
                     let fed = match reader {
@@ -240,11 +272,7 @@ impl Live {
                             XmlFed::Failed(n) => Step::Failed(n),
                         },
                         Reader::Json => {
-                            let json = &mut readers.json;
-                            let fed = json.feed(rest, frag);
-                            if fed == Fed::More && ended {
-                                json.close(frag);
-                            }
+                            let fed = readers.json.feed(rest, frag);
                             match fed {
                                 Fed::More => Step::More(rest.len()),
                                 Fed::Done(n) => Step::Done(n),
@@ -257,22 +285,24 @@ impl Live {
                         Step::More(n) => {
                             self.cursor += n;
                             if ended {
-                                self.phase = Phase::Off;
+                                // The region ended inside the arguments.
+                                abandoned.push(index);
+                                self.phase = Phase::Dead;
                             }
                             return;
                         }
                         Step::Done(n) => {
                             self.cursor += n;
+                            self.completed += 1;
                             self.phase = Phase::Tail(tail);
                         }
                         Step::Failed(n) => {
                             self.cursor += n;
-                            // Inside an item, the broken rest up to the item's end is dropped
-                            // and the next item may still go live; elsewhere it becomes text.
-                            self.phase = match tail {
-                                Tail::Marker(_) => Phase::Tail(tail),
-                                _ => Phase::Off,
-                            };
+                            abandoned.push(index);
+                            // Inside an item or invoke block, the broken rest up to its end is
+                            // dropped and the next call may still go live; elsewhere nothing
+                            // more of the region is read.
+                            self.phase = skip.map_or(Phase::Dead, Phase::Tail);
                         }
                     }
                 }
@@ -297,382 +327,4 @@ enum Step {
     More(usize),
     Done(usize),
     Failed(usize),
-}
-
-/// A call head: name, id, where its arguments object starts and what ends the call.
-struct HeadFound<'a> {
-    id: Option<Cow<'a, str>>,
-    name: Cow<'a, str>,
-    args: usize,
-    tail: Tail,
-    syntax: Syntax,
-}
-
-fn head<'a>(target: &'a Target, text: &'a str, ctx: &Ctx) -> Result<HeadFound<'a>, Stop> {
-    let mut c = Cursor { s: text, i: 0 };
-    let found = match target {
-        Target::Args { name, id } => Found::json(id.as_deref().map(Cow::Borrowed), name.as_str(), Tail::Nothing),
-        Target::Body(body) => body_head(body, &mut c)?,
-    };
-    let args = match found.syntax {
-        Syntax::Json => c.args_start()?,
-        Syntax::Xml(_) => c.i,
-    };
-    let name = match found.name {
-        Cow::Borrowed(n) => trimmed_name(n).map(Cow::Borrowed),
-        Cow::Owned(n) => trimmed_name(&n).map(|t| Cow::Owned(t.to_owned())),
-    };
-    let name = name.filter(|n| ctx.declared(n)).ok_or(Stop::No)?;
-    Ok(HeadFound {
-        id: found.id,
-        name,
-        args,
-        tail: found.tail,
-        syntax: found.syntax,
-    })
-}
-
-/// What a format's head says before the arguments (borrowed from the head's text where it can).
-struct Found<'a> {
-    id: Option<Cow<'a, str>>,
-    name: Cow<'a, str>,
-    tail: Tail,
-    syntax: Syntax,
-}
-
-impl<'a> Found<'a> {
-    fn json(id: Option<Cow<'a, str>>, name: impl Into<Cow<'a, str>>, tail: Tail) -> Self {
-        Self {
-            id,
-            name: name.into(),
-            tail,
-            syntax: Syntax::Json,
-        }
-    }
-
-    fn xml(name: impl Into<Cow<'a, str>>, dialect: &'static Dialect) -> Self {
-        Self {
-            id: None,
-            name: name.into(),
-            tail: Tail::Nothing,
-            syntax: Syntax::Xml(dialect),
-        }
-    }
-}
-
-/// Read a head of `body`, leaving the cursor before the arguments.
-fn body_head<'a>(body: &Body, c: &mut Cursor<'a>) -> Result<Found<'a>, Stop> {
-    match *body {
-        Body::Json => json_head(c),
-        Body::Mistral => {
-            c.ws();
-            if matches!(c.peek()?, b'[' | b'{') {
-                // The v3 JSON form gives each call's `"id"` after its arguments, and Mistral
-                // templates reject any other id on the next turn: read these regions whole.
-                return Err(Stop::No);
-            }
-            mistral_head(c)
-        }
-        Body::Items { begin, end, item } => {
-            c.ws();
-            c.lit(begin)?;
-            let found = body_head(item, c)?;
-            Ok(Found {
-                tail: Tail::Marker(end),
-                ..found
-            })
-        }
-        Body::KimiItem => {
-            let header = c.until("<|tool_call_argument_begin|>")?.trim();
-            let bare = header.strip_prefix("functions.").unwrap_or(header);
-            let name = match bare.rsplit_once(':') {
-                Some((n, idx)) if !idx.is_empty() && idx.bytes().all(|b| b.is_ascii_digit()) => n,
-                _ => bare,
-            };
-            Ok(Found::json(Some(header.into()), name, Tail::Nothing))
-        }
-        Body::DeepSeekItem => {
-            let left = c.until("<｜tool▁sep｜>")?;
-            let name = if left.trim() == "function" {
-                let name = c.until("\n")?;
-                c.ws();
-                if c.rest().starts_with('`') {
-                    c.lit("```")?;
-                    c.until("\n")?;
-                }
-                name
-            } else {
-                left
-            };
-            Ok(Found::json(None, name, Tail::Nothing))
-        }
-        Body::FunctionaryV31 => Ok(Found::json(None, c.until(">")?, Tail::Nothing)),
-        Body::Solar => {
-            let id = c.until("<|tool_call:name|>")?.trim();
-            let name = c.until("<|tool_call:args|>")?;
-            let id = Some(Cow::Borrowed(id)).filter(|i| !i.is_empty());
-            Ok(Found::json(id, name, Tail::Nothing))
-        }
-        Body::QwenXml { bare } => {
-            if !bare {
-                c.ws();
-                c.lit("<function=")?;
-            }
-            Ok(Found::xml(c.until(">")?, &QWEN))
-        }
-        Body::Glm => glm_head(c),
-        Body::Invoke { prefix } => invoke_head(c, prefix),
-        Body::Step3Item => {
-            c.ws();
-            if c.lit("function<｜tool_sep｜>").is_err() {
-                // Without the prefix the item is the invoke block itself; a partial prefix waits.
-                if "function<｜tool_sep｜>".starts_with(c.rest()) {
-                    return Err(Stop::Pending(None));
-                }
-            }
-            invoke_head(c, "steptml:")
-        }
-        _ => Err(Stop::No),
-    }
-}
-
-/// GLM `NAME\n<arg_key>` / `NAME<arg_key>` / `NAME<tool_sep>` (Hy3).
-fn glm_head<'a>(c: &mut Cursor<'a>) -> Result<Found<'a>, Stop> {
-    c.ws();
-    let rest = c.rest();
-    // The earliest of `<arg_key>`, `<tool_sep>` and a newline, in one pass (this runs per push
-    // until the first parameter has arrived).
-    let bytes = rest.as_bytes();
-    let mut from = 0;
-    let p = loop {
-        let p = from + crate::scan::byte2(b'<', b'\n', &bytes[from..]).ok_or(Stop::Pending(None))?;
-        if bytes[p] == b'\n' || rest[p..].starts_with("<arg_key>") || rest[p..].starts_with("<tool_sep>") {
-            break p;
-        }
-        from = p + 1;
-    };
-    let name = &rest[..p];
-    c.i += p;
-    c.ws();
-    if let Err(Stop::Pending(_)) = c.lit("<tool_sep>") {
-        return Err(Stop::Pending(None));
-    }
-    // Commit only once the first parameter is well formed, so that a malformed call stays text.
-    let mut probe = Cursor { s: c.s, i: c.i };
-    probe.ws();
-    probe.lit("<arg_key>")?;
-    probe.until("</arg_key>")?;
-    probe.ws();
-    probe.lit("<arg_value>")?;
-    Ok(Found::xml(name, &GLM))
-}
-
-/// `<{prefix}invoke name="N">`, then XML parameters or a JSON object.
-fn invoke_head<'a>(c: &mut Cursor<'a>, prefix: &str) -> Result<Found<'a>, Stop> {
-    let dialect = invoke_dialect(prefix).ok_or(Stop::No)?;
-    c.ws();
-    c.lit("<")?;
-    c.lit(prefix)?;
-    c.lit("invoke")?;
-    let header = c.until(">")?;
-    let name = super::xml::attr(header, "name").ok_or(Stop::No)?;
-    let mut peek = Cursor { s: c.s, i: c.i };
-    peek.ws();
-    match peek.peek()? {
-        b'{' => Ok(Found::json(None, name, Tail::Marker(dialect.function_end))),
-        b'<' => Ok(Found::xml(name, dialect)),
-        _ => Err(Stop::No),
-    }
-}
-
-/// `{"name": "N", "arguments": {` (also `tool_name`, `parameters`, `args`), after any `[`, `,`
-/// or `;` that separate calls.
-fn json_head<'a>(c: &mut Cursor<'a>) -> Result<Found<'a>, Stop> {
-    c.skip_while(|b| b.is_ascii_whitespace() || matches!(b, b'[' | b',' | b';'));
-    c.lit("{")?;
-    c.ws();
-    if !matches!(c.json_string()?, "name" | "tool_name") {
-        return Err(Stop::No);
-    }
-    c.ws();
-    c.lit(":")?;
-    c.ws();
-    let name = c.json_string()?;
-    c.ws();
-    c.lit(",")?;
-    c.ws();
-    if !matches!(c.json_string()?, "arguments" | "parameters" | "args") {
-        return Err(Stop::No);
-    }
-    c.ws();
-    c.lit(":")?;
-    Ok(Found::json(None, name, Tail::CloseObject))
-}
-
-/// Mistral's `NAME[ARGS]{`, `NAME[CALL_ID]ID[ARGS]{` or `NAME{`.
-fn mistral_head<'a>(c: &mut Cursor<'a>) -> Result<Found<'a>, Stop> {
-    let start = c.i;
-    let name_end = loop {
-        match c.peek()? {
-            b'{' => break c.i,
-            b'[' => {
-                let end = c.i;
-                if c.lit("[ARGS]").is_ok() {
-                    break end;
-                }
-                c.lit("[CALL_ID]")?;
-                let id_start = c.i;
-                let id_end = loop {
-                    match c.peek()? {
-                        b'{' => break c.i,
-                        b'[' => {
-                            let e = c.i;
-                            c.lit("[ARGS]")?;
-                            break e;
-                        }
-                        _ => c.i += 1,
-                    }
-                };
-                let id = c.s[id_start..id_end].trim();
-                return Ok(Found::json(Some(id.into()), &c.s[start..end], Tail::Nothing));
-            }
-            b if b.is_ascii_alphanumeric() || b >= 0x80 || matches!(b, b'_' | b'-' | b'.' | b':' | b'/' | b' ') => {
-                c.i += 1
-            }
-            _ => return Err(Stop::No),
-        }
-    };
-    Ok(Found::json(None, &c.s[start..name_end], Tail::Nothing))
-}
-
-/// Bytes of the tail at the start of `text`.
-fn skip_tail(tail: Tail, text: &str) -> Result<usize, Stop> {
-    let mut c = Cursor { s: text, i: 0 };
-    match tail {
-        Tail::Nothing => Ok(0),
-        Tail::Marker(end) => {
-            c.until(end)?;
-            Ok(c.i)
-        }
-        Tail::CloseObject => {
-            c.ws();
-            match c.peek()? {
-                b'}' => Ok(c.i + 1),
-                b',' => c.close_object(),
-                _ => Ok(0),
-            }
-        }
-    }
-}
-
-/// A read position in a head.
-struct Cursor<'a> {
-    s: &'a str,
-    i: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn rest(&self) -> &'a str {
-        &self.s[self.i..]
-    }
-
-    fn peek(&self) -> Result<u8, Stop> {
-        self.s.as_bytes().get(self.i).copied().ok_or(Stop::Pending(None))
-    }
-
-    fn skip_while(&mut self, f: impl Fn(u8) -> bool) {
-        while self.s.as_bytes().get(self.i).is_some_and(|b| f(*b)) {
-            self.i += 1;
-        }
-    }
-
-    fn ws(&mut self) {
-        self.skip_while(|b| b.is_ascii_whitespace());
-    }
-
-    /// Consume `lit`.
-    fn lit(&mut self, lit: &str) -> Result<(), Stop> {
-        let rest = self.rest();
-        if crate::scan::has_prefix(rest.as_bytes(), lit.as_bytes()) {
-            self.i += lit.len();
-            Ok(())
-        } else if lit.starts_with(rest) {
-            // Nothing changes until `lit`'s next byte arrives (another byte fails the head, and
-            // noticing that later changes nothing): the head waits for it.
-            Err(Stop::Pending(
-                lit.as_bytes().get(rest.len()).map(|&b| (b, self.s.len())),
-            ))
-        } else {
-            Err(Stop::No)
-        }
-    }
-
-    /// The text up to `marker`, consuming both.
-    fn until(&mut self, marker: &str) -> Result<&'a str, Stop> {
-        let rest = self.rest();
-        let p = find(rest, marker).ok_or(Stop::Pending(marker.as_bytes().first().map(|&b| (b, self.i))))?;
-        self.i += p + marker.len();
-        Ok(&rest[..p])
-    }
-
-    /// A JSON string without escapes (keys and names never need them).
-    fn json_string(&mut self) -> Result<&'a str, Stop> {
-        self.lit("\"")?;
-        let rest = self.rest();
-        match crate::scan::byte2(b'"', b'\\', rest.as_bytes()) {
-            Some(p) if rest.as_bytes()[p] == b'"' => {
-                self.i += p + 1;
-                Ok(&rest[..p])
-            }
-            Some(_) => Err(Stop::No),
-            None => Err(Stop::Pending(None)),
-        }
-    }
-
-    /// Where the arguments object starts: `{` then `"` or `}`. Returns its offset.
-    fn args_start(&mut self) -> Result<usize, Stop> {
-        self.ws();
-        let at = self.i;
-        if at == self.s.len() {
-            // No head succeeds before a `{` arrives (the object's, or one after more of the
-            // head): the head is not read again until then.
-            return Err(Stop::Pending(Some((b'{', at))));
-        }
-        self.lit("{")?;
-        self.ws();
-        match self.peek()? {
-            b'"' | b'}' => Ok(at),
-            _ => Err(Stop::No),
-        }
-    }
-
-    /// Skip the rest of an object whose `{` was already read; returns the offset after its `}`.
-    fn close_object(&mut self) -> Result<usize, Stop> {
-        let bytes = self.s.as_bytes();
-        let (mut depth, mut quoted, mut escaped) = (1u32, false, false);
-        while let Some(&b) = bytes.get(self.i) {
-            self.i += 1;
-            if quoted {
-                match b {
-                    _ if escaped => escaped = false,
-                    b'\\' => escaped = true,
-                    b'"' => quoted = false,
-                    _ => {}
-                }
-                continue;
-            }
-            match b {
-                b'"' => quoted = true,
-                b'{' | b'[' => depth += 1,
-                b'}' | b']' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return Ok(self.i);
-                    }
-                }
-                _ => {}
-            }
-        }
-        Err(Stop::Pending(None))
-    }
 }

@@ -2,8 +2,8 @@
 //!
 //! One streaming engine (`engine`) is driven by a declarative spec per format (`spec`): the
 //! markers that open a tool region, how the region ends and the grammar of its body (`body`,
-//! `xml`, `literal`). A complete parse is `push(whole); finish()`, so streaming equals complete
-//! by construction.
+//! `xml`, `literal`). A complete parse is `push(whole); finish()` with the calls the stream
+//! abandoned set aside (`Abandoned`), so streaming equals complete by construction.
 //!
 //! When `tools` are given, a region whose calls name an undeclared tool is kept as normal text,
 //! verbatim. Arguments are compact JSON in the model's key order. Where a format gives a call's
@@ -12,12 +12,21 @@
 //! parameters); other shapes (other XML dialects, Python literals) are reported in one call
 //! delta (`CallDelta`) once their region is complete.
 mod body;
+mod ctx;
+mod ends;
 mod engine;
 mod format;
+mod generic;
+mod header;
+mod heads;
+mod json_raw;
 mod json_stream;
 mod literal;
 mod live;
+mod probe;
 mod spec;
+mod string_run;
+mod value;
 mod xml;
 mod xml_stream;
 
@@ -213,6 +222,46 @@ impl ToolDelta {
     }
 }
 
+/// Calls a stream started that a complete parse of the same output does not report, and the text
+/// the complete parse has in their place (the crate docs' policy on calls that never complete).
+///
+/// A call goes live as soon as its name and the start of its arguments are seen, and a stream
+/// cannot take back what it sent. When its arguments then break (invalid JSON, a malformed
+/// parameter), or the output ends before they close (`max_tokens`), the call is abandoned: its
+/// arguments fragments simply stop, never closed up into valid JSON. If no call of its region
+/// completes, or the output ended inside the region, the region was not calls after all and its
+/// text, verbatim, belongs to the normal text. `apply` turns what a stream accumulated into the
+/// complete parse: streaming then equals complete for every output.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Abandoned {
+    /// Indexes of the abandoned calls, ascending.
+    pub calls: Vec<usize>,
+    /// Text a complete parse has instead: `(offset, text)`, the offset in bytes of the normal
+    /// text streamed before it; ascending.
+    pub text: Vec<(usize, String)>,
+}
+
+impl Abandoned {
+    /// Nothing was abandoned.
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty() && self.text.is_empty()
+    }
+
+    /// Turn a stream's accumulated calls and normal text into what a complete parse reports.
+    pub fn apply(&self, result: &mut ToolParseResult) {
+        for &i in self.calls.iter().rev() {
+            if i < result.calls.len() {
+                result.calls.remove(i);
+            }
+        }
+        for (at, text) in self.text.iter().rev() {
+            if result.normal_text.is_char_boundary(*at) {
+                result.normal_text.insert_str(*at, text);
+            }
+        }
+    }
+}
+
 /// Per-request streaming tool-call parser.
 #[derive(Debug)]
 pub struct ToolCallParser {
@@ -226,7 +275,7 @@ impl ToolCallParser {
     pub fn new(format: ToolFormat, tools: Option<Vec<ToolDef>>) -> Self {
         Self {
             format,
-            engine: engine::Engine::new(spec::spec(format), spec::text_markers(format), engine::Ctx::new(tools)),
+            engine: engine::Engine::new(spec::spec(format), spec::text_markers(format), ctx::Ctx::new(tools)),
         }
     }
 
@@ -243,7 +292,7 @@ impl ToolCallParser {
             engine: engine::Engine::forced(
                 spec::spec(format),
                 spec::text_markers(format),
-                engine::Ctx::new(tools),
+                ctx::Ctx::new(tools),
                 forced,
             ),
         }
@@ -269,8 +318,9 @@ impl ToolCallParser {
         self.engine.push(text, out);
     }
 
-    /// End of output: flush held text; an unfinished region is parsed if it can be, else
-    /// returned as text.
+    /// End of output: flush held text. A region the output ended inside is calls only if it
+    /// reads whole (every call's arguments closed); else it is text, and calls of it that went
+    /// live are abandoned (see [`Abandoned`] and the crate's `policy` docs).
     pub fn finish(&mut self) -> ToolDelta {
         let mut out = ToolDelta::default();
         self.engine.finish(&mut out);
@@ -280,6 +330,11 @@ impl ToolCallParser {
     /// `finish`, appending to `out`.
     pub fn finish_into(&mut self, out: &mut ToolDelta) {
         self.engine.finish(out);
+    }
+
+    /// The calls this stream started that never completed (so far): see [`Abandoned`].
+    pub fn abandoned(&self) -> &Abandoned {
+        self.engine.abandoned()
     }
 }
 
@@ -319,10 +374,10 @@ thread_local! {
 
 /// `text` pushed whole through a parser for `format`, its deltas assembled into calls.
 fn collect(text: &str, format: ToolFormat, tools: Option<Vec<ToolDef>>, forced: Option<Forced>) -> ToolParseResult {
-    let (spec, markers, ctx) = (spec::spec(format), spec::text_markers(format), engine::Ctx::new(tools));
+    let (spec, markers, ctx) = (spec::spec(format), spec::text_markers(format), ctx::Ctx::new(tools));
     let mut scratch = SCRATCH.with(|s| s.borrow_mut().take()).unwrap_or_else(|| {
         Box::new(Scratch {
-            engine: engine::Engine::new(spec, markers, engine::Ctx::default()),
+            engine: engine::Engine::new(spec, markers, ctx::Ctx::default()),
             delta: ToolDelta::default(),
         })
     });
@@ -346,11 +401,16 @@ fn collect(text: &str, format: ToolFormat, tools: Option<Vec<ToolDef>>, forced: 
         }
     }
     let normal_text = std::mem::take(&mut d.normal_text);
+    let mut result = ToolParseResult { normal_text, calls };
+    let abandoned = scratch.engine.abandoned();
+    if !abandoned.is_empty() {
+        abandoned.apply(&mut result);
+    }
     if scratch.engine.buffered_capacity().max(d.text.capacity()) <= Scratch::KEEP {
         scratch.engine.forget_tools();
         SCRATCH.with(|s| *s.borrow_mut() = Some(scratch));
     }
-    ToolParseResult { normal_text, calls }
+    result
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Declarative per-format specs: which markers open a tool region, how the region ends and how
 //! its body is read. The streaming engine (`engine.rs`) is the same for every format.
 use super::format::ToolFormat;
+use super::probe as probes;
 use std::sync::OnceLock;
 
 /// How a tool region ends. The end marker is consumed with the region.
@@ -14,6 +15,20 @@ pub(crate) enum End {
     /// belongs to the region: some models close a format that needs no closing marker
     /// (Granite 3.1 `<tool_call>[...]</tool_call>`).
     BalancedThen(&'static str),
+    /// Like `Marker`, but only the first `.1` markers are consumed: the others end the region
+    /// and stay, because they open what follows (a Harmony message without its `<|end|>` ends at
+    /// the next header).
+    MarkerKeep(&'static [&'static str], usize),
+}
+
+/// Whether text after a region's start marker opens the region: markers that are also ordinary
+/// text (`[`, `call:`) are a region only when what follows reads like a call's head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Opens {
+    Yes,
+    No,
+    /// Too little text to tell yet.
+    Pending,
 }
 
 /// The grammar of a region's body.
@@ -52,8 +67,16 @@ pub(crate) enum Body {
     PythonDicts,
     /// Gemma `call:NAME{k:<delim>v<delim>,...}`.
     Gemma { delim: &'static str },
-    /// gpt-oss Harmony message header up to `<|message|>`.
-    HarmonyHeader,
+    /// gpt-oss Harmony message header up to `<|message|>` (see `crate::harmony`); `role` when the
+    /// region opened at `<|start|>` (or mid-role, at the start of output).
+    HarmonyHeader { role: bool },
+    /// Llama 3.1 after `<|python_tag|>`: JSON calls, or a built-in tool's `NAME.call(k=v)`.
+    Llama3Tag,
+    /// LFM2: a Python call list, or a JSON list of calls (LFM2 with JSON tools).
+    PythonicOrJson,
+    /// llama.cpp's generic JSON envelope: `{"tool_call": {..}}`, `{"tool_calls": [..]}` or
+    /// `{"response": "text"}`.
+    Generic,
     /// Functionary v3.2 recipient line after `>>>`.
     FunctionaryHeader,
     /// Functionary v3.1 `NAME>{json}` after `<function=`.
@@ -72,6 +95,10 @@ pub(crate) struct Region {
     pub start: &'static str,
     pub end: End,
     pub body: Body,
+    /// Decides from the text after `start` whether the region opens; `None`: it always does.
+    pub probe: Option<fn(&str) -> Opens>,
+    /// The start marker is the body's first character (`[` of a Python list), not framing.
+    pub in_body: bool,
 }
 
 /// A region that opens at the very start of output (after whitespace) with no marker.
@@ -79,6 +106,8 @@ pub(crate) struct Region {
 pub(crate) struct Leading {
     /// First characters that open it; empty means any.
     pub first: &'static str,
+    /// Text it must start with (empty: any); the whitespace before it then belongs to the region.
+    pub opens: &'static str,
     pub end: End,
     pub body: Body,
 }
@@ -113,6 +142,8 @@ const fn tag(start: &'static str, end: &'static [&'static str], body: Body) -> R
         start,
         end: End::Marker(end),
         body,
+        probe: None,
+        in_body: false,
     }
 }
 
@@ -121,40 +152,71 @@ const fn open(start: &'static str, body: Body) -> Region {
         start,
         end: End::Balanced,
         body,
+        probe: None,
+        in_body: false,
+    }
+}
+
+/// A region that opens only where `probe` says so.
+const fn probed(region: Region, probe: fn(&str) -> Opens) -> Region {
+    Region {
+        probe: Some(probe),
+        ..region
+    }
+}
+
+const fn leading(first: &'static str, end: End, body: Body) -> Leading {
+    Leading {
+        first,
+        opens: "",
+        end,
+        body,
     }
 }
 
 const EOS_DEEPSEEK: &[&str] = &["<｜end▁of▁sentence｜>"];
 const LLAMA_EOT: &[&str] = &["<|eom_id|>", "<|eot_id|>"];
 
-static HERMES: Spec = regions(&[tag("<tool_call>", &["</tool_call>"], Body::Json)]);
+/// Llama 3.1's custom-tool form and Functionary v3.1: `<function=NAME>{json}</function>`. Outside
+/// Functionary the marker is also ordinary text, so it opens a region only before a JSON object.
+const FUNCTION_JSON: Region = probed(
+    tag("<function=", &["</function>"], Body::FunctionaryV31),
+    probes::function_json,
+);
+
+static HERMES: Spec = regions(&[tag("<tool_call>", &["</tool_call>"], Body::Json), FUNCTION_JSON]);
+/// OpenAI-style JSON: a call list or object at the start, and, as SMG's JSON parser reads it,
+/// a call object anywhere in the text (`{` opens a region only before a `"name"` key).
 static JSON: Spec = Spec {
-    leading: Some(Leading {
-        first: "{[",
-        end: End::Balanced,
-        body: Body::Json,
-    }),
-    ..regions(&[])
+    leading: Some(leading("{[", End::Balanced, Body::Json)),
+    ..regions(&[Region {
+        in_body: true,
+        ..probed(open("{", Body::Json), probes::json_call_object)
+    }])
 };
 static LLAMA3: Spec = Spec {
-    leading: Some(Leading {
-        first: "{",
-        end: End::Marker(LLAMA_EOT),
-        body: Body::Json,
-    }),
+    leading: Some(leading("{", End::Marker(LLAMA_EOT), Body::Json)),
     strip: LLAMA_EOT,
-    ..regions(&[tag("<|python_tag|>", LLAMA_EOT, Body::Json)])
+    ..regions(&[tag("<|python_tag|>", LLAMA_EOT, Body::Llama3Tag), FUNCTION_JSON])
 };
+/// A Python call list anywhere in the text (Llama 4 writes `Let me check: [get_weather(...)]`):
+/// `[` opens a region only where a call's head follows.
+const PYTHON_LIST: Region = Region {
+    in_body: true,
+    ..probed(open("[", Body::Pythonic), probes::python_list)
+};
+/// Gemma 3 (and Gemma 4 out of habit) fence Python calls as ```` ```tool_code ````.
+const TOOL_CODE: Region = tag("```tool_code", &["```"], Body::Pythonic);
 static PYTHONIC: Spec = Spec {
-    leading: Some(Leading {
-        first: "[",
-        end: End::Balanced,
-        body: Body::Pythonic,
-    }),
+    leading: Some(leading("[", End::Balanced, Body::Pythonic)),
     strip: &["<|eot|>", "<|eom|>"],
-    ..regions(&[tag("<|python_start|>", &["<|python_end|>"], Body::Pythonic)])
+    ..regions(&[
+        tag("<|python_start|>", &["<|python_end|>"], Body::Pythonic),
+        PYTHON_LIST,
+        TOOL_CODE,
+    ])
 };
-static LFM2: Spec = regions(&[tag("<|tool_call_start|>", &["<|tool_call_end|>"], Body::Pythonic)]);
+static LFM2: Spec = regions(&[tag("<|tool_call_start|>", &["<|tool_call_end|>"], Body::PythonicOrJson)]);
 static OLMO3: Spec = regions(&[tag("<function_calls>", &["</function_calls>"], Body::Pythonic)]);
 static MISTRAL: Spec = Spec {
     skip: &["[ARGS]", "[CALL_ID]"],
@@ -173,15 +235,27 @@ static DEEPSEEK: Spec = Spec {
 const DSML: Body = Body::Invoke { prefix: "｜DSML｜" };
 static DEEPSEEK_V32: Spec = Spec {
     strip: EOS_DEEPSEEK,
-    ..regions(&[
-        tag("<｜DSML｜function_calls>", &["</｜DSML｜function_calls>"], DSML),
-        tag("<｜DSML｜tool_calls>", &["</｜DSML｜tool_calls>"], DSML),
-    ])
+    ..regions(&[tag("<｜DSML｜function_calls>", &["</｜DSML｜function_calls>"], DSML)])
+};
+/// DeepSeek V4 names its block `tool_calls`; like vLLM and SMG, each of V3.2 and V4 reads only
+/// its own block name.
+static DEEPSEEK_V4: Spec = Spec {
+    strip: EOS_DEEPSEEK,
+    ..regions(&[tag("<｜DSML｜tool_calls>", &["</｜DSML｜tool_calls>"], DSML)])
 };
 static KIMI_K2: Spec = regions(&[
     tag(
         "<|tool_calls_section_begin|>",
         &["<|tool_calls_section_end|>"],
+        Body::Items {
+            begin: "<|tool_call_begin|>",
+            end: "<|tool_call_end|>",
+            item: &Body::KimiItem,
+        },
+    ),
+    tag(
+        "<|tool_call_section_begin|>",
+        &["<|tool_call_section_end|>", "<|tool_calls_section_end|>"],
         Body::Items {
             begin: "<|tool_call_begin|>",
             end: "<|tool_call_end|>",
@@ -228,11 +302,21 @@ static MINIMAX_M2: Spec = regions(&[tag(
     Body::Invoke { prefix: "" },
 )]);
 static TOOL_CALLS_JSON: Spec = regions(&[tag("<tool_calls>", &["</tool_calls>"], Body::Json)]);
+/// Harmony: a header region runs to `<|message|>`; `Body::HarmonyHeader` then follows with the
+/// message's text as a call's arguments, as text hidden from the user (analysis, built-in tools)
+/// or as normal text (final, preambles). The output may start mid-header (` to=functions.x...`),
+/// the prompt having ended with `<|start|>assistant`.
 static HARMONY: Spec = Spec {
+    leading: Some(Leading {
+        first: "t",
+        opens: "to=",
+        end: End::Marker(&["<|message|>"]),
+        body: Body::HarmonyHeader { role: true },
+    }),
     strip: &["<|end|>", "<|return|>", "<|call|>"],
     ..regions(&[
-        tag("<|channel|>", &["<|message|>"], Body::HarmonyHeader),
-        tag("<|start|>", &["<|message|>"], Body::HarmonyHeader),
+        tag("<|channel|>", &["<|message|>"], Body::HarmonyHeader { role: false }),
+        tag("<|start|>", &["<|message|>"], Body::HarmonyHeader { role: true }),
     ])
 };
 static COHERE: Spec = Spec {
@@ -244,16 +328,36 @@ static COHERE: Spec = Spec {
     ],
     ..regions(&[tag("<|START_ACTION|>", &["<|END_ACTION|>"], Body::Json)])
 };
+/// Command R+ (tool-use template): `Action: ```json [...] ``` `.
+static COMMAND_R: Spec = regions(&[
+    tag("Action: ```json", &["```"], Body::Json),
+    tag("Action:```json", &["```"], Body::Json),
+    tag("Action:\n```json", &["```"], Body::Json),
+]);
 static GRANITE: Spec = regions(&[
     open("<|tool_call|>", Body::Json),
     Region {
         start: "<tool_call>",
         end: End::BalancedThen("</tool_call>"),
         body: Body::Json,
+        probe: None,
+        in_body: false,
     },
 ]);
 static GRANITE_20B: Spec = regions(&[open("<function_call>", Body::Json)]);
-static GEMMA4: Spec = regions(&[tag("<|tool_call>", &["<tool_call|>"], Body::Gemma { delim: "<|\"|>" })]);
+const GEMMA_DELIM: &str = "<|\"|>";
+static GEMMA4: Spec = regions(&[
+    tag(
+        "<|tool_call>",
+        &["<tool_call|>", "<turn|>"],
+        Body::Gemma { delim: GEMMA_DELIM },
+    ),
+    // Fallbacks seen in Gemma 4 output (vLLM gemma4_utils): a bare `call:NAME{...}` (after prose or
+    // glued to the thought channel's end) and `<call>NAME{...}`.
+    probed(open("call:", Body::Gemma { delim: GEMMA_DELIM }), probes::gemma_call),
+    probed(open("<call>", Body::Gemma { delim: GEMMA_DELIM }), probes::gemma_call),
+    TOOL_CODE,
+]);
 static FUNCTIONGEMMA: Spec = regions(&[tag(
     "<start_function_call>",
     &["<end_function_call>"],
@@ -273,11 +377,7 @@ static GIGACHAT: Spec = Spec {
 static LONGCAT: Spec = regions(&[tag("<longcat_tool_call>", &["</longcat_tool_call>"], Body::Json)]);
 static SOLAR: Spec = regions(&[tag("<|tool_call:begin|>", &["<|tool_call:end|>"], Body::Solar)]);
 static XLAM: Spec = Spec {
-    leading: Some(Leading {
-        first: "{[",
-        end: End::Balanced,
-        body: Body::Json,
-    }),
+    leading: Some(leading("{[", End::Balanced, Body::Json)),
     lead_after: &["</think>"],
     ..regions(&[
         tag("```json", &["```"], Body::Json),
@@ -293,22 +393,20 @@ static FUNCTIONARY_V31: Spec = Spec {
     ])
 };
 static FUNCTIONARY_V32: Spec = Spec {
-    leading: Some(Leading {
-        first: "",
-        end: End::Marker(&["\n"]),
-        body: Body::FunctionaryHeader,
-    }),
+    leading: Some(leading("", End::Marker(&["\n"]), Body::FunctionaryHeader)),
     ..regions(&[tag(">>>", &["\n"], Body::FunctionaryHeader)])
 };
 static SARASHINA: Spec = Spec {
-    leading: Some(Leading {
-        first: "[",
-        end: End::Balanced,
-        body: Body::PythonDicts,
-    }),
+    leading: Some(leading("[", End::Balanced, Body::PythonDicts)),
     ..regions(&[open("<|tool_calls|>", Body::PythonDicts)])
 };
 static INKLING: Spec = regions(&[tag("<|message_model|>", &["<|end_message|>"], Body::Inkling)]);
+/// llama.cpp's generic format (what it falls back to for templates it does not know, Command R+
+/// among them): the whole output is one JSON object.
+static GENERIC: Spec = Spec {
+    leading: Some(leading("{", End::Balanced, Body::Generic)),
+    ..regions(&[])
+};
 
 impl Spec {
     /// Every marker the engine itself looks for, deduplicated: region starts and ends, item
@@ -340,7 +438,7 @@ impl Spec {
 
 fn add_end(end: End, add: &mut impl FnMut(&[&'static str])) {
     match end {
-        End::Marker(ends) => add(ends),
+        End::Marker(ends) | End::MarkerKeep(ends, _) => add(ends),
         End::BalancedThen(close) => add(&[close]),
         End::Balanced => {}
     }
@@ -398,6 +496,9 @@ pub(crate) fn spec(format: ToolFormat) -> &'static Spec {
         F::Mistral => &MISTRAL,
         F::DeepSeekV3 | F::DeepSeekV31 => &DEEPSEEK,
         F::DeepSeekV32 => &DEEPSEEK_V32,
+        F::DeepSeekV4 => &DEEPSEEK_V4,
+        F::CommandR => &COMMAND_R,
+        F::Generic => &GENERIC,
         F::KimiK2 => &KIMI_K2,
         F::KimiK3 => &KIMI_K3,
         F::Qwen3Coder => &QWEN3_CODER,

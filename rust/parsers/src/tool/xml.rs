@@ -1,31 +1,9 @@
-//! XML-style parameter bodies (Qwen XML, GLM, `<invoke>` blocks, Kimi K3). Values are raw text
-//! and get their JSON type from the tool's schema when given, else best-effort JSON-or-string.
+//! XML-style parameter bodies (Qwen XML, GLM, `<invoke>` blocks, Kimi K3), read whole. Values are
+//! raw text typed as each format's reference parser types them (`value.rs`).
 use super::body::{compact, valid_name, Call};
-use super::engine::Ctx;
+use super::ctx::Ctx;
+use super::value::{self, loose_json, marked_value, Trim, Typing};
 use serde_json::{Map, Value};
-
-/// Type a raw parameter value: schema `string` stays text; other schema types and unknown
-/// parameters are parsed as JSON (or Python `True`/`False`/`None`) when possible, else text.
-pub(crate) fn typed_value(ctx: &Ctx, tool: &str, key: &str, raw: &str) -> Value {
-    match ctx.param_type(tool, key) {
-        Some("string") => Value::String(raw.to_string()),
-        _ => loose_json(raw),
-    }
-}
-
-pub(crate) fn loose_json(raw: &str) -> Value {
-    let t = raw.trim();
-    match t {
-        "True" => return Value::Bool(true),
-        "False" => return Value::Bool(false),
-        "None" => return Value::Null,
-        _ => {}
-    }
-    match serde_json::from_str::<Value>(t) {
-        Ok(v) if !t.is_empty() => v,
-        _ => Value::String(raw.to_string()),
-    }
-}
 
 /// Text between `open` and `close` after `from`: `(inner, offset after close)`; an unclosed
 /// element runs to the end.
@@ -34,12 +12,6 @@ fn element<'a>(text: &'a str, close: &str) -> (&'a str, usize) {
         Some(p) => (&text[..p], p + close.len()),
         None => (text, text.len()),
     }
-}
-
-/// Drop the one newline templates put after an opening and before a closing tag.
-pub(crate) fn trim_newlines(v: &str) -> &str {
-    let v = v.strip_prefix('\n').unwrap_or(v);
-    v.strip_suffix('\n').unwrap_or(v)
 }
 
 fn call(name: String, args: Map<String, Value>) -> Call {
@@ -75,8 +47,9 @@ pub(crate) fn qwen_xml(text: &str, bare: bool, ctx: &Ctx) -> Option<Vec<Call>> {
                 .find("</parameter>")
                 .or_else(|| after.find("<parameter="))
                 .unwrap_or(after.len());
-            let value = trim_newlines(&after[..end]);
-            args.insert(key.trim().to_string(), typed_value(ctx, &name, key.trim(), value));
+            let raw = value::trim(&after[..end], Trim::Newline);
+            let value = value::typed(ctx, &name, key.trim(), raw, Typing::Schema);
+            args.insert(key.trim().to_string(), value);
             p = after[end..].strip_prefix("</parameter>").unwrap_or(&after[end..]);
         }
         if !p.trim().is_empty() {
@@ -115,8 +88,9 @@ pub(crate) fn glm(text: &str, ctx: &Ctx) -> Option<Vec<Call>> {
         let r = rest.strip_prefix("<arg_key>")?;
         let (key, used) = element(r, "</arg_key>");
         let r = r[used..].trim_start().strip_prefix("<arg_value>")?;
-        let (value, used2) = element(r, "</arg_value>");
-        args.insert(key.trim().to_string(), typed_value(ctx, &name, key.trim(), value));
+        let (raw, used2) = element(r, "</arg_value>");
+        let value = value::typed(ctx, &name, key.trim(), raw.trim(), Typing::Loose);
+        args.insert(key.trim().to_string(), value);
         rest = &r[used2..];
     }
     Some(vec![call(name, args)])
@@ -154,12 +128,12 @@ pub(crate) fn decode_entities(s: &str) -> String {
 }
 
 /// `<{p}invoke name="N"><{p}parameter name="K" [string="true|false"]>V</{p}parameter></{p}invoke>`.
-/// MiniMax (empty prefix) values have XML entities decoded.
+/// MiniMax (empty prefix) values have XML entities decoded. A malformed invoke block (no or an
+/// empty name, a body that is neither parameters nor JSON) is skipped, as SMG and vLLM skip it;
+/// with no good block the region is text.
 pub(crate) fn invoke(text: &str, prefix: &str, ctx: &Ctx) -> Option<Vec<Call>> {
     let open = format!("<{prefix}invoke");
     let close = format!("</{prefix}invoke>");
-    let popen = format!("<{prefix}parameter");
-    let pclose = format!("</{prefix}parameter>");
     let mut out = Vec::new();
     let mut rest = text;
     loop {
@@ -167,42 +141,53 @@ pub(crate) fn invoke(text: &str, prefix: &str, ctx: &Ctx) -> Option<Vec<Call>> {
         if t.is_empty() {
             break;
         }
-        let (head, after) = t.strip_prefix(open.as_str())?.split_once('>')?;
-        let name = valid_name(&attr(head, "name")?)?;
-        let (inner, used) = element(after, &close);
-        rest = &after[used..];
-        if inner.trim_start().starts_with('{') {
-            let v: Value = serde_json::from_str(inner.trim()).ok()?;
-            out.push(Call {
-                id: None,
-                name,
-                arguments: compact(&v),
-            });
-            continue;
+        let after_open = t.strip_prefix(open.as_str())?;
+        let (inner, used) = element(after_open, &close);
+        rest = &after_open[used..];
+        if let Some(call) = invoke_block(inner, prefix, ctx) {
+            out.push(call);
         }
-        let mut args = Map::new();
-        let mut p = inner;
-        loop {
-            let q = p.trim_start();
-            if q.is_empty() {
-                break;
-            }
-            let (phead, after) = q.strip_prefix(popen.as_str())?.split_once('>')?;
-            let key = attr(phead, "name")?;
-            let (raw, used) = element(after, &pclose);
-            let raw = trim_newlines(raw);
-            let value = match attr(phead, "string").as_deref() {
-                Some("true") => Value::String(raw.to_string()),
-                Some(_) => loose_json(raw),
-                None if prefix.is_empty() => typed_value(ctx, &name, &key, &decode_entities(raw)),
-                None => typed_value(ctx, &name, &key, raw),
-            };
-            args.insert(key, value);
-            p = &after[used..];
-        }
-        out.push(call(name, args));
     }
     (!out.is_empty()).then_some(out)
+}
+
+/// One invoke block: the text after `<{prefix}invoke` up to its closing tag.
+fn invoke_block(block: &str, prefix: &str, ctx: &Ctx) -> Option<Call> {
+    let (head, inner) = block.split_once('>')?;
+    let name = valid_name(&attr(head, "name")?)?;
+    if inner.trim_start().starts_with('{') {
+        let v: Value = serde_json::from_str(inner.trim()).ok()?;
+        return Some(Call {
+            id: None,
+            name,
+            arguments: compact(&v),
+        });
+    }
+    let popen = format!("<{prefix}parameter");
+    let pclose = format!("</{prefix}parameter>");
+    let mut args = Map::new();
+    let mut p = inner;
+    loop {
+        let q = p.trim_start();
+        if q.is_empty() {
+            break;
+        }
+        let (phead, after) = q.strip_prefix(popen.as_str())?.split_once('>')?;
+        let key = attr(phead, "name")?;
+        let (raw, used) = element(after, &pclose);
+        let value = match attr(phead, "string").as_deref() {
+            Some(flag) => marked_value(ctx, &name, &key, value::trim(raw, Trim::Newline), flag == "true"),
+            // MiniMax M2: entities decoded, the reference parser's types.
+            None if prefix.is_empty() => {
+                let text = decode_entities(value::trim(raw, Trim::All));
+                value::typed(ctx, &name, &key, &text, Typing::Schema)
+            }
+            None => value::typed(ctx, &name, &key, value::trim(raw, Trim::Newline), Typing::Loose),
+        };
+        args.insert(key, value);
+        p = &after[used..];
+    }
+    Some(call(name, args))
 }
 
 /// Kimi K3 `<|open|>call tool="N" index="I"<|sep|>` + arguments + `<|close|>call<|sep|>`.
@@ -235,7 +220,7 @@ pub(crate) fn kimi_k3(text: &str, ctx: &Ctx) -> Option<Vec<Call>> {
             let value = match attr(ahead, "type").as_deref() {
                 Some("string") => Value::String(raw.to_string()),
                 Some(_) => loose_json(raw),
-                None => typed_value(ctx, &name, &key, raw),
+                None => value::typed(ctx, &name, &key, raw, Typing::Loose),
             };
             args.insert(key, value);
             p = &after[used..];

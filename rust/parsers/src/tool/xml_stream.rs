@@ -10,9 +10,10 @@
 //! before `</parameter>`, or text that could begin a closing tag, is held until the next piece
 //! settles it. For the same text the result is what `xml::qwen_xml`, `xml::glm` and `xml::invoke`
 //! build, except that a repeated parameter is kept twice instead of the last one winning.
-use super::engine::Ctx;
+use super::ctx::Ctx;
 use super::json_stream::write_escaped_str;
-use super::xml::{attr, decode_entities, trim_newlines};
+use super::value::{self, loose_json, marked_value, Trim, Typing};
+use super::xml::{attr, decode_entities};
 use crate::scan::{self, find};
 use serde_json::Value;
 use std::borrow::Cow;
@@ -29,8 +30,10 @@ pub(crate) struct Dialect {
     /// Ends the function; consumed unless the enclosing item owns it.
     pub(crate) function_end: &'static str,
     consume_function_end: bool,
-    /// The template puts one newline after the opening and before the closing tag.
-    trim_newlines: bool,
+    /// What surrounds a value that is not part of it.
+    trim: Trim,
+    /// How a value that is not text is typed.
+    typing: Typing,
     /// Values carry XML entities (`&lt;`) unless marked `string="true"`.
     entities: bool,
 }
@@ -51,7 +54,8 @@ pub(crate) static QWEN: Dialect = Dialect {
     value_ends: &["</parameter>", "<parameter=", "</function>"],
     function_end: "</function>",
     consume_function_end: true,
-    trim_newlines: true,
+    trim: Trim::Newline,
+    typing: Typing::Schema,
     entities: false,
 };
 
@@ -62,26 +66,28 @@ pub(crate) static GLM: Dialect = Dialect {
     value_ends: &["</arg_value>"],
     function_end: "</tool_call>",
     consume_function_end: false,
-    trim_newlines: false,
+    trim: Trim::All,
+    typing: Typing::Loose,
     entities: false,
 };
 
 macro_rules! invoke_dialect {
-    ($name:ident, $p:literal, $entities:expr) => {
+    ($name:ident, $p:literal, $entities:expr, $trim:expr, $typing:expr) => {
         pub(crate) static $name: Dialect = Dialect {
             param: concat!("<", $p, "parameter"),
             key: KeyForm::Attribute,
             value_ends: &[concat!("</", $p, "parameter>"), concat!("</", $p, "invoke>")],
             function_end: concat!("</", $p, "invoke>"),
             consume_function_end: true,
-            trim_newlines: true,
+            trim: $trim,
+            typing: $typing,
             entities: $entities,
         };
     };
 }
-invoke_dialect!(MINIMAX, "", true);
-invoke_dialect!(DSML, "｜DSML｜", false);
-invoke_dialect!(STEPTML, "steptml:", false);
+invoke_dialect!(MINIMAX, "", true, Trim::All, Typing::Schema);
+invoke_dialect!(DSML, "｜DSML｜", false, Trim::Newline, Typing::Loose);
+invoke_dialect!(STEPTML, "steptml:", false, Trim::Newline, Typing::Loose);
 
 /// The `<invoke>` dialect of a prefix, if it is one of the known ones.
 pub(crate) fn invoke_dialect(prefix: &str) -> Option<&'static Dialect> {
@@ -96,11 +102,11 @@ pub(crate) fn invoke_dialect(prefix: &str) -> Option<&'static Dialect> {
 /// How a value is typed and written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// Streams as a JSON string (schema `string`, or `string="true"`).
+    /// Streams as a JSON string (a text type in the schema, or `string="true"` without one).
     Text { entities: bool },
-    /// Written when complete, read as `xml::loose_json` reads it (a schema type other than
-    /// `string`, no schema, or `string="false"`).
-    Typed { entities: bool },
+    /// Written when complete, typed as `value::typed` types it, or as `value::marked_value` for
+    /// a DSML `string="..."` mark.
+    Typed { entities: bool, marked: Option<bool> },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +139,8 @@ pub(crate) enum XmlFed {
 pub(crate) struct XmlArgs {
     dialect: &'static Dialect,
     tool: String,
+    /// The parameter being read.
+    key: String,
     state: State,
     /// Whether a parameter was written (the next one needs a `,`).
     wrote_param: bool,
@@ -145,6 +153,7 @@ impl XmlArgs {
         Self {
             dialect,
             tool: tool.to_string(),
+            key: String::new(),
             state: State::Between,
             wrote_param: false,
             searched: 0,
@@ -216,7 +225,7 @@ impl XmlArgs {
                         }
                         return XmlFed::More(i);
                     } else {
-                        self.close(out);
+                        // Not a parameter: the call is abandoned, its object left as written.
                         return XmlFed::Failed(i + ws);
                     }
                 }
@@ -224,10 +233,7 @@ impl XmlArgs {
                     let (key, string_attr, used) = match self.read_key(rest) {
                         KeyRead::Key(key, string_attr, used) => (key, string_attr, used),
                         KeyRead::Pending if !ended => return XmlFed::More(i),
-                        KeyRead::Pending | KeyRead::Bad => {
-                            self.close(out);
-                            return XmlFed::Failed(i);
-                        }
+                        KeyRead::Pending | KeyRead::Bad => return XmlFed::Failed(i),
                     };
                     if self.wrote_param {
                         out.push(',');
@@ -236,11 +242,19 @@ impl XmlArgs {
                     out.push(':');
                     self.wrote_param = true;
                     let entities = self.dialect.entities;
+                    self.key.clear();
+                    self.key.push_str(&key);
+                    let ty = ctx.param_type(&self.tool, &key);
                     let kind = match string_attr.as_deref() {
-                        Some("true") => Kind::Text { entities: false },
-                        Some(_) => Kind::Typed { entities: false },
-                        None if ctx.param_type(&self.tool, &key) == Some("string") => Kind::Text { entities },
-                        None => Kind::Typed { entities },
+                        Some(mark) if ty == Some("string") || (ty.is_none() && mark == "true") => {
+                            Kind::Text { entities: false }
+                        }
+                        Some(mark) => Kind::Typed {
+                            entities: false,
+                            marked: Some(mark == "true"),
+                        },
+                        None if value::is_text(ctx, &self.tool, &key, self.dialect.typing) => Kind::Text { entities },
+                        None => Kind::Typed { entities, marked: None },
                     };
                     if matches!(kind, Kind::Text { .. }) {
                         out.push('"');
@@ -255,24 +269,24 @@ impl XmlArgs {
                 } => {
                     let d = self.dialect;
                     if !started {
-                        if rest.is_empty() && !ended {
+                        let skip = match d.trim {
+                            Trim::Newline => usize::from(rest.starts_with('\n')),
+                            Trim::All => rest.len() - rest.trim_start().len(),
+                        };
+                        // Until text that is not leading space arrives, nothing is settled.
+                        if rest.len() == skip && !ended && (skip == 0 || d.trim == Trim::All) {
                             return XmlFed::More(i);
                         }
-                        if d.trim_newlines && rest.starts_with('\n') {
-                            i += 1;
-                        }
+                        i += skip;
                         self.state = State::Value {
                             kind: Kind::Text { entities },
                             started: true,
                         };
                         continue;
                     }
-                    let trim = |v: &'a str| {
-                        if d.trim_newlines {
-                            v.strip_suffix('\n').unwrap_or(v)
-                        } else {
-                            v
-                        }
+                    let trim = |v: &'a str| match d.trim {
+                        Trim::Newline => v.strip_suffix('\n').unwrap_or(v),
+                        Trim::All => v.trim_end(),
                     };
                     match first_end(rest, d.value_ends) {
                         Ok((p, end)) => {
@@ -288,12 +302,14 @@ impl XmlArgs {
                             return XmlFed::Done(text.len());
                         }
                         Err(held) => {
-                            // Hold a possible closing tag, the newline that may precede one, and
-                            // an entity not yet complete.
+                            // Hold a possible closing tag, the space that may precede one, and an
+                            // entity not yet complete.
                             let mut keep = rest.len() - held;
-                            if d.trim_newlines && rest[..keep].ends_with('\n') {
-                                keep -= 1;
-                            }
+                            keep = match d.trim {
+                                Trim::Newline if rest[..keep].ends_with('\n') => keep - 1,
+                                Trim::Newline => keep,
+                                Trim::All => rest[..keep].trim_end().len(),
+                            };
                             if entities {
                                 if let Some(amp) = rest[..keep].rfind('&') {
                                     if !rest[amp..keep].contains(';') && keep - amp < 8 {
@@ -307,7 +323,7 @@ impl XmlArgs {
                     }
                 }
                 State::Value {
-                    kind: Kind::Typed { entities },
+                    kind: Kind::Typed { entities, marked },
                     ..
                 } => {
                     let d = self.dialect;
@@ -322,15 +338,20 @@ impl XmlArgs {
                             return XmlFed::More(i);
                         }
                     };
-                    let raw = if d.trim_newlines {
-                        trim_newlines(&rest[..p])
+                    let raw = value::trim(&rest[..p], d.trim);
+                    let decoded;
+                    let raw = if entities {
+                        decoded = decode_entities(raw);
+                        decoded.as_str()
                     } else {
-                        &rest[..p]
+                        raw
                     };
-                    if entities {
-                        write_loose(&decode_entities(raw), out);
-                    } else {
-                        write_loose(raw, out);
+                    match (marked, d.typing) {
+                        (Some(mark), _) => write_value(&marked_value(ctx, &self.tool, &self.key, raw, mark), out),
+                        (None, Typing::Schema) => {
+                            write_value(&value::typed(ctx, &self.tool, &self.key, raw, Typing::Schema), out)
+                        }
+                        (None, Typing::Loose) => write_loose(raw, out),
                     }
                     i += consumed;
                     self.state = State::Between;
@@ -371,24 +392,6 @@ impl XmlArgs {
                 }
             }
         }
-    }
-
-    /// Finish the object as valid JSON (malformed or cut-off input).
-    pub(crate) fn close(&mut self, out: &mut String) {
-        match self.state {
-            State::Done => return,
-            State::Value {
-                kind: Kind::Text { .. },
-                ..
-            } => out.push('"'),
-            State::Value {
-                kind: Kind::Typed { .. },
-                ..
-            } => out.push_str("null"),
-            State::Between | State::Key => {}
-        }
-        out.push('}');
-        self.state = State::Done;
     }
 }
 
@@ -446,24 +449,20 @@ fn write_string(text: &str, out: &mut String) {
     out.push('"');
 }
 
-/// A value without a string schema, as `xml::loose_json` reads it, written without building a
-/// `Value` for the common plain-text case. Only text starting like JSON can parse as JSON.
+/// `v` as compact JSON.
+fn write_value(v: &Value, out: &mut String) {
+    match v {
+        Value::String(s) => write_string(s, out),
+        v => out.push_str(&serde_json::to_string(v).unwrap_or_default()),
+    }
+}
+
+/// A value without a string schema, as `value::loose_json` reads it, written without building a
+/// `Value` for the common plain-text case (`value::plain_text`).
 fn write_loose(raw: &str, out: &mut String) {
-    let t = raw.trim();
-    match t {
-        "True" => out.push_str("true"),
-        "False" => out.push_str("false"),
-        "None" => out.push_str("null"),
-        _ if t.starts_with([
-            '{', '[', '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 't', 'f', 'n',
-        ]) =>
-        {
-            match serde_json::from_str::<Value>(t) {
-                Ok(Value::String(s)) => write_string(&s, out),
-                Ok(v) => out.push_str(&serde_json::to_string(&v).unwrap_or_default()),
-                Err(_) => write_string(raw, out),
-            }
-        }
-        _ => write_string(raw, out),
+    if value::plain_text(raw) {
+        write_string(raw, out);
+    } else {
+        write_value(&loose_json(raw), out);
     }
 }

@@ -4,7 +4,11 @@
 use smgpy_parsers::tool::{parse_complete, CallDelta, ToolCall, ToolCallParser, ToolDef, ToolFormat, ToolParseResult};
 
 mod cases;
-pub use cases::CASES;
+mod peers;
+
+/// Every fixture: smgpy's own (`cases.rs`), then real outputs from peers' tests (`peers.rs`).
+pub static CASES: std::sync::LazyLock<Vec<Case>> =
+    std::sync::LazyLock::new(|| cases::CASES.iter().chain(peers::CASES).copied().collect());
 
 /// `(id, name, arguments)` of an expected call.
 pub type Expected = (Option<&'static str>, &'static str, &'static str);
@@ -25,8 +29,17 @@ pub fn stream(chunks: &[&str], format: ToolFormat, tools: Option<Vec<ToolDef>>) 
     stream_through(ToolCallParser::new(format, tools), chunks)
 }
 
-/// Stream `chunks` through `p` and assemble the result like a client would.
+/// Stream `chunks` through `p`, assemble the result like a client would, then set aside the calls
+/// the parser abandoned (`Abandoned::apply`): what a complete parse must equal.
 pub fn stream_through(mut p: ToolCallParser, chunks: &[&str]) -> ToolParseResult {
+    let mut out = stream_raw(&mut p, chunks);
+    p.abandoned().apply(&mut out);
+    out
+}
+
+/// What a client assembles from the deltas alone: abandoned calls included, their arguments as
+/// far as they were streamed.
+pub fn stream_raw(p: &mut ToolCallParser, chunks: &[&str]) -> ToolParseResult {
     let mut out = ToolParseResult::default();
     let mut deltas = Vec::new();
     for c in chunks {
