@@ -285,3 +285,71 @@ def test_an_engine_that_takes_images_gets_them_in_order() -> None:
             ],
         )
         assert engine.requests[-1].image_data == ["https://example.com/c.png"]
+
+
+# ----- 4 and 6: calls cut off by max_tokens, whitespace between calls -----
+
+TWO_CALLS = [
+    '<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>',
+    "\n",
+    '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>',
+    "\n",
+]
+
+
+def test_whitespace_between_calls_is_no_item_or_block() -> None:
+    with serve_in_thread(ScriptedEngine(TWO_CALLS), tool_parser="hermes") as url:
+        resp = oai(url).responses.create(
+            model="m",
+            input="hi",
+            tools=[{"type": "function", "name": "get_weather"}, {"type": "function", "name": "get_time"}],
+        )  # type: ignore[list-item]
+        assert [i.type for i in resp.output] == ["function_call", "function_call"]
+        with oai(url).responses.stream(
+            model="m",
+            input="hi",
+            tools=[{"type": "function", "name": "get_weather"}, {"type": "function", "name": "get_time"}],
+        ) as s:  # type: ignore[list-item]
+            final = s.get_final_response()
+        assert [i.type for i in final.output] == ["function_call", "function_call"]
+        tools = [{"name": n, "input_schema": {"type": "object", "properties": {}}} for n in ("get_weather", "get_time")]
+        msg = ant(url).messages.create(model="m", max_tokens=50, messages=MSG, tools=tools)  # type: ignore[arg-type]
+        assert [b.type for b in msg.content] == ["tool_use", "tool_use"]
+
+
+def test_a_call_cut_off_by_max_tokens_is_reported_as_cut_off() -> None:
+    cut = ['<tool_call>{"name": "get_weather", "arguments": {"city": "Pa', 'ris", "days": ', "3}}</tool_call>"]
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    with serve_in_thread(ScriptedEngine(cut), tool_parser="hermes") as url:
+        # Chat: finish_reason length, arguments as far as the model wrote them (never closed up)
+        r = oai(url).chat.completions.create(model="m", messages=MSG, tools=tools, max_tokens=2)  # type: ignore[arg-type]
+        choice = r.choices[0]
+        assert choice.finish_reason == "length"
+        call = (choice.message.tool_calls or [])[0]
+        assert call.function.name == "get_weather" and call.function.arguments == '{"city":"Paris","days":'
+        # Responses: the function_call item is incomplete, as OpenAI marks it
+        resp = oai(url).responses.create(
+            model="m",
+            input="hi",
+            tools=[{"type": "function", "name": "get_weather"}],
+            max_output_tokens=2,  # type: ignore[list-item]
+        )
+        assert resp.status == "incomplete" and resp.output[0].type == "function_call"
+        assert resp.output[0].status == "incomplete"
+
+
+def test_a_forced_call_cut_off_never_leaks_its_wrapper_json() -> None:
+    cut = ['[{"name": "get_weather", "parameters": {"city": "Pa', 'ris"}}]']
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    with serve_in_thread(ScriptedEngine(cut)) as url:
+        r = oai(url).chat.completions.create(
+            model="m",
+            messages=MSG,
+            tools=tools,
+            tool_choice="required",
+            max_tokens=1,  # type: ignore[arg-type]
+        )
+        choice = r.choices[0]
+        assert choice.finish_reason == "length"
+        assert not (choice.message.content or "").strip(), choice.message.content
+        assert (choice.message.tool_calls or [])[0].function.name == "get_weather"

@@ -400,6 +400,13 @@ pub struct ChatCompletionChunk<'a> {
     pub usage: Option<Usage>,
 }
 
+impl ChatCompletionRequest {
+    /// Whether the rendered prompt ends with a fresh assistant turn.
+    pub fn generation_prompt(&self) -> bool {
+        self.add_generation_prompt.unwrap_or(!self.continue_final_message)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,12 +451,5 @@ mod tests {
     #[test]
     fn unknown_fields_are_ignored() {
         assert!(req(r#"{"messages":[{"role":"user","content":"x"}],"router_hint":{"a":1}}"#).is_ok());
-    }
-}
-
-impl ChatCompletionRequest {
-    /// Whether the rendered prompt ends with a fresh assistant turn.
-    pub fn generation_prompt(&self) -> bool {
-        self.add_generation_prompt.unwrap_or(!self.continue_final_message)
     }
 }

@@ -31,6 +31,8 @@ pub struct Step {
     pub call_ids: Vec<Option<String>>,
     pub logprobs: Vec<TokenLogprobs>,
     pub finish: Option<Finish>,
+    /// With the finish: tool calls (by index) that were cut off before their arguments closed.
+    pub abandoned: Vec<usize>,
     /// The choice ended without finishing: the engine refused or failed it, it was cut off
     /// (shutdown, `request_timeout`), or the engine stopped it. Never shown as a normal finish.
     pub error: Option<ApiError>,
@@ -257,11 +259,17 @@ impl ChoiceDriver {
             self.end_metrics(true);
             Finish { reason, matched }
         });
+        let abandoned = if finish.is_some() {
+            self.pipeline.abandoned_calls()
+        } else {
+            Vec::new()
+        };
         Step {
             piece,
             call_ids,
             logprobs,
             finish,
+            abandoned,
             error: None,
         }
     }

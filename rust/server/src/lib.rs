@@ -4,6 +4,7 @@
 //! tests implement it with scripted fakes, so every route is testable without Python.
 #![forbid(unsafe_code)]
 
+pub mod blocks;
 pub mod driver;
 pub mod engine;
 pub mod error;

@@ -106,6 +106,15 @@ impl Pipeline {
         piece
     }
 
+    /// Indexes of the tool calls the tool parser abandoned: cut off (e.g. by `max_tokens`) or
+    /// broken before their arguments closed. Known once the output has finished.
+    pub fn abandoned_calls(&self) -> Vec<usize> {
+        self.tools
+            .as_ref()
+            .map(|t| t.abandoned().calls.clone())
+            .unwrap_or_default()
+    }
+
     /// End of the engine's output: release everything held.
     pub fn finish(&mut self) -> Piece {
         if self.done {

@@ -15,7 +15,8 @@ use serde_json::{json, Value};
 use smgpy_protocol::anthropic::{stop_reason, ChatForm, MessagesRequest, MessagesResponse, MessagesUsage};
 use smgpy_protocol::common::MatchedStop;
 
-use crate::driver::{ChoiceDriver, Counts, Finish, Step};
+use crate::blocks::{Block, Blocks, Event, Kind};
+use crate::driver::{ChoiceDriver, Counts, Finish};
 use crate::engine::GenerateRequest;
 use crate::error::{AnthropicError, ApiError};
 use crate::extract::ApiJson;
@@ -166,150 +167,88 @@ fn usage(c: Counts) -> MessagesUsage {
     }
 }
 
-enum Block {
-    Thinking(String),
-    Text(String),
-    ToolUse { id: String, name: String, args: String },
+/// A new block's id: Anthropic's tool_use ids read `toolu_...` (ids the model wrote itself are
+/// kept); other blocks have none.
+fn block_id(kind: &Kind) -> String {
+    match kind {
+        Kind::Call { call_id, .. } => call_id
+            .strip_prefix("call_")
+            .map_or_else(|| call_id.clone(), |rest| format!("toolu_{rest}")),
+        _ => String::new(),
+    }
 }
 
-impl Block {
-    fn to_json(&self) -> Value {
-        match self {
-            Block::Thinking(t) => json!({"type": "thinking", "thinking": t, "signature": ""}),
-            Block::Text(t) => json!({"type": "text", "text": t}),
-            Block::ToolUse { id, name, args } => {
-                // Arguments the model left as invalid JSON still yield an object, as the API promises.
-                let input = serde_json::from_str::<Value>(args)
-                    .ok()
-                    .filter(Value::is_object)
-                    .unwrap_or_else(|| json!({}));
-                json!({"type": "tool_use", "id": id, "name": name, "input": input})
-            }
-        }
-    }
-
-    fn start_json(&self) -> Value {
-        match self {
-            Block::Thinking(_) => json!({"type": "thinking", "thinking": "", "signature": ""}),
-            Block::Text(_) => json!({"type": "text", "text": ""}),
-            Block::ToolUse { id, name, .. } => json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+/// A finished block as Anthropic shows it.
+fn block_json(b: &Block) -> Value {
+    match &b.kind {
+        Kind::Reasoning => json!({"type": "thinking", "thinking": b.text, "signature": ""}),
+        Kind::Text => json!({"type": "text", "text": b.text}),
+        Kind::Call { name, .. } => {
+            // Arguments the model left as invalid (or cut-off) JSON still yield an object, as the
+            // API promises.
+            let input = serde_json::from_str::<Value>(&b.text)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({}));
+            json!({"type": "tool_use", "id": b.id, "name": name, "input": input})
         }
     }
 }
 
-/// Content blocks built from pipeline steps, with the stream events each step produces.
-#[derive(Default)]
-struct Blocks {
-    blocks: Vec<Block>,
-    open: bool,
-    /// Block index of each tool call, by the parser's call index.
-    call_blocks: Vec<usize>,
+/// A block as `content_block_start` announces it.
+fn start_json(b: &Block) -> Value {
+    match &b.kind {
+        Kind::Reasoning => json!({"type": "thinking", "thinking": "", "signature": ""}),
+        Kind::Text => json!({"type": "text", "text": ""}),
+        Kind::Call { name, .. } => json!({"type": "tool_use", "id": b.id, "name": name, "input": {}}),
+    }
 }
 
-impl Blocks {
-    fn push(&mut self, step: &Step, out: &mut Vec<Bytes>) {
-        let piece = &step.piece;
-        if !piece.reasoning.is_empty() {
-            if !matches!(self.blocks.last(), Some(Block::Thinking(_)) if self.open) {
-                self.start(Block::Thinking(String::new()), out);
+/// Anthropic's stream events for one block event.
+fn render_event(blocks: &Blocks, e: Event<'_>, out: &mut Vec<Bytes>) {
+    match e {
+        Event::Start(i) => {
+            if let Some(b) = blocks.blocks.get(i) {
+                out.push(sse::named(
+                    "content_block_start",
+                    &json!({"type": "content_block_start", "index": i, "content_block": start_json(b)}),
+                ));
             }
-            if let Some(Block::Thinking(t)) = self.blocks.last_mut() {
-                t.push_str(&piece.reasoning);
-            }
-            self.delta(json!({"type": "thinking_delta", "thinking": piece.reasoning}), out);
         }
-        if !piece.content.is_empty() {
-            if !matches!(self.blocks.last(), Some(Block::Text(_)) if self.open) {
-                self.start(Block::Text(String::new()), out);
-            }
-            if let Some(Block::Text(t)) = self.blocks.last_mut() {
-                t.push_str(&piece.content);
-            }
-            self.delta(json!({"type": "text_delta", "text": piece.content}), out);
-        }
-        for (c, id) in piece.calls.iter().zip(&step.call_ids) {
-            if let Some(id) = id {
-                let name = c.name.clone().unwrap_or_default();
-                // Anthropic's tool_use ids read `toolu_...`; ids the model wrote itself are kept.
-                let id = id
-                    .strip_prefix("call_")
-                    .map_or_else(|| id.clone(), |rest| format!("toolu_{rest}"));
-                self.start(
-                    Block::ToolUse {
-                        id,
-                        name,
-                        args: String::new(),
-                    },
-                    out,
-                );
-                self.call_blocks.push(self.blocks.len() - 1);
-            }
-            if c.arguments.is_empty() {
-                continue;
-            }
-            let Some(&b) = self.call_blocks.get(c.index) else {
-                continue;
+        Event::Delta(i, text) => {
+            let delta = match blocks.blocks.get(i).map(|b| &b.kind) {
+                Some(Kind::Reasoning) => json!({"type": "thinking_delta", "thinking": text}),
+                Some(Kind::Text) => json!({"type": "text_delta", "text": text}),
+                _ => json!({"type": "input_json_delta", "partial_json": text}),
             };
-            if let Some(Block::ToolUse { args, .. }) = self.blocks.get_mut(b) {
-                args.push_str(&c.arguments);
-            }
             out.push(sse::named(
                 "content_block_delta",
-                &json!({"type": "content_block_delta", "index": b,
-                        "delta": {"type": "input_json_delta", "partial_json": c.arguments}}),
+                &json!({"type": "content_block_delta", "index": i, "delta": delta}),
             ));
         }
-    }
-
-    fn start(&mut self, block: Block, out: &mut Vec<Bytes>) {
-        self.close(out);
-        out.push(sse::named(
-            "content_block_start",
-            &json!({"type": "content_block_start", "index": self.blocks.len(), "content_block": block.start_json()}),
-        ));
-        self.blocks.push(block);
-        self.open = true;
-    }
-
-    fn delta(&self, delta: Value, out: &mut Vec<Bytes>) {
-        let index = self.blocks.len().saturating_sub(1);
-        out.push(sse::named(
-            "content_block_delta",
-            &json!({"type": "content_block_delta", "index": index, "delta": delta}),
-        ));
-    }
-
-    fn close(&mut self, out: &mut Vec<Bytes>) {
-        if self.open {
-            self.open = false;
-            let index = self.blocks.len().saturating_sub(1);
-            out.push(sse::named(
-                "content_block_stop",
-                &json!({"type": "content_block_stop", "index": index}),
-            ));
-        }
-    }
-
-    fn content(&self) -> Vec<Value> {
-        self.blocks.iter().map(Block::to_json).collect()
+        Event::Stop(i) => out.push(sse::named(
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": i}),
+        )),
     }
 }
 
 async fn collect(ctx: Arc<Ctx>, mut d: ChoiceDriver) -> Result<MessagesResponse, ApiError> {
-    let mut blocks = Blocks::default();
+    let mut blocks = Blocks::new(block_id);
     let mut finish = None;
-    let mut sink = Vec::new();
+    let mut ignore = |_: &Blocks, _: Event<'_>| {};
     while let Some(step) = d.next().await {
         if let Some(e) = step.error {
             return Err(e);
         }
-        blocks.push(&step, &mut sink);
-        sink.clear();
+        blocks.push(&step, &mut ignore);
         if step.finish.is_some() {
+            blocks.finish(&step.abandoned, &mut ignore);
             finish = step.finish;
         }
     }
-    Ok(ctx.message(blocks.content(), finish.as_ref(), d.counts))
+    let content = blocks.blocks.iter().map(block_json).collect();
+    Ok(ctx.message(content, finish.as_ref(), d.counts))
 }
 
 /// An error inside an open Anthropic stream.
@@ -333,7 +272,7 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
     let st = StreamState {
         ctx,
         driver,
-        blocks: Blocks::default(),
+        blocks: Blocks::new(block_id),
         started: false,
     };
     let events = stream::unfold(Some(st), |st| async move {
@@ -353,9 +292,10 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
                 ));
                 out.push(sse::named("ping", &json!({"type": "ping"})));
             }
-            st.blocks.push(&step, &mut out);
+            st.blocks.push(&step, &mut |b, e| render_event(b, e, &mut out));
             if let Some(f) = &step.finish {
-                st.blocks.close(&mut out);
+                st.blocks
+                    .finish(&step.abandoned, &mut |b, e| render_event(b, e, &mut out));
                 let (reason, sequence) = stop_reason(f.reason, matched_text(f), &st.ctx.stops);
                 let u = usage(st.driver.counts);
                 out.push(sse::named(

@@ -1,9 +1,9 @@
 //! OpenAI Responses API: `POST /v1/responses`, `GET` and `DELETE /v1/responses/{id}`.
 //!
 //! The request becomes a chat conversation (stored history + instructions + input items), runs
-//! through the same pipeline as chat, and one [`Items`] state machine turns steps into output
-//! items (`reasoning`, `message`, `function_call`): the stream sends its events, the
-//! non-streaming answer keeps only the final items.
+//! through the same pipeline as chat, and the shared block state machine (`crate::blocks`, also
+//! behind Anthropic's messages) turns steps into output items (`reasoning`, `message`,
+//! `function_call`): the stream sends their events, the non-streaming answer keeps the items.
 
 use std::sync::Arc;
 
@@ -15,6 +15,7 @@ use futures::stream::{self, StreamExt};
 use serde_json::{json, Map, Value};
 use smgpy_protocol::responses::ResponsesRequest;
 
+use crate::blocks::{Block, Blocks, Event, Kind};
 use crate::driver::{ChoiceDriver, Counts, Finish, Step};
 use crate::engine::GenerateRequest;
 use crate::error::ApiError;
@@ -329,49 +330,41 @@ fn usage(c: Counts) -> Value {
     })
 }
 
-enum Item {
-    Reasoning {
-        id: String,
-        text: String,
-    },
-    Message {
-        id: String,
-        text: String,
-    },
-    Call {
-        id: String,
-        call_id: String,
-        name: String,
-        args: String,
-    },
+/// A new output item's id, by kind (`rs_`, `msg_`, `fc_`, as OpenAI writes them).
+fn item_id(kind: &Kind) -> String {
+    let prefix = match kind {
+        Kind::Reasoning => "rs",
+        Kind::Text => "msg",
+        Kind::Call { .. } => "fc",
+    };
+    format!("{prefix}_{}", random_alnum(24))
 }
 
-impl Item {
-    fn to_json(&self, done: bool) -> Value {
-        let status = if done { "completed" } else { "in_progress" };
-        match self {
-            Item::Reasoning { id, text } => {
-                let content = if done {
-                    json!([{"type": "reasoning_text", "text": text}])
-                } else {
-                    json!([])
-                };
-                json!({"type": "reasoning", "id": id, "summary": [], "content": content})
-            }
-            Item::Message { id, text } => {
-                let content = if done { json!([text_part(text)]) } else { json!([]) };
-                json!({"type": "message", "id": id, "status": status, "role": "assistant", "content": content})
-            }
-            Item::Call {
-                id,
-                call_id,
-                name,
-                args,
-            } => json!({
-                "type": "function_call", "id": id, "call_id": call_id, "name": name,
-                "arguments": if done { args.as_str() } else { "" }, "status": status,
-            }),
+/// An output item as the API shows it; `done: false` while it streams. A call cut off before
+/// its arguments closed is `incomplete`, as OpenAI marks it.
+fn item_json(b: &Block, done: bool) -> Value {
+    let status = match (done, b.incomplete) {
+        (false, _) => "in_progress",
+        (true, true) => "incomplete",
+        (true, false) => "completed",
+    };
+    match &b.kind {
+        Kind::Reasoning => {
+            let content = if done {
+                json!([{"type": "reasoning_text", "text": b.text}])
+            } else {
+                json!([])
+            };
+            json!({"type": "reasoning", "id": b.id, "summary": [], "content": content})
         }
+        Kind::Text => {
+            let content = if done { json!([text_part(&b.text)]) } else { json!([]) };
+            json!({"type": "message", "id": b.id, "status": status, "role": "assistant", "content": content})
+        }
+        Kind::Call { call_id, name } => json!({
+            "type": "function_call", "id": b.id, "call_id": call_id, "name": name,
+            "arguments": if done { b.text.as_str() } else { "" }, "status": status,
+        }),
     }
 }
 
@@ -379,170 +372,36 @@ fn text_part(text: &str) -> Value {
     json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
 }
 
-/// Output items built from pipeline steps, with the stream events each step produces.
-#[derive(Default)]
+/// The output items of one response and the sequence numbers of its stream's events.
 struct Items {
-    items: Vec<Item>,
-    open: bool,
-    /// Item index of each tool call, by the parser's call index.
-    call_items: Vec<usize>,
+    blocks: Blocks,
     seq: u64,
 }
 
 impl Items {
-    fn event(&mut self, kind: &str, mut body: Value, out: &mut Vec<Bytes>) {
-        if let Value::Object(m) = &mut body {
-            m.insert("type".into(), json!(kind));
-            m.insert("sequence_number".into(), json!(self.seq));
+    fn new() -> Self {
+        Self {
+            blocks: Blocks::new(item_id),
+            seq: 0,
         }
-        self.seq += 1;
-        out.push(sse::named(kind, &body));
+    }
+
+    fn event(&mut self, kind: &str, body: Value, out: &mut Vec<Bytes>) {
+        out.push(named_event(&mut self.seq, kind, body));
     }
 
     fn push(&mut self, step: &Step, out: &mut Vec<Bytes>) {
-        let piece = &step.piece;
-        if !piece.reasoning.is_empty() {
-            if !(self.open && matches!(self.items.last(), Some(Item::Reasoning { .. }))) {
-                self.start(
-                    Item::Reasoning {
-                        id: format!("rs_{}", random_alnum(24)),
-                        text: String::new(),
-                    },
-                    out,
-                );
-            }
-            let (id, index) = self.append(&piece.reasoning);
-            self.event(
-                "response.reasoning_text.delta",
-                json!({"item_id": id, "output_index": index, "content_index": 0, "delta": piece.reasoning}),
-                out,
-            );
-        }
-        if !piece.content.is_empty() {
-            if !(self.open && matches!(self.items.last(), Some(Item::Message { .. }))) {
-                self.start(
-                    Item::Message {
-                        id: format!("msg_{}", random_alnum(24)),
-                        text: String::new(),
-                    },
-                    out,
-                );
-            }
-            let (id, index) = self.append(&piece.content);
-            self.event(
-                "response.output_text.delta",
-                json!({"item_id": id, "output_index": index, "content_index": 0, "delta": piece.content, "logprobs": []}),
-                out,
-            );
-        }
-        for (c, call_id) in piece.calls.iter().zip(&step.call_ids) {
-            if let Some(call_id) = call_id {
-                let item = Item::Call {
-                    id: format!("fc_{}", random_alnum(24)),
-                    call_id: call_id.clone(),
-                    name: c.name.clone().unwrap_or_default(),
-                    args: String::new(),
-                };
-                self.start(item, out);
-                self.call_items.push(self.items.len() - 1);
-            }
-            let Some(&index) = self.call_items.get(c.index) else {
-                continue;
-            };
-            if c.arguments.is_empty() {
-                continue;
-            }
-            let id = match self.items.get_mut(index) {
-                Some(Item::Call { id, args, .. }) => {
-                    args.push_str(&c.arguments);
-                    id.clone()
-                }
-                _ => continue,
-            };
-            self.event(
-                "response.function_call_arguments.delta",
-                json!({"item_id": id, "output_index": index, "delta": c.arguments}),
-                out,
-            );
-        }
+        let seq = &mut self.seq;
+        self.blocks.push(step, &mut |b, e| render(b, e, seq, out));
     }
 
-    /// Append text to the open reasoning or message item; returns its id and index.
-    fn append(&mut self, s: &str) -> (String, usize) {
-        let index = self.items.len().saturating_sub(1);
-        match self.items.last_mut() {
-            Some(Item::Reasoning { id, text } | Item::Message { id, text }) => {
-                text.push_str(s);
-                (id.clone(), index)
-            }
-            _ => (String::new(), index),
-        }
-    }
-
-    fn start(&mut self, item: Item, out: &mut Vec<Bytes>) {
-        self.close(out);
-        let index = self.items.len();
-        let added = item.to_json(false);
-        let first_part = matches!(item, Item::Message { .. }).then(|| match &item {
-            Item::Message { id, .. } => id.clone(),
-            _ => String::new(),
-        });
-        self.items.push(item);
-        self.open = true;
-        self.event(
-            "response.output_item.added",
-            json!({"output_index": index, "item": added}),
-            out,
-        );
-        if let Some(id) = first_part {
-            self.event(
-                "response.content_part.added",
-                json!({"item_id": id, "output_index": index, "content_index": 0, "part": text_part("")}),
-                out,
-            );
-        }
-    }
-
-    fn close(&mut self, out: &mut Vec<Bytes>) {
-        if !self.open {
-            return;
-        }
-        self.open = false;
-        let index = self.items.len().saturating_sub(1);
-        let Some(item) = self.items.get(index) else { return };
-        let done = item.to_json(true);
-        let mut events: Vec<(&str, Value)> = Vec::with_capacity(3);
-        match item {
-            Item::Reasoning { id, text } => events.push((
-                "response.reasoning_text.done",
-                json!({"item_id": id, "output_index": index, "content_index": 0, "text": text}),
-            )),
-            Item::Message { id, text } => {
-                events.push((
-                    "response.output_text.done",
-                    json!({"item_id": id, "output_index": index, "content_index": 0, "text": text, "logprobs": []}),
-                ));
-                events.push((
-                    "response.content_part.done",
-                    json!({"item_id": id, "output_index": index, "content_index": 0, "part": text_part(text)}),
-                ));
-            }
-            Item::Call { id, name, args, .. } => events.push((
-                "response.function_call_arguments.done",
-                json!({"item_id": id, "output_index": index, "name": name, "arguments": args}),
-            )),
-        }
-        events.push((
-            "response.output_item.done",
-            json!({"output_index": index, "item": done}),
-        ));
-        for (kind, body) in events {
-            self.event(kind, body, out);
-        }
+    fn finish(&mut self, abandoned: &[usize], out: &mut Vec<Bytes>) {
+        let seq = &mut self.seq;
+        self.blocks.finish(abandoned, &mut |b, e| render(b, e, seq, out));
     }
 
     fn output(&self) -> Vec<Value> {
-        self.items.iter().map(|i| i.to_json(true)).collect()
+        self.blocks.blocks.iter().map(|b| item_json(b, true)).collect()
     }
 
     /// The whole output as one assistant chat message, for the stored conversation.
@@ -550,14 +409,12 @@ impl Items {
         let mut content = String::new();
         let mut reasoning = String::new();
         let mut calls = Vec::new();
-        for item in &self.items {
-            match item {
-                Item::Reasoning { text, .. } => reasoning.push_str(text),
-                Item::Message { text, .. } => content.push_str(text),
-                Item::Call {
-                    call_id, name, args, ..
-                } => calls
-                    .push(json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": args}})),
+        for b in &self.blocks.blocks {
+            match &b.kind {
+                Kind::Reasoning => reasoning.push_str(&b.text),
+                Kind::Text => content.push_str(&b.text),
+                Kind::Call { call_id, name } => calls
+                    .push(json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": b.text}})),
             }
         }
         let mut m = Map::new();
@@ -573,8 +430,81 @@ impl Items {
     }
 }
 
+fn named_event(seq: &mut u64, kind: &str, mut body: Value) -> Bytes {
+    if let Value::Object(m) = &mut body {
+        m.insert("type".into(), json!(kind));
+        m.insert("sequence_number".into(), json!(*seq));
+    }
+    *seq += 1;
+    sse::named(kind, &body)
+}
+
+/// The Responses stream events for one block event.
+fn render(blocks: &Blocks, e: Event<'_>, seq: &mut u64, out: &mut Vec<Bytes>) {
+    let mut emit = |kind: &str, body: Value| out.push(named_event(seq, kind, body));
+    match e {
+        Event::Start(i) => {
+            let Some(b) = blocks.blocks.get(i) else { return };
+            emit(
+                "response.output_item.added",
+                json!({"output_index": i, "item": item_json(b, false)}),
+            );
+            if b.kind == Kind::Text {
+                emit(
+                    "response.content_part.added",
+                    json!({"item_id": b.id, "output_index": i, "content_index": 0, "part": text_part("")}),
+                );
+            }
+        }
+        Event::Delta(i, delta) => {
+            let Some(b) = blocks.blocks.get(i) else { return };
+            match &b.kind {
+                Kind::Reasoning => emit(
+                    "response.reasoning_text.delta",
+                    json!({"item_id": b.id, "output_index": i, "content_index": 0, "delta": delta}),
+                ),
+                Kind::Text => emit(
+                    "response.output_text.delta",
+                    json!({"item_id": b.id, "output_index": i, "content_index": 0, "delta": delta, "logprobs": []}),
+                ),
+                Kind::Call { .. } => emit(
+                    "response.function_call_arguments.delta",
+                    json!({"item_id": b.id, "output_index": i, "delta": delta}),
+                ),
+            }
+        }
+        Event::Stop(i) => {
+            let Some(b) = blocks.blocks.get(i) else { return };
+            match &b.kind {
+                Kind::Reasoning => emit(
+                    "response.reasoning_text.done",
+                    json!({"item_id": b.id, "output_index": i, "content_index": 0, "text": b.text}),
+                ),
+                Kind::Text => {
+                    emit(
+                        "response.output_text.done",
+                        json!({"item_id": b.id, "output_index": i, "content_index": 0, "text": b.text, "logprobs": []}),
+                    );
+                    emit(
+                        "response.content_part.done",
+                        json!({"item_id": b.id, "output_index": i, "content_index": 0, "part": text_part(&b.text)}),
+                    );
+                }
+                Kind::Call { name, .. } => emit(
+                    "response.function_call_arguments.done",
+                    json!({"item_id": b.id, "output_index": i, "name": name, "arguments": b.text}),
+                ),
+            }
+            emit(
+                "response.output_item.done",
+                json!({"output_index": i, "item": item_json(b, true)}),
+            );
+        }
+    }
+}
+
 async fn collect(ctx: Arc<Ctx>, mut d: ChoiceDriver) -> Result<Value, ApiError> {
-    let mut items = Items::default();
+    let mut items = Items::new();
     let mut finish = None;
     let mut sink = Vec::new();
     while let Some(step) = d.next().await {
@@ -582,10 +512,11 @@ async fn collect(ctx: Arc<Ctx>, mut d: ChoiceDriver) -> Result<Value, ApiError> 
             return Err(e);
         }
         items.push(&step, &mut sink);
-        sink.clear();
         if step.finish.is_some() {
+            items.finish(&step.abandoned, &mut sink);
             finish = step.finish;
         }
+        sink.clear();
     }
     let resp = ctx.response(items.output(), finish.as_ref(), Some(d.counts));
     ctx.save(&resp, &items);
@@ -605,7 +536,7 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
     let st = StreamState {
         ctx,
         driver,
-        items: Items::default(),
+        items: Items::new(),
         started: false,
     };
     let events = stream::unfold(Some(st), |st| async move {
@@ -627,11 +558,21 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
                 }
                 let body = json!({"code": e.openai_type(), "message": e.to_string(), "param": null});
                 st.items.event("error", body, &mut out);
+                // The response did not finish: say so, as OpenAI's `response.failed` does.
+                let mut r = st.ctx.response(st.items.output(), None, Some(st.driver.counts));
+                if let Value::Object(m) = &mut r {
+                    m.insert("status".into(), json!("failed"));
+                    m.insert(
+                        "error".into(),
+                        json!({"code": e.openai_type(), "message": e.to_string()}),
+                    );
+                }
+                st.items.event("response.failed", json!({"response": r}), &mut out);
                 return Some((out, None));
             }
             st.items.push(&step, &mut out);
             if let Some(f) = &step.finish {
-                st.items.close(&mut out);
+                st.items.finish(&step.abandoned, &mut out);
                 let r = st.ctx.response(st.items.output(), Some(f), Some(st.driver.counts));
                 st.ctx.save(&r, &st.items);
                 let kind = if f.reason == "length" {
