@@ -143,7 +143,9 @@ async def serve_oai_async(
     """Serve ``engine`` inside the running asyncio loop until cancelled.
 
     Engine attributes ``model_name``, ``context_length``, ``chat_template``, ``special_tokens``,
-    ``tokenizer`` and ``get_load`` are used when the matching argument is not given.
+    ``tokenizer`` and ``get_load`` are used when the matching argument is not given;
+    ``lark_grammars = True`` says the engine enforces llguidance Lark grammars sent as ``ebnf``
+    (tool calls are then constrained in the model's own format).
     ``port=0`` picks a free port; ``on_ready(host, port)`` is called once listening.
     On cancellation the server stops accepting, lets in-flight requests finish for up to
     ``shutdown_timeout`` seconds, aborts the rest, and re-raises ``CancelledError``.
@@ -177,6 +179,7 @@ async def serve_oai_async(
         shutdown_timeout=shutdown_timeout,
         tokenizer=getattr(engine, "tokenizer", None),
         get_load=get_load if callable(get_load) else None,
+        lark_grammars=bool(getattr(engine, "lark_grammars", False)),
     )
     pump = _Pump(engine, native, request_class)
     stopped: asyncio.Future[None] = loop.create_future()

@@ -10,6 +10,7 @@ pub mod error;
 pub mod generate;
 pub mod responses;
 pub mod sampling;
+pub mod structured;
 
 pub use error::{parse_json, ProtocolError};
 pub use sampling::SamplingParams;

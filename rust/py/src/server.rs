@@ -83,7 +83,7 @@ impl Server {
     #[pyo3(signature = (*, host, port, model_name, chat_template = None, special_tokens = None,
         tool_parser = None, reasoning_parser = None, api_key = None, allowed_origins = None,
         max_body_bytes = 33_554_432, request_timeout = None, context_length = None,
-        keep_alive = 15.0, shutdown_timeout = 10.0, tokenizer = None, get_load = None))]
+        keep_alive = 15.0, shutdown_timeout = 10.0, tokenizer = None, get_load = None, lark_grammars = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -102,6 +102,7 @@ impl Server {
         shutdown_timeout: f64,
         tokenizer: Option<Py<PyAny>>,
         get_load: Option<Py<PyAny>>,
+        lark_grammars: bool,
     ) -> PyResult<Self> {
         let template = match chat_template {
             None => None,
@@ -146,6 +147,7 @@ impl Server {
             context_length,
             keep_alive: positive("keep_alive", keep_alive)?,
             shutdown_timeout: positive("shutdown_timeout", shutdown_timeout)?,
+            lark_grammars,
         };
         let tokenizer = tokenizer.map(|t| Arc::new(PyTokenizer(t)) as Arc<dyn smgpy_server::engine::Tokenizer>);
         let bridge = Bridge::new(tokenizer, get_load)

@@ -7,10 +7,11 @@ use serde_json::{Map, Value};
 
 use crate::StructuredError;
 
-/// Whitespace allowed between JSON tokens: up to 64 blanks, newlines or tabs per gap. Bounded,
-/// so that a small model cannot fill `max_tokens` with indentation; wide enough for
-/// pretty-printed documents.
-pub const WHITESPACE: &str = r"[\x20\x0A\x0D\x09]{1,64}";
+/// Whitespace allowed between JSON tokens: one space, or one line break and up to 32 blanks of
+/// indentation, per gap. Enough for compact and pretty-printed documents, and bounded, so that
+/// a small model cannot fill `max_tokens` with blank lines (the demo model does, given the
+/// chance).
+pub const WHITESPACE: &str = r"(?:\x20|\r?\n[\x20\x09]{0,32})";
 
 /// One constraint, as an engine receives it in `sampling_params`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -47,6 +47,7 @@ pub async fn start_choices(
     base: GenerateRequest,
     spec: &PipelineSpec,
 ) -> Result<Vec<ChoiceDriver>, ApiError> {
+    crate::structured::check(&base.sampling).await?;
     let n = base.sampling.n.unwrap_or(1).max(1);
     let stops = Arc::new(spec.stops.clone());
     let mut drivers = Vec::with_capacity(n as usize);
