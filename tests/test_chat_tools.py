@@ -292,7 +292,8 @@ def test_required_holds_the_engine_to_a_list_of_calls() -> None:
     assert schema["type"] == "array" and schema["minItems"] == 1
     alts = schema["items"]["anyOf"]
     assert [a["properties"]["name"]["const"] for a in alts] == ["get_weather", "get_time"]
-    assert alts[0]["properties"]["parameters"] == TOOLS[0]["function"]["parameters"]
+    # Objects that leave `additionalProperties` unsaid are closed: a call's arguments are its tool's.
+    assert alts[0]["properties"]["parameters"] == {**TOOLS[0]["function"]["parameters"], "additionalProperties": False}
 
 
 def test_named_choice_holds_the_engine_to_its_parameters() -> None:
@@ -302,7 +303,8 @@ def test_named_choice_holds_the_engine_to_its_parameters() -> None:
         r = client(url).chat.completions.create(model="x", messages=MSG, tools=TOOLS, tool_choice=named)  # type: ignore[arg-type]
     calls = r.choices[0].message.tool_calls or []
     assert [(t.function.name, t.function.arguments) for t in calls] == [("get_weather", '{"city":"Paris"}')]
-    assert json.loads(engine.requests[0].sampling_params["json_schema"]) == TOOLS[0]["function"]["parameters"]
+    params = {**TOOLS[0]["function"]["parameters"], "additionalProperties": False}
+    assert json.loads(engine.requests[0].sampling_params["json_schema"]) == params
 
 
 class LarkEngine(ScriptedEngine):
@@ -318,10 +320,10 @@ def test_required_with_a_lark_engine_is_a_grammar_of_the_models_own_format() -> 
     with serve_in_thread(engine, tool_parser="hermes") as url:
         r = client(url).chat.completions.create(model="x", messages=MSG, tools=TOOLS, tool_choice="required")  # type: ignore[arg-type]
     calls = r.choices[0].message.tool_calls or []
-    assert [t.function.name for t in calls] == ["get_weather", "get_time"]
+    assert [t.function.name for t in calls] == ["get_weather", "get_weather"]
     sp = engine.requests[0].sampling_params
     assert "json_schema" not in sp and sp["ebnf"].startswith("%llguidance")
-    assert '"<tool_call>"' in sp["ebnf"] and "get_weather" in sp["ebnf"]
+    assert '"<tool_call>\\n"' in sp["ebnf"] and "get_weather" in sp["ebnf"]
 
 
 def test_auto_with_a_strict_tool_waits_for_the_call_marker() -> None:

@@ -86,8 +86,9 @@ def base(engine: Any) -> Iterator[str]:
 
 # The demo model served as if it were trained on another tool format: the server's parser and
 # the grammar of forced calls follow that format, so its output is that format's syntax and the
-# normal (not forced) parser reads it.
-FORMATS = ["hermes", "qwen3_coder", "mistral", "llama3_json"]
+# normal (not forced) parser reads it. (Qwen3-Coder XML, whose string values are raw text the
+# demo model rambles in, is checked byte by byte in rust/structured/tests/tool_grammars.rs.)
+FORMATS = ["hermes", "mistral", "llama3_json"]
 
 
 @pytest.fixture(scope="module", params=FORMATS)
@@ -97,8 +98,15 @@ def formatted(request: Any, engine: Any) -> Iterator[Any]:
 
 
 def test_required_in_the_models_own_format(formatted: Any) -> None:
+    # One call: the demo model, which knows none of these formats, would otherwise repeat it.
     r = formatted.chat.completions.create(
-        model="m", messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=120, temperature=0
+        model="m",
+        messages=ASK,
+        tools=TOOLS,
+        tool_choice="required",
+        parallel_tool_calls=False,
+        max_tokens=120,
+        temperature=0,
     )
     choice = r.choices[0]
     assert choice.finish_reason == "tool_calls", choice

@@ -217,6 +217,7 @@ fn json_form(specs: &[ToolSpec<'_>], choice: &ToolChoice, parallel: bool) -> Res
                         "type": "object",
                         "properties": {"name": {"const": name}, "parameters": parameters},
                         "required": ["name", "parameters"],
+                        "additionalProperties": false,
                     })
                 })
                 .collect();

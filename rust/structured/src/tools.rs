@@ -116,10 +116,17 @@ const DS_BEGIN: &str = "<｜tool▁calls▁begin｜>";
 /// The arguments schema of `tool`: its own when it compiles, else (not `strict`) the same
 /// schema with unimplemented keywords ignored, else any object. A `strict` tool whose schema
 /// cannot be enforced is an error. The flag says whether the schema needs `lenient`.
+///
+/// Objects that list `properties` and say nothing of `additionalProperties` are closed: a
+/// call's arguments are the tool's parameters (OpenAI's strict mode requires exactly this),
+/// and a small model otherwise invents keys such as `"description"`.
 pub fn arguments_schema(tool: &ToolSpec<'_>) -> Result<(Value, bool), StructuredError> {
     let Some(schema) = tool.parameters.filter(|p| !p.is_null()) else {
         return Ok((json!({"type": "object"}), false));
     };
+    let mut schema = schema.clone();
+    close_objects(&mut schema);
+    let schema = &schema;
     let exact = Source::JsonSchema(crate::source::with_options(schema.clone(), false)?.to_string());
     match check(&exact) {
         Ok(()) => Ok((schema.clone(), false)),
@@ -132,6 +139,33 @@ pub fn arguments_schema(tool: &ToolSpec<'_>) -> Result<(Value, bool), Structured
                 Ok((json!({"type": "object"}), false))
             }
         }
+    }
+}
+
+/// Set `additionalProperties: false` on objects that list `properties` and leave it open,
+/// through nested properties, items and alternatives (not inside `allOf`, whose branches
+/// together describe one object).
+pub fn close_objects(schema: &mut Value) {
+    let Some(obj) = schema.as_object_mut() else { return };
+    if obj.contains_key("properties")
+        && !obj.contains_key("additionalProperties")
+        && !obj.contains_key("patternProperties")
+        && !obj.contains_key("allOf")
+    {
+        obj.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for key in ["properties", "$defs", "definitions"] {
+        if let Some(Value::Object(children)) = obj.get_mut(key) {
+            children.values_mut().for_each(close_objects);
+        }
+    }
+    for key in ["anyOf", "oneOf", "prefixItems"] {
+        if let Some(Value::Array(children)) = obj.get_mut(key) {
+            children.iter_mut().for_each(close_objects);
+        }
+    }
+    if let Some(items) = obj.get_mut("items") {
+        close_objects(items);
     }
 }
 
