@@ -5,9 +5,10 @@ plus deterministic concatenations of pairs of them, up to 24 bytes), each implem
 the same JSON Schema through the same token sequence (the demo tokenizer's tokens of a valid
 document) and the time of every step's mask is recorded:
 
-- smgpy (llguidance, ``GrammarMatcher.step``: accept the token, compute the mask, one byte per logit),
-- smgpy's previous hand-written recognizer (``JsonVocab`` / ``JsonMatcher``), from an old build of
-  ``smgpy._native`` given with ``--old-native PATH`` (skipped otherwise),
+- smgpy (llguidance, ``GrammarMatcher.step``: accept the previous token, compute the mask, as a
+  bitmask like the peers'),
+- smgpy's previous hand-written recognizer (``JsonVocab`` / ``JsonMatcher``, one byte per logit),
+  from an old build of ``smgpy._native`` given with ``--old-native PATH`` (skipped otherwise),
 - xgrammar (``fill_next_token_bitmask``; ``torch`` / ``transformers`` are stubbed when missing, the
   mask is a numpy bitmask),
 - outlines-core (``Guide.write_mask_into``; its ``Index`` is built per vocabulary, before timing).
@@ -92,9 +93,10 @@ def run_smgpy(tokens: list[bytes | None], specials: list[int], eos: int, ids: li
             s = time.perf_counter()
             mask = m.step(prev)
             times.append(time.perf_counter() - s)
-            assert mask[t], t
+            assert mask is not None and (mask[t >> 3] >> (t & 7)) & 1, t
             prev = t
-        assert m.step(prev)[eos]
+        last = m.step(prev)
+        assert last is not None and (last[eos >> 3] >> (eos & 7)) & 1
     return {"build_ms": build * 1e3, "compile_ms": compile_s * 1e3, **stats(times)}
 
 
@@ -140,8 +142,24 @@ def import_xgrammar() -> Any:
         torch_stub.Tensor = type("Tensor", (), {})  # type: ignore[attr-defined]
         torch_stub.cuda = types.SimpleNamespace(is_available=lambda: False)  # type: ignore[attr-defined]
         torch_stub.__version__ = "0.0.0"  # type: ignore[attr-defined]
-        torch_stub.__getattr__ = lambda name: _Dtype(name)  # type: ignore[attr-defined,method-assign]
+
+        def attr(name: str) -> Any:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            if name in ("tensor", "full", "zeros", "ones", "empty", "device", "compile", "no_grad"):
+                return lambda *a, **k: None
+            return _Dtype(name)
+
+        torch_stub.__getattr__ = attr  # type: ignore[attr-defined,method-assign]
         sys.modules["torch"] = torch_stub
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        tf = types.ModuleType("transformers")
+        tf.PreTrainedTokenizerBase = type("PreTrainedTokenizerBase", (), {})  # type: ignore[attr-defined]
+        tf.PreTrainedTokenizerFast = type("PreTrainedTokenizerFast", (), {})  # type: ignore[attr-defined]
+        tf.LogitsProcessor = type("LogitsProcessor", (), {})  # type: ignore[attr-defined]
+        sys.modules["transformers"] = tf
     import xgrammar
 
     return xgrammar

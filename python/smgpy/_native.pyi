@@ -9,8 +9,9 @@ from typing import Any, Literal, final
 
 __all__ = [
     "ChatTemplate",
-    "JsonMatcher",
-    "JsonVocab",
+    "Grammar",
+    "GrammarError",
+    "GrammarMatcher",
     "OutputSink",
     "ReasoningStream",
     "Server",
@@ -18,6 +19,7 @@ __all__ = [
     "TemplateError",
     "TemplateSyntaxError",
     "ToolCallStream",
+    "Vocabulary",
     "__version__",
     "blas_forward_install",
     "blas_forwarded",
@@ -228,7 +230,9 @@ class Vocabulary:
     output once the constraint is complete; ``size`` is the number of logits.
     """
 
-    def __new__(cls, tokens: list[bytes | None], special_ids: list[int], end_ids: list[int], size: int) -> Vocabulary: ...
+    def __new__(
+        cls, tokens: list[bytes | None], special_ids: list[int], end_ids: list[int], size: int
+    ) -> Vocabulary: ...
     def compile(self, key: str, text: str) -> Grammar:
         """Compile the constraint an engine received under ``key`` (``json_schema``, ``regex``,
         ``ebnf`` or ``structural_tag``), or take it from this vocabulary's cache.
@@ -246,10 +250,12 @@ class Grammar:
 class GrammarMatcher:
     """One sequence's constrained state."""
 
-    def step(self, token: int | None) -> bytes:
+    def step(self, token: int | None) -> bytes | None:
         """Accept ``token`` (the one sampled at the step before; ``None`` at the first step), then
-        return the mask of the next step: one byte per logit, 1 where the token may come next.
-        The GIL is released meanwhile. ``GrammarError`` when ``token`` was not allowed."""
+        return the mask of the next step as a bitmask: little-endian 32-bit words, bit ``i % 32``
+        of word ``i // 32`` set where token ``i`` may come next. ``None`` when no token may come
+        next (complete, and no end token). The GIL is released meanwhile. ``GrammarError`` when
+        ``token`` was not allowed."""
     def accept(self, token: int) -> None:
         """Advance past a sampled token; ``GrammarError`` when it was not allowed."""
     def mask(self) -> bytes:

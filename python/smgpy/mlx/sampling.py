@@ -168,27 +168,32 @@ def _grammar_mask(matcher: GrammarMatcher) -> LogitsProcessor:
     the other rows' forward pass does not."""
     started = [False]
     off = [False]
+    # Bit positions within a 32-bit word of the bitmask (data, not a graph node: this runs on the
+    # MLX thread, whose stream the processor uses).
+    shifts = mx.array(np.arange(32, dtype=np.uint32))
 
     def processor(tokens: mx.array, logits: mx.array) -> mx.array:
         if off[0]:
             return logits
         token: int | None = None
         if started[0]:
-            mx.async_eval(logits)
+            mx.async_eval(logits)  # type: ignore[no-untyped-call]
             token = int(tokens[-1].item())  # type: ignore[arg-type]  # an int array
         started[0] = True
         try:
-            raw = matcher.step(token)
+            bits = matcher.step(token)
         except GrammarError:
             # Not reachable through the mask; never leave a row with no token to sample.
             off[0] = True
             return logits
-        mask = np.frombuffer(raw, dtype=np.bool_)
-        if not mask.any():
+        if bits is None:
             # Complete, and no end token may be sampled (``ignore_eos``): stop constraining.
             off[0] = True
             return logits
-        return mx.where(mx.array(mask), logits, -float("inf"))
+        # The bitmask is unpacked in the graph (lazily, with the rest of the step), not here.
+        words = mx.array(np.frombuffer(bits, dtype=np.uint32))
+        allowed = ((words[:, None] >> shifts) & 1).reshape(-1)[: logits.shape[-1]].astype(mx.bool_)
+        return mx.where(allowed, logits, -float("inf"))
 
     return processor
 

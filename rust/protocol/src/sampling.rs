@@ -112,4 +112,3 @@ pub fn check_ranges(p: &SamplingParams) -> Result<(), crate::ProtocolError> {
 
 /// Documented limit on the number of stop strings per request (OpenAI allows 4).
 pub const MAX_STOP_STRINGS: usize = 64;
-

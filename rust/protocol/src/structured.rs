@@ -169,7 +169,10 @@ pub fn from_anthropic(
 ) -> Result<Option<Structured>, ProtocolError> {
     let mut found = Vec::new();
     let config = present(output_config).and_then(|c| present(c.get("format")));
-    for (param, format) in [("output_config.format", config), ("output_format", present(output_format))] {
+    for (param, format) in [
+        ("output_config.format", config),
+        ("output_format", present(output_format)),
+    ] {
         let Some(format) = format else { continue };
         match type_of(format, param)? {
             "json_schema" => {
@@ -213,8 +216,14 @@ impl Kind {
                 let options = v
                     .as_array()
                     .filter(|a| !a.is_empty())
-                    .and_then(|a| a.iter().map(|o| o.as_str().map(str::to_string)).collect::<Option<Vec<_>>>())
-                    .ok_or_else(|| ProtocolError::new(param, format!("`{param}` must be a non-empty list of strings")))?;
+                    .and_then(|a| {
+                        a.iter()
+                            .map(|o| o.as_str().map(str::to_string))
+                            .collect::<Option<Vec<_>>>()
+                    })
+                    .ok_or_else(|| {
+                        ProtocolError::new(param, format!("`{param}` must be a non-empty list of strings"))
+                    })?;
                 Constraint::Choice(options)
             }
         };
@@ -295,14 +304,21 @@ fn one(found: Vec<Structured>) -> Result<Option<Structured>, ProtocolError> {
     match <[Structured; 2]>::try_from(found) {
         Ok([a, b]) => Err(ProtocolError::new(
             b.param.clone(),
-            format!("`{}` and `{}` both ask for structured output; send one", a.param, b.param),
+            format!(
+                "`{}` and `{}` both ask for structured output; send one",
+                a.param, b.param
+            ),
         )),
         Err(found) if found.len() > 2 => Err(ProtocolError::new(
             found[1].param.clone(),
             format!(
                 "{} fields ask for structured output ({}); send one",
                 found.len(),
-                found.iter().map(|s| format!("`{}`", s.param)).collect::<Vec<_>>().join(", ")
+                found
+                    .iter()
+                    .map(|s| format!("`{}`", s.param))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         )),
         Err(mut found) => Ok(found.pop()),
@@ -368,38 +384,74 @@ mod tests {
         let rf = json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": true}}});
         assert_eq!(
             constraint(rf),
-            (Constraint::Json { schema: schema.clone() }, "response_format.json_schema.schema".into())
+            (
+                Constraint::Json { schema: schema.clone() },
+                "response_format.json_schema.schema".into()
+            )
         );
         assert_eq!(
             constraint(json!({"response_format": {"type": "json_object"}})).0,
             Constraint::JsonObject
         );
         assert!(openai(json!({"response_format": {"type": "text"}})).unwrap().is_none());
-        assert_eq!(constraint(json!({"guided_json": schema.to_string()})).0, Constraint::Json { schema: schema.clone() });
-        assert_eq!(constraint(json!({"structured_outputs": {"json": schema}})).0, Constraint::Json { schema: schema.clone() });
-        assert_eq!(constraint(json!({"structured_outputs": {"regex": "a+"}})).0, Constraint::Regex("a+".into()));
+        assert_eq!(
+            constraint(json!({"guided_json": schema.to_string()})).0,
+            Constraint::Json { schema: schema.clone() }
+        );
+        assert_eq!(
+            constraint(json!({"structured_outputs": {"json": schema}})).0,
+            Constraint::Json { schema: schema.clone() }
+        );
+        assert_eq!(
+            constraint(json!({"structured_outputs": {"regex": "a+"}})).0,
+            Constraint::Regex("a+".into())
+        );
         assert_eq!(
             constraint(json!({"structured_outputs": {"choice": ["yes", "no"]}})).0,
             Constraint::Choice(vec!["yes".into(), "no".into()])
         );
-        assert_eq!(constraint(json!({"structured_outputs": {"grammar": "start: \"x\""}})).0, Constraint::Grammar("start: \"x\"".into()));
-        assert_eq!(constraint(json!({"structured_outputs": {"json_object": true}})).0, Constraint::JsonObject);
+        assert_eq!(
+            constraint(json!({"structured_outputs": {"grammar": "start: \"x\""}})).0,
+            Constraint::Grammar("start: \"x\"".into())
+        );
+        assert_eq!(
+            constraint(json!({"structured_outputs": {"json_object": true}})).0,
+            Constraint::JsonObject
+        );
         assert_eq!(constraint(json!({"guided_regex": "[0-9]+"})).1, "guided_regex");
-        assert_eq!(constraint(json!({"guided_choice": ["a"]})).0, Constraint::Choice(vec!["a".into()]));
-        assert_eq!(constraint(json!({"guided_grammar": "start: \"x\""})).1, "guided_grammar");
+        assert_eq!(
+            constraint(json!({"guided_choice": ["a"]})).0,
+            Constraint::Choice(vec!["a".into()])
+        );
+        assert_eq!(
+            constraint(json!({"guided_grammar": "start: \"x\""})).1,
+            "guided_grammar"
+        );
         assert_eq!(constraint(json!({"regex": "x"})).1, "regex");
         assert_eq!(constraint(json!({"ebnf": "start: \"x\""})).1, "ebnf");
-        assert_eq!(constraint(json!({"json_schema": "{}"})).0, Constraint::Json { schema: json!({}) });
+        assert_eq!(
+            constraint(json!({"json_schema": "{}"})).0,
+            Constraint::Json { schema: json!({}) }
+        );
         let tag = json!({"type": "structural_tag", "structures": [], "triggers": []});
-        assert_eq!(constraint(json!({"response_format": tag})).0, Constraint::StructuralTag(tag.clone()));
-        assert_eq!(constraint(json!({"structural_tag": tag.to_string()})).0, Constraint::StructuralTag(tag));
+        assert_eq!(
+            constraint(json!({"response_format": tag})).0,
+            Constraint::StructuralTag(tag.clone())
+        );
+        assert_eq!(
+            constraint(json!({"structural_tag": tag.to_string()})).0,
+            Constraint::StructuralTag(tag)
+        );
         assert!(openai(json!({})).unwrap().is_none());
     }
 
     #[test]
     fn shape_errors_name_the_field() {
         let param = |b: Value| openai(b).unwrap_err().param.unwrap();
-        assert_eq!(param(json!({"response_format": {"type": "xml"}})), "response_format.type");
+        assert_eq!(
+            param(json!({"response_format": {"type": "xml"}})),
+            "response_format.type"
+        );
         assert_eq!(param(json!({"guided_json": "{nope"})), "guided_json");
         assert_eq!(param(json!({"guided_choice": []})), "guided_choice");
         assert_eq!(param(json!({"guided_choice": [1]})), "guided_choice");
@@ -407,7 +459,10 @@ mod tests {
         assert_eq!(param(json!({"structured_outputs": 1})), "structured_outputs");
         let two = openai(json!({"response_format": {"type": "json_object"}, "guided_regex": "a"})).unwrap_err();
         assert!(two.message.contains("both ask"), "{}", two.message);
-        assert_eq!(param(json!({"response_format": {"type": "json_schema"}})), "response_format.json_schema");
+        assert_eq!(
+            param(json!({"response_format": {"type": "json_schema"}})),
+            "response_format.json_schema"
+        );
     }
 
     #[test]
@@ -415,25 +470,41 @@ mod tests {
         let schema = json!({"type": "object"});
         let text = json!({"format": {"type": "json_schema", "name": "x", "schema": schema, "strict": true}});
         let s = from_responses(Some(&text)).unwrap().unwrap();
-        assert_eq!((s.constraint, s.param.as_str()), (Constraint::Json { schema: schema.clone() }, "text.format.schema"));
-        assert!(from_responses(Some(&json!({"format": {"type": "text"}}))).unwrap().is_none());
         assert_eq!(
-            from_responses(Some(&json!({"format": {"type": "yaml"}}))).unwrap_err().param.as_deref(),
+            (s.constraint, s.param.as_str()),
+            (Constraint::Json { schema: schema.clone() }, "text.format.schema")
+        );
+        assert!(from_responses(Some(&json!({"format": {"type": "text"}})))
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            from_responses(Some(&json!({"format": {"type": "yaml"}})))
+                .unwrap_err()
+                .param
+                .as_deref(),
             Some("text.format.type")
         );
-        let s = from_sglang(Some(&Value::String(schema.to_string())), None, None, None).unwrap().unwrap();
+        let s = from_sglang(Some(&Value::String(schema.to_string())), None, None, None)
+            .unwrap()
+            .unwrap();
         assert_eq!(s.param, "sampling_params.json_schema");
         assert!(from_sglang(None, Some(&json!("a")), Some(&json!("start: \"a\"")), None).is_err());
         let cfg = json!({"format": {"type": "json_schema", "schema": schema}});
         let s = from_anthropic(Some(&cfg), None).unwrap().unwrap();
-        assert_eq!((s.constraint, s.param.as_str()), (Constraint::Json { schema }, "output_config.format.schema"));
+        assert_eq!(
+            (s.constraint, s.param.as_str()),
+            (Constraint::Json { schema }, "output_config.format.schema")
+        );
         assert!(from_anthropic(Some(&json!({"effort": "low"})), None).unwrap().is_none());
         assert!(from_anthropic(None, Some(&json!({"type": "xml"}))).is_err());
     }
 
     #[test]
     fn engine_keys() {
-        assert_eq!(Constraint::JsonObject.engine_param(), ("json_schema", r#"{"type":"object"}"#.into()));
+        assert_eq!(
+            Constraint::JsonObject.engine_param(),
+            ("json_schema", r#"{"type":"object"}"#.into())
+        );
         let choice = Constraint::Choice(vec!["a.b".into(), "c|d".into(), "(e)".into()]);
         assert_eq!(choice.engine_param(), ("regex", r"(?:a\.b|c\|d|\(e\))".into()));
         assert_eq!(Constraint::Grammar("g".into()).engine_param().0, "ebnf");

@@ -68,9 +68,11 @@ struct PyGrammar {
 impl PyGrammar {
     /// A matcher at the start of the output.
     fn matcher(&self) -> PyGrammarMatcher {
+        let inner = self.inner.matcher();
         PyGrammarMatcher {
-            mask: vec![0; self.inner.matcher().size()],
-            inner: self.inner.matcher(),
+            mask: vec![0; inner.size()],
+            bits: Vec::with_capacity(inner.size().div_ceil(32) * 4),
+            inner,
         }
     }
 }
@@ -80,24 +82,34 @@ impl PyGrammar {
 struct PyGrammarMatcher {
     inner: GrammarMatcher,
     mask: Vec<u8>,
+    bits: Vec<u8>,
 }
 
 #[pymethods]
 impl PyGrammarMatcher {
     /// Accept `token` (the one sampled at the step before; `None` at the first step), then
-    /// return the mask of the next step: one byte per logit, 1 where the token may come next.
-    /// The GIL is released meanwhile. `GrammarError` when `token` was not allowed.
+    /// return the mask of the next step as a bitmask: little-endian 32-bit words, bit `i % 32`
+    /// of word `i // 32` set where token `i` may come next (the layout of xgrammar's and
+    /// llguidance's bitmasks). `None` when no token may come next (the output is complete and
+    /// has no end token). The GIL is released meanwhile. `GrammarError` when `token` was not
+    /// allowed.
     #[pyo3(signature = (token))]
-    fn step<'py>(&mut self, py: Python<'py>, token: Option<u32>) -> PyResult<Bound<'py, PyBytes>> {
-        let (inner, mask) = (&mut self.inner, &mut self.mask);
-        py.detach(|| {
-            if let Some(t) = token {
-                inner.accept(t)?;
-            }
-            inner.mask_into(mask)
-        })
-        .map_err(error)?;
-        Ok(PyBytes::new(py, &self.mask))
+    fn step<'py>(&mut self, py: Python<'py>, token: Option<u32>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let (inner, bits) = (&mut self.inner, &mut self.bits);
+        let any = py
+            .detach(|| {
+                if let Some(t) = token {
+                    inner.accept(t)?;
+                }
+                let words = inner.mask_words()?;
+                bits.clear();
+                for w in words {
+                    bits.extend_from_slice(&w.to_le_bytes());
+                }
+                Ok(words.iter().any(|&w| w != 0))
+            })
+            .map_err(error)?;
+        Ok(any.then(|| PyBytes::new(py, &self.bits)))
     }
 
     /// Advance past a sampled token; `GrammarError` when it was not allowed.

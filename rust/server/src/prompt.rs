@@ -206,7 +206,11 @@ fn json_form(specs: &[ToolSpec<'_>], choice: &ToolChoice, parallel: bool) -> Res
     }
     let (mut schema, forced) = match choice {
         ToolChoice::Named(name) => {
-            let args = calls.into_iter().next().map(|(_, p)| p).unwrap_or_else(|| json!({"type": "object"}));
+            let args = calls
+                .into_iter()
+                .next()
+                .map(|(_, p)| p)
+                .unwrap_or_else(|| json!({"type": "object"}));
             (args, Forced::Call(name.clone()))
         }
         _ => {
@@ -234,7 +238,10 @@ fn json_form(specs: &[ToolSpec<'_>], choice: &ToolChoice, parallel: bool) -> Res
     };
     if lenient {
         if let Some(obj) = schema.as_object_mut() {
-            obj.insert("x-guidance".into(), json!({"lenient": true, "whitespace_pattern": WHITESPACE}));
+            obj.insert(
+                "x-guidance".into(),
+                json!({"lenient": true, "whitespace_pattern": WHITESPACE}),
+            );
         }
     }
     Ok((schema, forced))
@@ -277,4 +284,3 @@ pub fn reasoning_options(state: &AppState, prompt: &str) -> Option<(smgpy_parser
     let f = state.config().reasoning_format?;
     Some((f, smgpy_parsers::reasoning::prompt_state(f, prompt)))
 }
-

@@ -101,10 +101,30 @@ async fn constraints_that_cannot_be_enforced_are_400s_naming_the_field() {
             "response_format.json_schema.schema",
             "uniqueItems",
         ),
-        ("/v1/chat/completions", json!({"messages": messages(), "guided_regex": "a(b"}), "guided_regex", "regular expression"),
-        ("/v1/completions", json!({"prompt": "x", "structured_outputs": {"grammar": "start: nope"}}), "structured_outputs.grammar", "nope"),
-        ("/generate", json!({"text": "x", "sampling_params": {"json_schema": "{\"type\": \"strnig\"}"}}), "sampling_params.json_schema", "strnig"),
-        ("/v1/responses", json!({"input": "x", "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "strnig"}}}}), "text.format.schema", "strnig"),
+        (
+            "/v1/chat/completions",
+            json!({"messages": messages(), "guided_regex": "a(b"}),
+            "guided_regex",
+            "regular expression",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "x", "structured_outputs": {"grammar": "start: nope"}}),
+            "structured_outputs.grammar",
+            "nope",
+        ),
+        (
+            "/generate",
+            json!({"text": "x", "sampling_params": {"json_schema": "{\"type\": \"strnig\"}"}}),
+            "sampling_params.json_schema",
+            "strnig",
+        ),
+        (
+            "/v1/responses",
+            json!({"input": "x", "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "strnig"}}}}),
+            "text.format.schema",
+            "strnig",
+        ),
     ];
     for (path, body, param, needle) in cases {
         let (router, engine) = app(vec!["x"], true);
@@ -126,9 +146,17 @@ async fn constraints_that_cannot_be_enforced_are_400s_naming_the_field() {
 #[tokio::test]
 async fn each_shape_reaches_the_engine_under_its_key() {
     let cases = [
-        (json!({"structured_outputs": {"choice": ["a", "b"]}}), "regex", "(?:a|b)"),
+        (
+            json!({"structured_outputs": {"choice": ["a", "b"]}}),
+            "regex",
+            "(?:a|b)",
+        ),
         (json!({"guided_grammar": "start: \"x\""}), "ebnf", "start: \"x\""),
-        (json!({"response_format": {"type": "json_object"}}), "json_schema", r#"{"type":"object"}"#),
+        (
+            json!({"response_format": {"type": "json_object"}}),
+            "json_schema",
+            r#"{"type":"object"}"#,
+        ),
     ];
     for (extra, key, text) in cases {
         let (router, engine) = app(vec!["x"], false);
@@ -142,18 +170,28 @@ async fn each_shape_reaches_the_engine_under_its_key() {
     let body = json!({"model": "m", "max_tokens": 5, "messages": messages(),
         "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}});
     assert_eq!(post(router, "/v1/messages", body).await.0, StatusCode::OK);
-    assert_eq!(engine_param(&engine), ("json_schema", r#"{"type":"object"}"#.to_string()));
+    assert_eq!(
+        engine_param(&engine),
+        ("json_schema", r#"{"type":"object"}"#.to_string())
+    );
 }
 
 #[tokio::test]
 async fn forced_calls_are_the_models_own_format_with_a_lark_engine() {
     let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}]);
-    let out = vec!["<tool_call>\n", r#"{"name": "f", "arguments": {"a": 1}}"#, "\n</tool_call>"];
+    let out = vec![
+        "<tool_call>\n",
+        r#"{"name": "f", "arguments": {"a": 1}}"#,
+        "\n</tool_call>",
+    ];
     let (router, engine) = app(out.clone(), true);
     let body = json!({"messages": messages(), "tools": tools, "tool_choice": "required"});
     let (status, v) = post(router, "/v1/chat/completions", body.clone()).await;
     assert_eq!(status, StatusCode::OK, "{v}");
-    assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], r#"{"a":1}"#);
+    assert_eq!(
+        v["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+        r#"{"a":1}"#
+    );
     let (key, grammar) = engine_param(&engine);
     assert_eq!(key, "ebnf");
     assert!(grammar.contains("\"<tool_call>\\n\""), "{grammar}");
