@@ -277,6 +277,8 @@ def batch(rounds: int, tokens: int) -> tuple[float, float]:
             print(f"batch: plain {plain[-1]:.1f} tok/s, one constrained {held[-1]:.1f} tok/s", flush=True)
     finally:
         engine.shutdown()
+    pairs = statistics.median(h / p for p, h in zip(plain, held, strict=True))
+    print(f"median of per-round ratios: {pairs:.3f}", flush=True)
     return statistics.median(plain), statistics.median(held)
 
 

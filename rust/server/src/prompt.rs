@@ -129,8 +129,12 @@ pub fn tool_plan(state: &AppState, r: ToolRequest<'_>) -> Result<ToolPlan, ApiEr
         ToolChoice::Auto | ToolChoice::None => Mode::Auto { parallel },
     };
     let bad = |e: smgpy_structured::StructuredError| ApiError::bad_request(Some("tools"), e.to_string());
+    // Under `auto`, only calls to `strict` tools are worth a grammar (and only without a
+    // constraint of the client's own).
+    let constrain_auto = !r.has_constraint && specs.iter().any(|s| s.strict);
+    let wanted = !matches!(r.choice, ToolChoice::Auto | ToolChoice::None) || constrain_auto;
     let own_grammar = match tool_format {
-        Some(f) if lark && tools::supports(f) => tools::grammar(f, &specs, mode).map_err(bad)?,
+        Some(f) if wanted && lark && tools::supports(f) => tools::grammar(f, &specs, mode).map_err(bad)?,
         _ => None,
     };
     let stage = |forced: Option<Forced>, format: ToolFormat| ToolStage {
@@ -139,14 +143,11 @@ pub fn tool_plan(state: &AppState, r: ToolRequest<'_>) -> Result<ToolPlan, ApiEr
         forced,
     };
     match r.choice {
-        ToolChoice::Auto | ToolChoice::None => {
-            let constrain = !r.has_constraint && specs.iter().any(|s| s.strict);
-            Ok(ToolPlan {
-                stage: tool_format.map(|f| stage(None, f)),
-                constraint: own_grammar.filter(|_| constrain).map(Constraint::Grammar),
-                forced: false,
-            })
-        }
+        ToolChoice::Auto | ToolChoice::None => Ok(ToolPlan {
+            stage: tool_format.map(|f| stage(None, f)),
+            constraint: own_grammar.map(Constraint::Grammar),
+            forced: false,
+        }),
         ToolChoice::Required | ToolChoice::Named(_) => {
             // Without a parser of its own, output that is not the forced JSON is read as JSON calls.
             let format = tool_format.unwrap_or(ToolFormat::Json);

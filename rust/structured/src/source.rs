@@ -1,7 +1,5 @@
 //! The engine-facing constraint keys (SGLang's `sampling_params` names) and the llguidance
 //! grammar each one compiles to.
-use std::hash::{Hash, Hasher};
-
 use llguidance::api::TopLevelGrammar;
 use serde_json::{Map, Value};
 
@@ -14,6 +12,7 @@ use crate::StructuredError;
 pub const WHITESPACE: &str = r"(?:\x20|\r?\n[\x20\x09]{0,32})";
 
 /// One constraint, as an engine receives it in `sampling_params`.
+/// Compiled grammars and check results are cached by the whole source (its hash, then equality).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Source {
     /// `json_schema`: a JSON Schema, as JSON text.
@@ -66,13 +65,6 @@ impl Source {
             Self::Grammar(_) => "the grammar",
             Self::StructuralTag(_) => "the structural tag",
         }
-    }
-
-    /// A hash of the constraint: the key of the compiled-grammar caches.
-    pub fn digest(&self) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.hash(&mut h);
-        h.finish()
     }
 
     /// The llguidance grammar.
