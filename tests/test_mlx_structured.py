@@ -141,7 +141,9 @@ def test_anthropic_sdk_parse_with_a_pydantic_model(url: str) -> None:
         capital: str
 
     c = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0)
-    r = c.messages.parse(model="m", max_tokens=40, messages=CAPITAL, output_format=Capital)
+    r = c.messages.parse(
+        model="m", max_tokens=40, messages=CAPITAL, output_format=Capital, extra_body={"temperature": 0}
+    )
     assert r.parsed_output == Capital(capital="Paris")
 
 
