@@ -288,11 +288,12 @@ def test_required_holds_the_engine_to_a_list_of_calls() -> None:
     ]
     sp = engine.requests[0].sampling_params
     assert "response_format" not in sp
-    schema = sp["json_schema"]
+    schema = json.loads(sp["json_schema"])
     assert schema["type"] == "array" and schema["minItems"] == 1
     alts = schema["items"]["anyOf"]
     assert [a["properties"]["name"]["const"] for a in alts] == ["get_weather", "get_time"]
-    assert alts[0]["properties"]["parameters"] == TOOLS[0]["function"]["parameters"]
+    # Objects that leave `additionalProperties` unsaid are closed: a call's arguments are its tool's.
+    assert alts[0]["properties"]["parameters"] == {**TOOLS[0]["function"]["parameters"], "additionalProperties": False}
 
 
 def test_named_choice_holds_the_engine_to_its_parameters() -> None:
@@ -302,7 +303,49 @@ def test_named_choice_holds_the_engine_to_its_parameters() -> None:
         r = client(url).chat.completions.create(model="x", messages=MSG, tools=TOOLS, tool_choice=named)  # type: ignore[arg-type]
     calls = r.choices[0].message.tool_calls or []
     assert [(t.function.name, t.function.arguments) for t in calls] == [("get_weather", '{"city":"Paris"}')]
-    assert engine.requests[0].sampling_params["json_schema"] == TOOLS[0]["function"]["parameters"]
+    params = {**TOOLS[0]["function"]["parameters"], "additionalProperties": False}
+    assert json.loads(engine.requests[0].sampling_params["json_schema"]) == params
+
+
+class LarkEngine(ScriptedEngine):
+    """An engine that enforces Lark grammars (as smgpy's MLX engine does)."""
+
+    lark_grammars = True
+
+
+def test_required_with_a_lark_engine_is_a_grammar_of_the_models_own_format() -> None:
+    """With an engine that takes Lark grammars, `required` holds the output to calls in the
+    server's tool format (here Hermes) and the normal parser reads them."""
+    engine = LarkEngine(tokens(HERMES_TWO_CALLS))
+    with serve_in_thread(engine, tool_parser="hermes") as url:
+        r = client(url).chat.completions.create(model="x", messages=MSG, tools=TOOLS, tool_choice="required")  # type: ignore[arg-type]
+    calls = r.choices[0].message.tool_calls or []
+    assert [t.function.name for t in calls] == ["get_weather", "get_weather"]
+    sp = engine.requests[0].sampling_params
+    assert "json_schema" not in sp and sp["ebnf"].startswith("%llguidance")
+    assert '"<tool_call>\\n"' in sp["ebnf"] and "get_weather" in sp["ebnf"]
+
+
+def test_auto_with_a_strict_tool_waits_for_the_call_marker() -> None:
+    strict = [{"type": "function", "function": {**TOOLS[0]["function"], "strict": True}}]
+    engine = LarkEngine(tokens(HERMES_TWO_CALLS))
+    with serve_in_thread(engine, tool_parser="hermes") as url:
+        client(url).chat.completions.create(model="x", messages=MSG, tools=strict)  # type: ignore[arg-type]
+        client(url).chat.completions.create(model="x", messages=MSG, tools=TOOLS)  # type: ignore[arg-type]
+    assert "head[lazy]" in engine.requests[0].sampling_params["ebnf"]
+    assert "ebnf" not in engine.requests[1].sampling_params
+
+
+def test_a_strict_tool_whose_schema_cannot_be_enforced_is_refused() -> None:
+    unique = {"type": "object", "properties": {"ids": {"type": "array", "uniqueItems": True}}}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": unique, "strict": True}}]
+    engine = LarkEngine(tokens("x"))
+    with serve_in_thread(engine, tool_parser="hermes") as url:
+        r = httpx.post(url + "/v1/chat/completions", json={"messages": MSG, "tools": tools, "tool_choice": "required"})
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["param"] == "tools[0].function.parameters" and "uniqueItems" in err["message"]
+    assert not engine.requests
 
 
 def test_auto_choice_sends_no_schema() -> None:

@@ -9,8 +9,9 @@ from typing import Any, Literal, final
 
 __all__ = [
     "ChatTemplate",
-    "JsonMatcher",
-    "JsonVocab",
+    "Grammar",
+    "GrammarError",
+    "GrammarMatcher",
     "OutputSink",
     "ReasoningStream",
     "Server",
@@ -18,6 +19,7 @@ __all__ = [
     "TemplateError",
     "TemplateSyntaxError",
     "ToolCallStream",
+    "Vocabulary",
     "__version__",
     "blas_forward_install",
     "blas_forwarded",
@@ -225,33 +227,56 @@ def normalize_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # ---- structured output ----
 
-@final
-class JsonVocab:
-    """A tokenizer's vocabulary as bytes, ready for JSON masks (structured output).
+class GrammarError(ValueError):
+    """A structured-output constraint that cannot be enforced (the message names the keyword,
+    the regex position or the grammar line), or a token the constraint does not allow."""
 
-    ``tokens[id]`` is the bytes token ``id`` stands for in text, or ``None`` for tokens that never
-    belong in a JSON document (special tokens); ``end_ids`` end the output and are allowed once
-    the document is complete.
+@final
+class Vocabulary:
+    """A model's vocabulary as bytes, ready for structured-output masks (llguidance).
+
+    ``tokens[id]`` is the bytes token ``id`` adds to the decoded text (``None`` for tokens that
+    never belong in constrained output); ``special_ids`` are kept out of text, except tool-call
+    and reasoning markers (a Lark grammar names the others as ``<|name|>``); ``end_ids`` end the
+    output once the constraint is complete; ``size`` is the number of logits.
     """
 
-    def __new__(cls, tokens: list[bytes | None], end_ids: list[int]) -> JsonVocab: ...
-    def matcher(self, object_only: bool = True, max_whitespace: int = 64, schema: str | None = None) -> JsonMatcher:
-        """A matcher for one sequence; ``object_only``: the document must be a JSON object;
-        ``schema``: a JSON Schema (JSON text) the document must be valid against (``ValueError``
-        naming the keyword when the schema uses one that cannot be enforced)."""
+    def __new__(
+        cls, tokens: list[bytes | None], special_ids: list[int], end_ids: list[int], size: int
+    ) -> Vocabulary: ...
+    def compile(self, key: str, text: str) -> Grammar:
+        """Compile the constraint an engine received under ``key`` (``json_schema``, ``regex``,
+        ``ebnf`` or ``structural_tag``), or take it from this vocabulary's cache.
+        ``GrammarError`` when it cannot be enforced."""
     def __len__(self) -> int: ...
 
 @final
-class JsonMatcher:
-    """Keeps one sequence's output a JSON document."""
+class Grammar:
+    """A compiled constraint; ``matcher()`` starts one sequence."""
 
+    def matcher(self) -> GrammarMatcher:
+        """A matcher at the start of the output."""
+
+@final
+class GrammarMatcher:
+    """One sequence's constrained state."""
+
+    def step(self, token: int | None) -> bytes | None:
+        """Accept ``token`` (the one sampled at the step before; ``None`` at the first step), then
+        return the mask of the next step as a bitmask: little-endian 32-bit words, bit ``i % 32``
+        of word ``i // 32`` set where token ``i`` may come next. ``None`` when no token may come
+        next (complete, and no end token). The GIL is released meanwhile. ``GrammarError`` when
+        ``token`` was not allowed."""
     def accept(self, token: int) -> None:
-        """Advance past a sampled token; ``ValueError`` when it cannot continue the document."""
-    def mask(self, size: int) -> bytes:
-        """``size`` bytes, one per logit: 1 where the token may come next, else 0."""
+        """Advance past a sampled token; ``GrammarError`` when it was not allowed."""
+    def mask(self) -> bytes:
+        """The tokens allowed next, one byte per logit (GIL released)."""
     @property
-    def is_complete(self) -> bool:
-        """Whether the output so far is a complete document."""
+    def is_accepting(self) -> bool:
+        """Whether the output may end here."""
+    @property
+    def is_stopped(self) -> bool:
+        """Whether the constraint is complete and only an end token may follow."""
 
 # ---- stop ----
 
@@ -354,6 +379,7 @@ class Server:
         model_path: str | None = None,
         max_total_num_tokens: int | None = None,
         accepts_images: bool = False,
+        lark_grammars: bool = False,
     ) -> Server: ...
     @property
     def parsers(self) -> tuple[str | None, str | None]:

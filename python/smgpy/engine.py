@@ -20,7 +20,11 @@ sets ``rid`` after construction (as tokenspeed requires).
 ``min_new_tokens``, ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``,
 ``frequency_penalty``, ``presence_penalty``, ``stop`` (list of str), ``stop_token_ids``
 (list of int), ``ignore_eos``, ``seed``, ``n``, ``logit_bias`` (dict token id str -> float),
-``json_schema`` / ``response_format`` (when the client asked for structured output).
+and, when the client asked for structured output, one of SGLang's constraint keys:
+``json_schema`` (a JSON Schema as JSON text), ``regex``, ``ebnf`` (a Lark grammar, llguidance's
+dialect) or ``structural_tag`` (JSON text), plus ``response_format`` as the client sent it.
+An engine that sets ``lark_grammars = True`` receives forced tool calls as a Lark grammar in
+the model's own tool-call format; others receive a JSON Schema.
 
 The outputs
 -----------

@@ -162,6 +162,8 @@ async def serve_oai_async(
     ``flush_cache()`` (for routers: ``/server_info``, ``/v1/loads``, ``POST /flush_cache``) and
     ``accepts_images`` (True: image parts reach the engine as ``image_data``; otherwise they are a 400)
     are used when present. ``worker_id`` names this server in ``/metrics`` and ``/server_info``.
+    ``lark_grammars = True`` says the engine enforces llguidance Lark grammars sent as ``ebnf`` (tool
+    calls are then constrained in the model's own format).
     ``port=0`` picks a free port; ``on_ready(host, port)`` is called once listening.
 
     Limits: ``request_timeout`` (seconds per request, streams included; None for none),
@@ -220,6 +222,7 @@ async def serve_oai_async(
         model_path=str(model_path) if model_path else None,
         max_total_num_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
         accepts_images=getattr(engine, "accepts_images", False) is True,
+        lark_grammars=bool(getattr(engine, "lark_grammars", False)),
     )
     pump = _Pump(engine, native, request_class)
     stopped: asyncio.Future[None] = loop.create_future()

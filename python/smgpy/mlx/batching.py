@@ -64,7 +64,7 @@ class Sequence:
     outlet: Outlet
     top_logprobs: int | None  # None: no logprobs asked
     with_index: bool
-    json_matcher: Any = None  # smgpy._native.JsonMatcher when the request asked for JSON
+    matcher: Any = None  # smgpy._native.GrammarMatcher when the request asked for structured output
     generated: int = 0
     cached_tokens: int = 0
     uid: int = -1
@@ -302,7 +302,7 @@ class Scheduler:
             caches=caches,
             all_tokens=known,
             samplers=[make_sampler(s.params, s.index) for s in group],
-            logits_processors=[make_logits_processors(s.params, len(tokens), end_ids, s.json_matcher) for s in group],
+            logits_processors=[make_logits_processors(s.params, len(tokens), end_ids, s.matcher) for s in group],
             stop_token_ids=[end_ids for _ in group],
         )
         for uid, seq in zip(uids, group, strict=True):

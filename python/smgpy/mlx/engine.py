@@ -15,13 +15,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from smgpy._native import JsonVocab
 from smgpy.engine import ContextLengthExceeded, EngineOverloaded, EngineRequestError
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.batching import Outlet, Scheduler, Sequence
 from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids
 from smgpy.mlx.sampling import SamplingParams
-from smgpy.mlx.structured import build_vocab, json_spec, make_matcher
+from smgpy.mlx.structured import StructuredOutput
 
 __all__ = ["MLXEngine", "resolve_model"]
 
@@ -105,10 +104,16 @@ def model_generation_defaults(model_path: str) -> dict[str, float]:
 class MLXEngine:
     """A continuous-batching MLX engine for ``smgpy.serve_oai``.
 
+    It enforces every structured-output constraint the server sends (llguidance), Lark
+    grammars included (``lark_grammars``), so forced tool calls are held to the model's own
+    tool-call format.
+
     Build it with :meth:`from_pretrained`. Attributes ``model_name``, ``context_length``,
     ``chat_template``, ``special_tokens``, ``eos_token_ids`` and ``tokenizer`` are read by the
     server, so it needs no other configuration.
     """
+
+    lark_grammars = True
 
     def __init__(
         self,
@@ -165,9 +170,8 @@ class MLXEngine:
         }
         self.tokenizer = _Tokenizer(self._hf)
         self._bos = self.special_tokens.get("bos_token")
-        # The vocabulary as bytes for JSON masks, built by the first request that asks for JSON.
-        self._json_vocab: JsonVocab | None = None
-        self._json_vocab_lock = asyncio.Lock()
+        # Structured output; the vocabulary is built by the first request that asks for it.
+        self._structured = StructuredOutput(self._hf, self.eos_token_ids, self.vocab_size)
         # Sampling defaults for keys a request leaves out, as vLLM does: the model's
         # generation_config.json first, explicit defaults (``smgpy serve --temp ...``) over it.
         from_model = model_generation_defaults(model_path) if generation_config else {}
@@ -256,8 +260,7 @@ class MLXEngine:
         )
         logprobs = bool(getattr(obj, "return_logprob", False))
         top = int(getattr(obj, "top_logprobs_num", 0) or 0) if logprobs else None
-        spec = json_spec(requested)
-        vocab = None if spec is None else await self._vocab_for_json()
+        grammar = await self._structured.grammar(requested)
 
         loop = asyncio.get_running_loop()
         q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -274,7 +277,7 @@ class MLXEngine:
                 outlet=outlet,
                 top_logprobs=top,
                 with_index=params.n > 1,
-                json_matcher=None if vocab is None or spec is None else make_matcher(vocab, spec),
+                matcher=None if grammar is None else grammar.matcher(),
             )
             for i in range(params.n)
         ]
@@ -289,13 +292,6 @@ class MLXEngine:
         finally:
             if remaining:  # the consumer went away (client disconnect): free the slots
                 self.abort_request(rid)
-
-    async def _vocab_for_json(self) -> JsonVocab:
-        """The vocabulary for JSON masks, built once (off the event loop) on first use."""
-        async with self._json_vocab_lock:
-            if self._json_vocab is None:
-                self._json_vocab = await asyncio.to_thread(build_vocab, self._hf, self.eos_token_ids)
-            return self._json_vocab
 
     def abort_request(self, rid: str) -> None:
         """Stop request ``rid``; its batch slot is freed before the next decode step."""

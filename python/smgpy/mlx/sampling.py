@@ -6,7 +6,9 @@ its random key and splits it once per token, whatever else runs beside it).
 
 Penalties follow the OpenAI / vLLM meaning: ``frequency_penalty`` and ``presence_penalty`` count
 the generated tokens only; ``repetition_penalty`` (multiplicative) looks at prompt and output.
-Structured output (``response_format``) is one more processor, the mask of ``smgpy.mlx.structured``.
+Structured output is one more processor, the mask of ``smgpy.mlx.structured``, kept off the
+critical path: it queues the step's forward pass before it waits for the previous token, so the
+mask (computed in Rust, GIL released) overlaps with the model instead of idling it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from smgpy._native import JsonMatcher
+from smgpy._native import GrammarError, GrammarMatcher
 from smgpy.engine import EngineRequestError
 from smgpy.mlx.mlx_lm_api import apply_min_p, apply_top_k, apply_top_p, greedy_sampler, make_repetition_penalty
 
@@ -163,36 +165,50 @@ def _ban_until(token_ids: Sequence[int], min_new: int, prompt_len: int) -> Logit
     return processor
 
 
-def _json_mask(matcher: JsonMatcher) -> LogitsProcessor:
-    """Keep the output a JSON document (structured output): mask every token that cannot
-    continue it. The first call samples the first token; each later call first accepts the
-    token sampled at the step before, which is the newest token of the context."""
+def _grammar_mask(matcher: GrammarMatcher) -> LogitsProcessor:
+    """Hold the output to its constraint (structured output): mask every token that cannot
+    continue it. The first call masks the first token; each later call first accepts the token
+    sampled at the step before, which is the newest token of the context.
+
+    mlx-lm builds a step's graph while the previous step still runs. Reading the previous
+    token waits for that step; this processor first queues the current step's forward pass
+    (``mx.async_eval(logits)``), so the model keeps computing through the wait and while the
+    mask is computed (in Rust, without the GIL). Only this row's sampling waits for the mask;
+    the other rows' forward pass does not."""
     started = [False]
-    failed = [False]
+    off = [False]
+    # Bit positions within a 32-bit word of the bitmask (data, not a graph node: this runs on the
+    # MLX thread, whose stream the processor uses).
+    shifts = mx.array(np.arange(32, dtype=np.uint32))
 
     def processor(tokens: mx.array, logits: mx.array) -> mx.array:
-        if failed[0]:
+        if off[0]:
             return logits
+        token: int | None = None
         if started[0]:
-            try:
-                matcher.accept(int(tokens[-1].item()))  # type: ignore[arg-type]  # an int array
-            except ValueError:
-                # Not reachable through the mask; never leave a row with no token to sample.
-                failed[0] = True
-                return logits
+            mx.async_eval(logits)  # type: ignore[no-untyped-call]
+            token = int(tokens[-1].item())  # type: ignore[arg-type]  # an int array
         started[0] = True
-        mask = np.frombuffer(matcher.mask(logits.shape[-1]), dtype=np.uint8)
-        if not mask.any():
-            # Complete, and no end token may be sampled (``ignore_eos``): stop constraining.
-            failed[0] = True
+        try:
+            bits = matcher.step(token)
+        except GrammarError:
+            # Not reachable through the mask; never leave a row with no token to sample.
+            off[0] = True
             return logits
-        return mx.where(mx.array(mask, dtype=mx.bool_), logits, -float("inf"))
+        if bits is None:
+            # Complete, and no end token may be sampled (``ignore_eos``): stop constraining.
+            off[0] = True
+            return logits
+        # The bitmask is unpacked in the graph (lazily, with the rest of the step), not here.
+        words = mx.array(np.frombuffer(bits, dtype=np.uint32))
+        allowed = ((words[:, None] >> shifts) & 1).reshape(-1)[: logits.shape[-1]].astype(mx.bool_)
+        return mx.where(allowed, logits, -float("inf"))
 
     return processor
 
 
 def make_logits_processors(
-    params: SamplingParams, prompt_len: int, end_ids: Sequence[int], json_matcher: JsonMatcher | None = None
+    params: SamplingParams, prompt_len: int, end_ids: Sequence[int], matcher: GrammarMatcher | None = None
 ) -> list[LogitsProcessor]:
     """The processors a request needs; empty for plain requests, which keeps the batch fast."""
     out: list[LogitsProcessor] = []
@@ -210,7 +226,7 @@ def make_logits_processors(
         out.append(_openai_penalties(params.frequency_penalty, params.presence_penalty, prompt_len))
     if params.min_new_tokens > 0 and end_ids:
         out.append(_ban_until(end_ids, params.min_new_tokens, prompt_len))
-    if json_matcher is not None:
+    if matcher is not None:
         # Last, so that no later processor can lift a masked token back.
-        out.append(_json_mask(json_matcher))
+        out.append(_grammar_mask(matcher))
     return out

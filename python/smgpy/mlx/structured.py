@@ -1,38 +1,32 @@
-"""Structured output for the MLX engine: ``response_format`` ``json_object`` / ``json_schema``.
+"""Structured output for the MLX engine: JSON Schema, regex, Lark grammars, structural tags.
 
-At each decoding step of a request that asked for JSON, every token that would make the output
-stop being the start of a JSON document is masked out, and the end-of-sequence tokens are
-allowed only once the document is complete. The masks are computed in Rust
-(``smgpy._native.JsonVocab`` / ``JsonMatcher``); this module reads the tokenizer's vocabulary as
-bytes and turns a request's parameters into matcher options.
-
-What is enforced: the output is one JSON document (RFC 8259, UTF-8, no lone surrogates); an
-object for ``json_object``; for ``json_schema``, a document valid against the schema, for the
-keywords structured outputs use (``type``, ``properties``, ``required``, ``items``,
-``minItems``/``maxItems``, ``enum``, ``const``, ``anyOf`` / ``oneOf`` (alternatives that start
-differently, or objects tagged by a ``const`` key), local ``$ref``). Keys are written in the
-schema's order, and the output ends with the document (no trailing whitespace). A schema with
-other constraints (``pattern``, ``format``, ``minimum``...) is not enforced beyond being valid
-JSON (an object when its top level is one), and a warning is logged.
+A request's constraint arrives in ``sampling_params`` under SGLang's keys (``json_schema``,
+``regex``, ``ebnf``, ``structural_tag``; the server turns every API shape into one of them, and
+forced tool calls into a grammar of the model's own tool-call format). At each decoding step
+of a constrained request, every token that cannot continue the constrained output is masked
+out, and the end tokens are allowed only once it is complete. The masks come from llguidance
+through ``smgpy._native`` (``Vocabulary`` / ``Grammar`` / ``GrammarMatcher``): this module
+reads the tokenizer's vocabulary as bytes, once per model, and compiles a request's
+constraint (cached by the constraint's text, so a repeated schema compiles once).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import logging
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from smgpy._native import JsonMatcher, JsonVocab
+from smgpy._native import Grammar, GrammarError, Vocabulary
 from smgpy.engine import EngineRequestError
 
-__all__ = ["JsonSpec", "build_vocab", "json_spec", "make_matcher", "token_bytes"]
-
-log = logging.getLogger("smgpy.mlx")
+__all__ = ["StructuredOutput", "build_vocab", "constraint_of", "special_ids", "token_bytes"]
 
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+# The engine keys, in the order they are looked for.
+KEYS = ("json_schema", "regex", "ebnf", "structural_tag")
 
 
 def _byte_level_alphabet() -> dict[str, int]:
@@ -69,19 +63,33 @@ def _decoder_kind(hf_tokenizer: Any) -> str | None:
     return None
 
 
+def special_ids(hf_tokenizer: Any) -> set[int]:
+    """Special tokens (chat markers, end of turn) and added tokens marked special."""
+    ids = {int(i) for i in getattr(hf_tokenizer, "all_special_ids", ()) or ()}
+    for i, added in (getattr(hf_tokenizer, "added_tokens_decoder", None) or {}).items():
+        if getattr(added, "special", True):
+            ids.add(int(i))
+    return ids
+
+
 def token_bytes(hf_tokenizer: Any) -> list[bytes | None]:
-    """Each token id's bytes in decoded text; None for special and added tokens (chat markers,
-    end of turn) and for tokens whose bytes cannot be told."""
+    """Each token id's bytes in decoded text; ``None`` where they cannot be told.
+
+    Added and special tokens are their text (the decoder writes them into the output: a
+    ``<tool_call>`` token is the text ``<tool_call>``); which of them may appear in constrained
+    text is the vocabulary's decision (:class:`smgpy._native.Vocabulary`)."""
     size = len(hf_tokenizer)
-    special = set(getattr(hf_tokenizer, "all_special_ids", ()) or ())
-    special.update(int(i) for i in (getattr(hf_tokenizer, "added_tokens_decoder", None) or {}))
+    added = {int(i) for i in (getattr(hf_tokenizer, "added_tokens_decoder", None) or {})}
+    added |= special_ids(hf_tokenizer)
     pieces = hf_tokenizer.convert_ids_to_tokens(list(range(size)))
     kind = _decoder_kind(hf_tokenizer)
     alphabet = _byte_level_alphabet() if kind == "byte_level" else {}
     out: list[bytes | None] = []
     for i, piece in enumerate(pieces):
-        if i in special or not piece:
+        if not piece:
             out.append(None)
+        elif i in added:
+            out.append(piece.encode())
         elif kind == "byte_level":
             try:
                 out.append(bytes(alphabet[c] for c in piece))
@@ -98,51 +106,62 @@ def token_bytes(hf_tokenizer: Any) -> list[bytes | None]:
     return out
 
 
-def build_vocab(hf_tokenizer: Any, end_ids: Iterable[int]) -> JsonVocab:
-    """The vocabulary for JSON masks (a few hundred milliseconds for a 150k-token vocabulary)."""
-    return JsonVocab(token_bytes(hf_tokenizer), sorted(int(t) for t in end_ids))
+def build_vocab(hf_tokenizer: Any, end_ids: Iterable[int], size: int) -> Vocabulary:
+    """The vocabulary for masks (~0.1 s for 49k tokens, ~0.5 s for 150k)."""
+    return Vocabulary(
+        token_bytes(hf_tokenizer), sorted(special_ids(hf_tokenizer)), sorted(int(t) for t in end_ids), size
+    )
 
 
-@dataclass(frozen=True)
-class JsonSpec:
-    """What a request asked for: a JSON document, an object or not, maybe under a schema."""
-
-    object_only: bool
-    #: The JSON Schema to enforce, as JSON text; None for any document.
-    schema: str | None = None
-
-
-def json_spec(sampling_params: Mapping[str, Any]) -> JsonSpec | None:
-    """The structured output a request asked for (``response_format`` or sglang's
-    ``json_schema``), or None."""
+def constraint_of(sampling_params: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The constraint a request carries, as ``(key, text)``: SGLang's keys first, then an
+    OpenAI ``response_format`` (from a client that calls the engine directly)."""
+    found = [(k, sampling_params[k]) for k in KEYS if sampling_params.get(k) is not None]
+    if len(found) > 1:
+        raise EngineRequestError(f"only one structured-output key may be set, got {', '.join(k for k, _ in found)}")
+    if found:
+        key, value = found[0]
+        if isinstance(value, str):
+            return key, value
+        if key in ("json_schema", "structural_tag"):
+            return key, json.dumps(value)
+        raise EngineRequestError(f"{key} must be a string")
     fmt = sampling_params.get("response_format")
-    schema: Any = sampling_params.get("json_schema")
     if isinstance(fmt, Mapping):
-        kind = fmt.get("type")
-        if kind == "json_object":
-            return JsonSpec(object_only=True)
-        if kind == "json_schema":
+        if fmt.get("type") == "json_object":
+            return "json_schema", '{"type": "object"}'
+        if fmt.get("type") == "json_schema":
             spec = fmt.get("json_schema")
-            schema = (spec.get("schema") if isinstance(spec, Mapping) else None) or schema or {}
-    if schema is None:
-        return None
-    if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except ValueError as e:
-            raise EngineRequestError(f"json_schema is not valid JSON: {e}") from None
-    if not isinstance(schema, Mapping):
-        raise EngineRequestError("json_schema must be a JSON object (a JSON Schema)")
-    object_only = bool(schema.get("type") == "object" or "properties" in schema or not schema)
-    return JsonSpec(object_only=object_only, schema=json.dumps(schema) if schema else None)
+            schema = spec.get("schema") if isinstance(spec, Mapping) else None
+            return "json_schema", json.dumps({} if schema is None else schema)
+    return None
 
 
-def make_matcher(vocab: JsonVocab, spec: JsonSpec) -> JsonMatcher:
-    """A matcher for one sequence. A schema that uses what cannot be enforced (``pattern``,
-    ``format``, ``minimum``...) is logged and the output kept a valid JSON document."""
-    if spec.schema is not None:
+class StructuredOutput:
+    """One model's structured output: its vocabulary (built on first use, off the event loop)
+    and the compiled constraints (cached by the native vocabulary)."""
+
+    def __init__(self, hf_tokenizer: Any, end_ids: Iterable[int], size: int) -> None:
+        self._hf = hf_tokenizer
+        self._end_ids = sorted(int(t) for t in end_ids)
+        self._size = size
+        self._vocab: Vocabulary | None = None
+        self._lock = asyncio.Lock()
+
+    async def vocabulary(self) -> Vocabulary:
+        async with self._lock:
+            if self._vocab is None:
+                self._vocab = await asyncio.to_thread(build_vocab, self._hf, self._end_ids, self._size)
+            return self._vocab
+
+    async def grammar(self, sampling_params: Mapping[str, Any]) -> Grammar | None:
+        """The compiled constraint of a request, or None; ``EngineRequestError`` (a 400) when it
+        cannot be enforced."""
+        found = constraint_of(sampling_params)
+        if found is None:
+            return None
+        vocab = await self.vocabulary()
         try:
-            return vocab.matcher(schema=spec.schema)
-        except ValueError as e:
-            log.warning("structured output: %s; the output is kept valid JSON, not checked against the schema", e)
-    return vocab.matcher(object_only=spec.object_only)
+            return await asyncio.to_thread(vocab.compile, *found)
+        except GrammarError as e:
+            raise EngineRequestError(str(e)) from None

@@ -41,6 +41,12 @@ pub struct MessagesRequest {
     pub thinking: Option<Value>,
     #[serde(default)]
     pub metadata: Option<Value>,
+    /// `{"format": {"type": "json_schema", "schema": ...}, ...}` (structured outputs).
+    #[serde(default)]
+    pub output_config: Option<Value>,
+    /// The structured-outputs beta's `{"type": "json_schema", "schema": ...}`.
+    #[serde(default)]
+    pub output_format: Option<Value>,
 }
 
 /// A validated request, in the chat form the template and pipeline understand.
@@ -71,12 +77,19 @@ impl MessagesRequest {
                 .clone()
                 .map(|s| StopField::Many(s).into_vec())
                 .unwrap_or_default(),
+            structured: self.structured().ok().flatten(),
             ..SamplingParams::default()
         }
     }
 
+    /// The structured output this request asks for (`output_config.format`).
+    pub fn structured(&self) -> Result<Option<crate::structured::Structured>, ProtocolError> {
+        crate::structured::from_anthropic(self.output_config.as_ref(), self.output_format.as_ref())
+    }
+
     /// Validate and convert. `need_max_tokens` is false for `count_tokens`.
     pub fn validate(&self, need_max_tokens: bool) -> Result<ChatForm, ProtocolError> {
+        self.structured()?;
         if need_max_tokens && self.max_tokens.is_none() {
             return Err(ProtocolError::new(
                 "max_tokens",
@@ -344,8 +357,10 @@ fn convert_tools(tools: &[Value]) -> Result<Vec<Value>, ProtocolError> {
             })?;
             let mut f = Map::new();
             f.insert("name".into(), json!(name));
-            if let Some(d) = t.get("description") {
-                f.insert("description".into(), d.clone());
+            for key in ["description", "strict"] {
+                if let Some(v) = t.get(key) {
+                    f.insert(key.into(), v.clone());
+                }
             }
             f.insert(
                 "parameters".into(),

@@ -60,13 +60,29 @@ pub struct ChatCompletionRequest {
     pub tool_choice: Option<Value>,
     #[serde(default)]
     pub parallel_tool_calls: Option<bool>,
+    /// Structured output (see `structured::from_openai`): OpenAI's `response_format`, vLLM's
+    /// `structured_outputs` and `guided_*`, SGLang's `json_schema` / `regex` / `ebnf` /
+    /// `structural_tag`.
     #[serde(default)]
     pub response_format: Option<Value>,
-    /// vLLM's structured-output fields: a JSON Schema (or its text) the output must follow.
+    #[serde(default)]
+    pub structured_outputs: Option<Value>,
     #[serde(default)]
     pub guided_json: Option<Value>,
     #[serde(default)]
-    pub structured_outputs: Option<Value>,
+    pub guided_regex: Option<Value>,
+    #[serde(default)]
+    pub guided_choice: Option<Value>,
+    #[serde(default)]
+    pub guided_grammar: Option<Value>,
+    #[serde(default)]
+    pub json_schema: Option<Value>,
+    #[serde(default)]
+    pub regex: Option<Value>,
+    #[serde(default)]
+    pub ebnf: Option<Value>,
+    #[serde(default)]
+    pub structural_tag: Option<Value>,
     #[serde(default)]
     pub chat_template_kwargs: Option<Map<String, Value>>,
     /// Documents for retrieval-augmented templates (Cohere Command, Granite), handed to the chat
@@ -123,13 +139,25 @@ impl ChatCompletionRequest {
             seed: self.seed,
             n: self.n,
             logit_bias: self.logit_bias.clone(),
-            json_schema: crate::sampling::requested_schema(
-                self.response_format.as_ref(),
-                self.guided_json.as_ref(),
-                self.structured_outputs.as_ref(),
-            ),
+            structured: self.structured().ok().flatten(),
             response_format: self.response_format.clone(),
         }
+    }
+
+    /// The structured output this request asks for, in whichever shape it was sent.
+    pub fn structured(&self) -> Result<Option<crate::structured::Structured>, ProtocolError> {
+        crate::structured::from_openai(crate::structured::OpenAiFields {
+            response_format: self.response_format.as_ref(),
+            structured_outputs: self.structured_outputs.as_ref(),
+            guided_json: self.guided_json.as_ref(),
+            guided_regex: self.guided_regex.as_ref(),
+            guided_choice: self.guided_choice.as_ref(),
+            guided_grammar: self.guided_grammar.as_ref(),
+            json_schema: self.json_schema.as_ref(),
+            regex: self.regex.as_ref(),
+            ebnf: self.ebnf.as_ref(),
+            structural_tag: self.structural_tag.as_ref(),
+        })
     }
 
     /// Checks serde cannot express: roles, content shapes, ranges, tool_choice.
@@ -176,7 +204,7 @@ impl ChatCompletionRequest {
                 }
             }
         }
-        crate::sampling::check_response_format(self.response_format.as_ref())?;
+        self.structured()?;
         parse_tool_choice(self.tool_choice.as_ref(), self.tools.as_deref())
     }
 }

@@ -62,14 +62,29 @@ pub struct CompletionRequest {
     pub echo: bool,
     #[serde(default)]
     pub logit_bias: Option<Map<String, Value>>,
-    /// Structured output: OpenAI's `response_format`, vLLM's `guided_json` and
-    /// `structured_outputs` (see `sampling::requested_schema`).
+    /// Structured output (see `structured::from_openai`): OpenAI's `response_format`, vLLM's
+    /// `structured_outputs` and `guided_*`, SGLang's `json_schema` / `regex` / `ebnf` /
+    /// `structural_tag`.
     #[serde(default)]
     pub response_format: Option<Value>,
     #[serde(default)]
+    pub structured_outputs: Option<Value>,
+    #[serde(default)]
     pub guided_json: Option<Value>,
     #[serde(default)]
-    pub structured_outputs: Option<Value>,
+    pub guided_regex: Option<Value>,
+    #[serde(default)]
+    pub guided_choice: Option<Value>,
+    #[serde(default)]
+    pub guided_grammar: Option<Value>,
+    #[serde(default)]
+    pub json_schema: Option<Value>,
+    #[serde(default)]
+    pub regex: Option<Value>,
+    #[serde(default)]
+    pub ebnf: Option<Value>,
+    #[serde(default)]
+    pub structural_tag: Option<Value>,
     #[serde(default)]
     pub user: Option<String>,
 }
@@ -106,18 +121,30 @@ impl CompletionRequest {
             seed: self.seed,
             n: self.n,
             logit_bias: self.logit_bias.clone(),
-            json_schema: crate::sampling::requested_schema(
-                self.response_format.as_ref(),
-                self.guided_json.as_ref(),
-                self.structured_outputs.as_ref(),
-            ),
+            structured: self.structured().ok().flatten(),
             response_format: self.response_format.clone(),
         }
     }
 
+    /// The structured output this request asks for, in whichever shape it was sent.
+    pub fn structured(&self) -> Result<Option<crate::structured::Structured>, ProtocolError> {
+        crate::structured::from_openai(crate::structured::OpenAiFields {
+            response_format: self.response_format.as_ref(),
+            structured_outputs: self.structured_outputs.as_ref(),
+            guided_json: self.guided_json.as_ref(),
+            guided_regex: self.guided_regex.as_ref(),
+            guided_choice: self.guided_choice.as_ref(),
+            guided_grammar: self.guided_grammar.as_ref(),
+            json_schema: self.json_schema.as_ref(),
+            regex: self.regex.as_ref(),
+            ebnf: self.ebnf.as_ref(),
+            structural_tag: self.structural_tag.as_ref(),
+        })
+    }
+
     /// Validate and return the prompts in order (a batch yields one entry per prompt).
     pub fn validate(&self) -> Result<Vec<Prompt>, ProtocolError> {
-        crate::sampling::check_response_format(self.response_format.as_ref())?;
+        self.structured()?;
         if self.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
             return Err(ProtocolError::new(
                 "suffix",

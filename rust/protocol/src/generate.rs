@@ -56,8 +56,15 @@ pub struct SamplingBody {
     pub ignore_eos: Option<bool>,
     #[serde(default)]
     pub sampling_seed: Option<i64>,
+    /// Structured output, SGLang's keys (see `structured::from_sglang`).
     #[serde(default)]
     pub json_schema: Option<Value>,
+    #[serde(default)]
+    pub regex: Option<Value>,
+    #[serde(default)]
+    pub ebnf: Option<Value>,
+    #[serde(default)]
+    pub structural_tag: Option<Value>,
     #[serde(default)]
     pub logit_bias: Option<Map<String, Value>>,
 }
@@ -88,16 +95,24 @@ impl GenerateBody {
             seed: s.sampling_seed,
             n: None,
             logit_bias: s.logit_bias.clone(),
-            json_schema: s.json_schema.as_ref().map(|v| match v {
-                // sglang passes the schema as a JSON string.
-                Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| v.clone()),
-                other => other.clone(),
-            }),
+            structured: self.structured().ok().flatten(),
             response_format: None,
         }
     }
 
+    /// The structured output `sampling_params` asks for.
+    pub fn structured(&self) -> Result<Option<crate::structured::Structured>, ProtocolError> {
+        let s = &self.sampling_params;
+        crate::structured::from_sglang(
+            s.json_schema.as_ref(),
+            s.regex.as_ref(),
+            s.ebnf.as_ref(),
+            s.structural_tag.as_ref(),
+        )
+    }
+
     pub fn validate(&self) -> Result<GeneratePrompt, ProtocolError> {
+        self.structured()?;
         check_ranges(&self.sampling()).map_err(|mut e| {
             e.param = e.param.map(|p| match p.as_str() {
                 "max_tokens" => "sampling_params.max_new_tokens".to_string(),

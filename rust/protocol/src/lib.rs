@@ -11,6 +11,7 @@ pub mod generate;
 pub mod images;
 pub mod responses;
 pub mod sampling;
+pub mod structured;
 
 pub use error::{parse_json, ProtocolError};
 pub use sampling::SamplingParams;

@@ -71,12 +71,13 @@ impl ResponsesRequest {
             max_new_tokens: self.max_output_tokens,
             temperature: self.temperature,
             top_p: self.top_p,
-            json_schema: self.text.as_ref().and_then(json_schema_of),
+            structured: crate::structured::from_responses(self.text.as_ref()).ok().flatten(),
             ..SamplingParams::default()
         }
     }
 
     pub fn validate(&self) -> Result<ResponsesForm, ProtocolError> {
+        crate::structured::from_responses(self.text.as_ref())?;
         check_ranges(&self.sampling()).map_err(|mut e| {
             if e.param.as_deref() == Some("max_tokens") {
                 e = ProtocolError::new("max_output_tokens", "max_output_tokens must be at least 1");
@@ -119,15 +120,6 @@ impl ResponsesRequest {
             tool_choice,
             reasoning_effort,
         })
-    }
-}
-
-fn json_schema_of(text: &Value) -> Option<Value> {
-    let f = text.get("format")?;
-    match f.get("type").and_then(Value::as_str) {
-        Some("json_schema") => f.get("schema").cloned(),
-        Some("json_object") => Some(json!({"type": "object"})),
-        _ => None,
     }
 }
 

@@ -2,6 +2,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::structured::{Constraint, Structured};
+
 /// Sampling parameters passed to the engine. `None` means "not set by the client": the engine's
 /// default applies and the key is not sent at all.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,57 +23,24 @@ pub struct SamplingParams {
     pub seed: Option<i64>,
     pub n: Option<u32>,
     pub logit_bias: Option<Map<String, Value>>,
-    /// Structured-output request (`response_format`), passed through for engines that enforce it.
-    pub json_schema: Option<Value>,
+    /// The structured output asked for (any request shape), sent to the engine under its
+    /// SGLang key (`json_schema`, `regex`, `ebnf`, `structural_tag`).
+    pub structured: Option<Structured>,
+    /// OpenAI's `response_format` as the client sent it, for engines that read it.
     pub response_format: Option<Value>,
 }
 
 impl SamplingParams {
-    /// Hold the output to `schema` instead of any `response_format` the client gave: a forced
-    /// tool call (`tool_choice` `required` or named) must be JSON of the call.
-    pub fn force_schema(&mut self, schema: Value) {
-        self.json_schema = Some(schema);
+    /// Hold the output to `constraint` instead of what the client asked for: a forced tool
+    /// call (`tool_choice` `required` or named) must be the call. `param` names the request
+    /// field a 400 about it points at (`tools`).
+    pub fn force(&mut self, constraint: Constraint, param: &str) {
+        self.structured = Some(Structured {
+            constraint,
+            param: param.to_string(),
+        });
         self.response_format = None;
     }
-}
-
-/// The JSON Schema a request asks its output to follow, from the fields clients use: OpenAI's
-/// `response_format` (`json_object` is any object), vLLM's `guided_json` and
-/// `structured_outputs: {"json": ...}` (a schema, or its JSON text). `None` for free text.
-pub fn requested_schema(
-    response_format: Option<&Value>,
-    guided_json: Option<&Value>,
-    structured_outputs: Option<&Value>,
-) -> Option<Value> {
-    let from_format = response_format.and_then(|rf| match rf.get("type").and_then(Value::as_str) {
-        Some("json_schema") => rf.get("json_schema").and_then(|s| s.get("schema")).cloned(),
-        Some("json_object") => Some(serde_json::json!({"type": "object"})),
-        _ => None,
-    });
-    let schema = from_format
-        .or_else(|| guided_json.cloned())
-        .or_else(|| structured_outputs.and_then(|s| s.get("json")).cloned())?;
-    match schema {
-        // Given as JSON text: parsed here; text that is not JSON goes on as is, and the engine
-        // refuses it with its reason.
-        Value::String(text) => Some(serde_json::from_str(&text).unwrap_or(Value::String(text))),
-        other => Some(other),
-    }
-}
-
-/// `response_format.type` is one OpenAI defines.
-pub fn check_response_format(rf: Option<&Value>) -> Result<(), crate::ProtocolError> {
-    let Some(rf) = rf else { return Ok(()) };
-    if matches!(
-        rf.get("type").and_then(Value::as_str),
-        Some("text" | "json_object" | "json_schema")
-    ) {
-        return Ok(());
-    }
-    Err(crate::ProtocolError::new(
-        "response_format.type",
-        "response_format.type must be one of `text`, `json_object`, `json_schema`",
-    ))
 }
 
 /// Bounds checks shared by every endpoint.
@@ -169,31 +138,3 @@ pub fn check_ranges(p: &SamplingParams) -> Result<(), crate::ProtocolError> {
 
 /// Documented limit on the number of stop strings per request (OpenAI allows 4).
 pub const MAX_STOP_STRINGS: usize = 64;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn schema_from_each_client_field() {
-        let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
-        let rf = json!({"type": "json_schema", "json_schema": {"name": "x", "schema": schema}});
-        assert_eq!(requested_schema(Some(&rf), None, None), Some(schema.clone()));
-        let object = json!({"type": "json_object"});
-        assert_eq!(
-            requested_schema(Some(&object), None, None),
-            Some(json!({"type": "object"}))
-        );
-        assert_eq!(requested_schema(Some(&json!({"type": "text"})), None, None), None);
-        assert_eq!(requested_schema(None, Some(&schema), None), Some(schema.clone()));
-        let text = Value::String(schema.to_string());
-        assert_eq!(requested_schema(None, Some(&text), None), Some(schema.clone()));
-        let so = json!({"json": schema});
-        assert_eq!(requested_schema(None, None, Some(&so)), Some(schema.clone()));
-        let bad = Value::String("{nope".into());
-        assert_eq!(requested_schema(None, Some(&bad), None), Some(bad.clone()));
-        assert!(check_response_format(Some(&json!({"type": "xml"}))).is_err());
-        assert!(check_response_format(Some(&object)).is_ok());
-    }
-}

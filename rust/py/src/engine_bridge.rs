@@ -219,8 +219,10 @@ fn request_fields<'py>(py: Python<'py>, r: &GenerateRequest) -> PyResult<Bound<'
             crate::convert::value_to_py(py, &serde_json::Value::Object(b.clone()))?,
         )?;
     }
-    if let Some(j) = &s.json_schema {
-        sp.set_item(intern!(py, "json_schema"), crate::convert::value_to_py(py, j)?)?;
+    if let Some(c) = &s.structured {
+        // SGLang's keys: `json_schema` (JSON text), `regex`, `ebnf`, `structural_tag`.
+        let (key, text) = c.constraint.engine_param();
+        sp.set_item(key, text)?;
     }
     if let Some(j) = &s.response_format {
         sp.set_item(intern!(py, "response_format"), crate::convert::value_to_py(py, j)?)?;

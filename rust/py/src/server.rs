@@ -92,7 +92,7 @@ impl Server {
         header_read_timeout = 30.0, body_read_timeout = 60.0, max_connections = 1024,
         engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
         response_store_bytes = 268_435_456, flush_cache = None, worker_id = None, model_path = None,
-        max_total_num_tokens = None, accepts_images = false))]
+        max_total_num_tokens = None, accepts_images = false, lark_grammars = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -123,6 +123,7 @@ impl Server {
         model_path: Option<String>,
         max_total_num_tokens: Option<u64>,
         accepts_images: bool,
+        lark_grammars: bool,
     ) -> PyResult<Self> {
         let template = match chat_template {
             None => None,
@@ -182,6 +183,7 @@ impl Server {
             context_length,
             keep_alive: positive("keep_alive", keep_alive)?,
             shutdown_timeout: positive("shutdown_timeout", shutdown_timeout)?,
+            lark_grammars,
         };
         let tokenizer = tokenizer.map(|t| Arc::new(PyTokenizer(t)) as Arc<dyn smgpy_server::engine::Tokenizer>);
         let bridge = Bridge::new(tokenizer, get_load, flush_cache)

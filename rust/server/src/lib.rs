@@ -18,6 +18,7 @@ pub mod prompt;
 pub mod routes;
 pub mod sse;
 pub mod state;
+pub mod structured;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -1,8 +1,11 @@
 //! From API request to prompt text: tool filtering by `tool_choice`, message normalisation and
 //! chat-template rendering. Shared by chat completions, responses and messages.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use smgpy_parsers::{Forced, ReasoningOptions, ToolDef, ToolFormat};
+use smgpy_protocol::structured::Constraint;
+use smgpy_structured::tools::{self, Mode, ToolSpec};
+use smgpy_structured::{StructuredError, WHITESPACE};
 
 use smgpy_protocol::chat::{tool_name, ToolChoice};
 use smgpy_template::{RenderArgs, TemplateError};
@@ -72,95 +75,180 @@ pub fn tools_for_parser(tools: Option<&[Value]>, choice: &ToolChoice) -> Option<
 #[derive(Debug, Clone, Default)]
 pub struct ToolPlan {
     pub stage: Option<ToolStage>,
-    /// With `tool_choice` `required` (Anthropic `any`) or a named function, the JSON Schema the
-    /// output must follow, so that the model does call a tool.
-    pub schema: Option<Value>,
+    /// What the output is held to so that the model does call a tool (`tool_choice`
+    /// `required` / Anthropic `any`, or a named function), or so that the calls it opens under
+    /// `auto` follow their tools' schemas.
+    pub constraint: Option<Constraint>,
+    /// The output is held to tool calls from its first token (so it has no reasoning block).
+    pub forced: bool,
 }
 
-/// The tool-call reading of a request: with `auto`, the server's tool parser (if it has one);
-/// with `required`, the output is held to a JSON array of `{"name", "parameters"}` objects, each
-/// naming a declared tool and following its parameters schema, read as those calls; with a
-/// named function, the output is held to that function's parameters schema and read as its
-/// arguments. This is how vLLM and SGLang force tool calls; it needs an engine that enforces
-/// `json_schema` (smgpy's MLX engine does). Output that does not open with the forced JSON (an
-/// engine that ignores the schema) is read with the server's tool parser, if it has one.
-/// `tool_format`: the server's tool parser. `parallel`: more than one call allowed
-/// (`parallel_tool_calls`).
-pub fn tool_plan(
-    tool_format: Option<ToolFormat>,
-    tools: Option<&[Value]>,
-    choice: &ToolChoice,
-    parallel: bool,
-) -> ToolPlan {
-    let Some(defs) = tools_for_parser(tools, choice) else {
-        return ToolPlan::default();
+/// What `tool_plan` needs to know about a request.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolRequest<'a> {
+    /// Declared tools, in OpenAI's nested chat form.
+    pub tools: Option<&'a [Value]>,
+    pub choice: &'a ToolChoice,
+    /// More than one call allowed (`parallel_tool_calls`).
+    pub parallel: bool,
+    /// The client asked for a structured output of its own (`response_format`...): under
+    /// `auto` that constraint stays, and the calls are not constrained.
+    pub has_constraint: bool,
+    /// The request field of tool `i`'s parameters schema, for errors.
+    pub param: fn(usize) -> String,
+}
+
+/// The tool-call reading of a request and the constraint that goes with it.
+///
+/// - `auto`: the server's tool parser (if it has one). When a declared tool is `strict` and
+///   the engine enforces Lark grammars, the output is held to free text until the model
+///   opens a call in its own format, then to that call (arguments following the tool's schema).
+/// - `required` / a named function, with an engine that enforces Lark grammars and a tool
+///   format that has a grammar (`smgpy_structured::tools::supports`): the output is held to
+///   calls in the model's own format and read by the normal parser.
+/// - `required` / named otherwise (no format, as the demo SmolLM2; a format without a
+///   grammar; an engine that only takes JSON Schemas): the JSON form vLLM and SGLang use, a
+///   JSON list of `{"name", "parameters"}` objects or the named function's arguments, read in
+///   the parser's forced mode (output that does not open with that JSON, from an engine that
+///   ignores the schema, is read in the server's format).
+///
+/// A `strict` tool whose schema cannot be enforced is a 400 naming it; other tools' schemas
+/// drop what cannot be enforced.
+pub fn tool_plan(state: &AppState, r: ToolRequest<'_>) -> Result<ToolPlan, ApiError> {
+    let tool_format = state.config().tool_format;
+    let Some(defs) = tools_for_parser(r.tools, r.choice) else {
+        return Ok(ToolPlan::default());
     };
-    // Without a parser of its own, output that is not the forced JSON is read as JSON calls.
-    let fallback = tool_format.unwrap_or(ToolFormat::Json);
-    match choice {
-        ToolChoice::Required => {
-            // One object per tool, tagged by its name, so each call's parameters follow its own
-            // tool's schema. A parameters schema the MLX engine cannot enforce becomes any object
-            // (rather than failing the whole list back to free JSON).
-            let calls: Vec<Value> = defs
-                .iter()
-                .map(|d| {
-                    let parameters = d
-                        .parameters
-                        .clone()
-                        .filter(|p| smgpy_structured::Schema::compile(p).is_ok())
-                        .unwrap_or_else(|| serde_json::json!({"type": "object"}));
-                    serde_json::json!({
+    let specs = tool_specs(r)?;
+    let specs: Vec<ToolSpec<'_>> = specs.iter().map(|(_, s)| *s).collect();
+    let lark = state.config().lark_grammars;
+    let parallel = r.parallel;
+    let mode = match r.choice {
+        ToolChoice::Required => Mode::Required { parallel },
+        ToolChoice::Named(name) => Mode::Named(name),
+        ToolChoice::Auto | ToolChoice::None => Mode::Auto { parallel },
+    };
+    let bad = |e: smgpy_structured::StructuredError| ApiError::bad_request(Some("tools"), e.to_string());
+    // Under `auto`, only calls to `strict` tools are worth a grammar (and only without a
+    // constraint of the client's own).
+    let constrain_auto = !r.has_constraint && specs.iter().any(|s| s.strict);
+    let wanted = !matches!(r.choice, ToolChoice::Auto | ToolChoice::None) || constrain_auto;
+    let own_grammar = match tool_format {
+        Some(f) if wanted && lark && tools::supports(f) => tools::grammar(f, &specs, mode).map_err(bad)?,
+        _ => None,
+    };
+    // `parallel_tool_calls: false` under auto keeps the first call; forced calls are held to
+    // one call by their grammar or schema already.
+    let stage = |forced: Option<Forced>, format: ToolFormat| ToolStage {
+        format,
+        tools: Some(defs.clone()),
+        single: forced.is_none() && !parallel,
+        forced,
+    };
+    match r.choice {
+        ToolChoice::Auto | ToolChoice::None => Ok(ToolPlan {
+            stage: tool_format.map(|f| stage(None, f)),
+            constraint: own_grammar.map(Constraint::Grammar),
+            forced: false,
+        }),
+        ToolChoice::Required | ToolChoice::Named(_) => {
+            // Without a parser of its own, output that is not the forced JSON is read as JSON calls.
+            let format = tool_format.unwrap_or(ToolFormat::Json);
+            if let Some(g) = own_grammar {
+                return Ok(ToolPlan {
+                    stage: Some(stage(None, format)),
+                    constraint: Some(Constraint::Grammar(g)),
+                    forced: true,
+                });
+            }
+            let (schema, forced) = json_form(&specs, r.choice, parallel).map_err(bad)?;
+            Ok(ToolPlan {
+                stage: Some(stage(Some(forced), format)),
+                constraint: Some(Constraint::Json { schema }),
+                forced: true,
+            })
+        }
+    }
+}
+
+/// Each declared tool (that the parser accepts) with its grammar facts; a `strict` tool whose
+/// schema cannot be enforced is refused here, naming it.
+fn tool_specs<'a>(r: ToolRequest<'a>) -> Result<Vec<(usize, ToolSpec<'a>)>, ApiError> {
+    let mut out = Vec::new();
+    for (i, t) in r.tools.unwrap_or_default().iter().enumerate() {
+        let Some(name) = tool_name(t) else { continue };
+        if let ToolChoice::Named(n) = r.choice {
+            if n != name {
+                continue;
+            }
+        }
+        let f = t.get("function").unwrap_or(t);
+        let spec = ToolSpec {
+            name,
+            parameters: f.get("parameters"),
+            strict: f.get("strict").and_then(Value::as_bool).unwrap_or(false),
+        };
+        if spec.strict {
+            tools::arguments_schema(&spec)
+                .map_err(|e| ApiError::bad_request(Some(&(r.param)(i)), format!("tool `{name}`: {e}")))?;
+        }
+        out.push((i, spec));
+    }
+    Ok(out)
+}
+
+/// The JSON form of a forced call: under `required` a JSON list of `{"name", "parameters"}`
+/// objects, each naming a declared tool and following that tool's schema (one item unless
+/// `parallel`); under a named function, its arguments object.
+fn json_form(specs: &[ToolSpec<'_>], choice: &ToolChoice, parallel: bool) -> Result<(Value, Forced), StructuredError> {
+    let mut lenient = false;
+    let mut calls = Vec::new();
+    for s in specs {
+        let (parameters, loose) = tools::arguments_schema(s)?;
+        lenient |= loose;
+        calls.push((s.name, parameters));
+    }
+    let (mut schema, forced) = match choice {
+        ToolChoice::Named(name) => {
+            let args = calls
+                .into_iter()
+                .next()
+                .map(|(_, p)| p)
+                .unwrap_or_else(|| json!({"type": "object"}));
+            (args, Forced::Call(name.clone()))
+        }
+        _ => {
+            let objects: Vec<Value> = calls
+                .into_iter()
+                .map(|(name, parameters)| {
+                    json!({
                         "type": "object",
-                        "properties": {"name": {"const": d.name}, "parameters": parameters},
+                        "properties": {"name": {"const": name}, "parameters": parameters},
                         "required": ["name", "parameters"],
+                        "additionalProperties": false,
                     })
                 })
                 .collect();
-            let items = match <[Value; 1]>::try_from(calls) {
+            let items = match <[Value; 1]>::try_from(objects) {
                 Ok([one]) => one,
-                Err(calls) => serde_json::json!({"anyOf": calls}),
+                Err(calls) => json!({"anyOf": calls}),
             };
-            let mut array = serde_json::json!({"type": "array", "minItems": 1, "items": items});
+            let mut array = json!({"type": "array", "minItems": 1, "items": items});
             if !parallel {
                 array["maxItems"] = Value::from(1);
             }
-            ToolPlan {
-                stage: Some(ToolStage {
-                    format: fallback,
-                    tools: Some(defs),
-                    forced: Some(Forced::List),
-                    single: false,
-                }),
-                schema: Some(array),
-            }
+            (array, Forced::List)
         }
-        ToolChoice::Named(name) => {
-            let schema = defs
-                .first()
-                .and_then(|d| d.parameters.clone())
-                .filter(Value::is_object)
-                .unwrap_or_else(|| serde_json::json!({"type": "object"}));
-            ToolPlan {
-                stage: Some(ToolStage {
-                    format: fallback,
-                    tools: Some(defs),
-                    forced: Some(Forced::Call(name.clone())),
-                    single: false,
-                }),
-                schema: Some(schema),
-            }
+    };
+    if lenient {
+        if let Some(obj) = schema.as_object_mut() {
+            obj.insert(
+                "x-guidance".into(),
+                json!({"lenient": true, "whitespace_pattern": WHITESPACE}),
+            );
         }
-        ToolChoice::Auto | ToolChoice::None => ToolPlan {
-            stage: tool_format.map(|format| ToolStage {
-                format,
-                tools: Some(defs),
-                forced: None,
-                single: !parallel,
-            }),
-            schema: None,
-        },
     }
+    Ok((schema, forced))
 }
 
 /// Render with the server's chat template.
@@ -199,80 +287,4 @@ pub fn render(state: &AppState, p: ChatPrompt) -> Result<String, ApiError> {
 pub fn reasoning_options(state: &AppState, prompt: &str) -> Option<(smgpy_parsers::ReasoningFormat, ReasoningOptions)> {
     let f = state.config().reasoning_format?;
     Some((f, smgpy_parsers::reasoning::prompt_state(f, prompt)))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use serde_json::json;
-
-    fn tools() -> Vec<Value> {
-        vec![
-            json!({"type": "function", "function": {"name": "a", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}}),
-            json!({"type": "function", "function": {"name": "b", "parameters": {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}}}),
-            json!({"type": "function", "function": {"name": "c"}}),
-        ]
-    }
-
-    #[test]
-    fn auto_and_none_force_nothing() {
-        let t = tools();
-        let auto = tool_plan(Some(ToolFormat::Hermes), Some(&t), &ToolChoice::Auto, true);
-        assert!(auto.schema.is_none());
-        let stage = auto.stage.unwrap();
-        assert_eq!(
-            (stage.format, stage.forced, stage.tools.unwrap().len()),
-            (ToolFormat::Hermes, None, 3)
-        );
-        assert!(tool_plan(None, Some(&t), &ToolChoice::Auto, true).stage.is_none());
-        let none = tool_plan(Some(ToolFormat::Hermes), Some(&t), &ToolChoice::None, true);
-        assert!(none.stage.is_none() && none.schema.is_none());
-    }
-
-    #[test]
-    fn required_is_a_list_of_calls_tagged_by_name() {
-        let t = tools();
-        let plan = tool_plan(None, Some(&t), &ToolChoice::Required, false);
-        let stage = plan.stage.unwrap();
-        assert_eq!((stage.format, stage.forced), (ToolFormat::Json, Some(Forced::List)));
-        let schema = plan.schema.unwrap();
-        assert_eq!(schema["type"], "array");
-        assert_eq!(
-            (schema["minItems"].clone(), schema["maxItems"].clone()),
-            (json!(1), json!(1))
-        );
-        let calls = schema["items"]["anyOf"].as_array().unwrap();
-        let names: Vec<&Value> = calls.iter().map(|c| &c["properties"]["name"]["const"]).collect();
-        assert_eq!(names, [&json!("a"), &json!("b"), &json!("c")]);
-        assert_eq!(
-            calls[0]["properties"]["parameters"]["properties"]["x"]["type"],
-            "integer"
-        );
-        // `format` cannot be enforced, and a tool without parameters takes any object.
-        assert_eq!(calls[1]["properties"]["parameters"], json!({"type": "object"}));
-        assert_eq!(calls[2]["properties"]["parameters"], json!({"type": "object"}));
-        // The whole list is one schema the MLX engine enforces.
-        smgpy_structured::Schema::compile(&schema).unwrap();
-        let parallel = tool_plan(None, Some(&t), &ToolChoice::Required, true).schema.unwrap();
-        assert!(parallel.get("maxItems").is_none());
-        // One tool: its call object itself.
-        let one = tool_plan(None, Some(&t[..1]), &ToolChoice::Required, true)
-            .schema
-            .unwrap();
-        assert_eq!(one["items"]["properties"]["name"]["const"], "a");
-    }
-
-    #[test]
-    fn a_named_function_is_its_parameters_schema() {
-        let t = tools();
-        let plan = tool_plan(Some(ToolFormat::Hermes), Some(&t), &ToolChoice::Named("a".into()), true);
-        let stage = plan.stage.unwrap();
-        assert_eq!(stage.format, ToolFormat::Hermes);
-        assert_eq!(stage.forced, Some(Forced::Call("a".into())));
-        assert_eq!(stage.tools.unwrap().len(), 1);
-        assert_eq!(plan.schema.unwrap()["properties"]["x"]["type"], "integer");
-        let bare = tool_plan(None, Some(&t), &ToolChoice::Named("c".into()), true);
-        assert_eq!(bare.schema.unwrap(), json!({"type": "object"}));
-    }
 }

@@ -57,6 +57,10 @@ pub struct ServerConfig {
     pub keep_alive: Duration,
     /// How long a graceful shutdown waits for in-flight requests before aborting them.
     pub shutdown_timeout: Duration,
+    /// The engine enforces llguidance Lark grammars sent as `ebnf` (smgpy's MLX engine does):
+    /// tool calls are then constrained in the model's own format. Otherwise forced calls are
+    /// constrained as JSON (a JSON Schema every structured-output backend takes).
+    pub lark_grammars: bool,
 }
 
 impl Default for ServerConfig {
@@ -84,6 +88,7 @@ impl Default for ServerConfig {
             context_length: None,
             keep_alive: Duration::from_secs(15),
             shutdown_timeout: Duration::from_secs(10),
+            lark_grammars: false,
         }
     }
 }

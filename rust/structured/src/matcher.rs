@@ -1,100 +1,137 @@
-//! One sequence's structured-output state: accept sampled tokens, give the next mask.
+//! One sequence's constrained state: accept the sampled tokens, give the next mask.
 use std::sync::Arc;
 
-use crate::json::{JsonOptions, JsonState};
-use crate::schema::{Schema, SchemaState};
-use crate::vocab::Vocab;
-use crate::{Recognizer, StructuredError};
+use llguidance::toktrie::SimpleVob;
+use llguidance::Matcher;
 
-/// What the output must be.
-#[derive(Debug, Clone)]
-enum Machine {
-    /// Any JSON document (an object when asked).
-    Json(JsonState),
-    /// A document valid against a schema (boxed: its frame stack is a few hundred bytes).
-    Schema(Arc<Schema>, Box<SchemaState>),
-}
+use crate::StructuredError;
 
-/// Keeps one sequence's output a JSON document; see the crate docs.
-#[derive(Debug, Clone)]
-pub struct JsonMatcher {
-    vocab: Arc<Vocab>,
-    machine: Machine,
-    /// An end token was accepted: nothing more may follow.
+/// Holds one sequence's output to a compiled grammar.
+///
+/// llguidance's `Matcher` goes into an error state when asked for a mask after the grammar
+/// stopped, or when given an end token then; this wrapper asks for `compute_mask_or_eos` and
+/// takes an end token after a stop as the end, as llguidance's own Python binding does.
+#[derive(Clone)]
+pub struct GrammarMatcher {
+    inner: Matcher,
+    end_ids: Arc<[u32]>,
+    size: usize,
+    /// An end token was accepted: nothing may follow.
     ended: bool,
+    /// The last mask, `ceil(size / 32)` words (bit `i % 32` of word `i / 32` is token `i`).
+    words: Vec<u32>,
 }
 
-impl JsonMatcher {
-    /// Any JSON document (an object when `options.object_only`).
-    pub fn new(vocab: Arc<Vocab>, options: JsonOptions) -> Self {
+impl std::fmt::Debug for GrammarMatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrammarMatcher")
+            .field("size", &self.size)
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GrammarMatcher {
+    pub(crate) fn new(inner: Matcher, end_ids: Arc<[u32]>, size: usize) -> Self {
         Self {
-            vocab,
-            machine: Machine::Json(JsonState::new(options)),
+            inner,
+            end_ids,
+            size,
             ended: false,
+            words: vec![0; size.div_ceil(32)],
         }
     }
 
-    /// A document valid against `schema`.
-    pub fn with_schema(vocab: Arc<Vocab>, schema: Arc<Schema>, max_whitespace: u8) -> Self {
-        let state = schema.start(max_whitespace);
-        Self {
-            vocab,
-            machine: Machine::Schema(schema, Box::new(state)),
-            ended: false,
-        }
+    /// The number of logits a mask covers.
+    pub fn size(&self) -> usize {
+        self.size
     }
 
-    /// Advance past a sampled token. A token the mask did not allow is refused and the state
-    /// is left as it was.
+    /// Advance past a sampled token. A token the mask did not allow is an error, and the
+    /// matcher cannot go on (llguidance does not roll back out of it).
     pub fn accept(&mut self, token: u32) -> Result<(), StructuredError> {
-        if self.vocab.end_ids().contains(&token) {
-            if !self.is_complete() {
-                return Err(StructuredError::Incomplete);
-            }
+        if self.end_ids.contains(&token) && (self.inner.is_stopped() || self.inner.is_accepting().unwrap_or(false)) {
             self.ended = true;
             return Ok(());
         }
-        if token as usize >= self.vocab.len() {
-            return Err(StructuredError::UnknownToken {
+        if self.ended {
+            return Err(StructuredError::Rejected {
                 token,
-                size: self.vocab.len(),
+                message: "the output already ended".into(),
             });
         }
-        let rejected = || StructuredError::Rejected {
+        self.inner.consume_token(token).map_err(|e| StructuredError::Rejected {
             token,
-            text: String::from_utf8_lossy(self.vocab.bytes_of(token).unwrap_or_default()).into_owned(),
-        };
+            message: crate::vocab::clean(&e.to_string()),
+        })
+    }
+
+    /// The tokens allowed next: the grammar's continuations, plus the end tokens once the
+    /// output may end (only them once it must).
+    pub fn mask(&mut self) -> Result<SimpleVob, StructuredError> {
         if self.ended {
-            return Err(rejected());
+            return Ok(SimpleVob::alloc(self.size));
         }
-        let bytes = self.vocab.bytes_of(token).ok_or_else(rejected)?;
-        let next = match &self.machine {
-            Machine::Json(s) => s.feed(bytes).map(Machine::Json),
-            Machine::Schema(schema, s) => s
-                .feed(schema, bytes)
-                .map(|s| Machine::Schema(schema.clone(), Box::new(s))),
-        };
-        self.machine = next.ok_or_else(rejected)?;
+        self.inner
+            .compute_mask_or_eos()
+            .map_err(|e| StructuredError::Matcher(crate::vocab::clean(&e.to_string())))
+    }
+
+    /// [`GrammarMatcher::mask`] as `ceil(size / 32)` little-endian bit words, kept in the
+    /// matcher (no allocation per step).
+    pub fn mask_words(&mut self) -> Result<&[u32], StructuredError> {
+        let v = self.mask()?;
+        let src = v.as_slice();
+        let n = self.words.len().min(src.len());
+        self.words[..n].copy_from_slice(&src[..n]);
+        self.words[n..].fill(0);
+        Ok(&self.words)
+    }
+
+    /// [`GrammarMatcher::mask`] as one byte per logit (1 = allowed) into `out`; entries past
+    /// the vocabulary are 0.
+    pub fn mask_into(&mut self, out: &mut [u8]) -> Result<(), StructuredError> {
+        let words = self.mask_words()?;
+        expand(words, out);
         Ok(())
     }
 
-    /// Write the mask of the next token into `out` (1 = allowed), one entry per logit.
-    pub fn mask_into(&self, out: &mut [u8]) {
-        if self.ended {
-            out.fill(0);
-            return;
-        }
-        match &self.machine {
-            Machine::Json(s) => self.vocab.mask_into(&(), *s, out),
-            Machine::Schema(schema, s) => self.vocab.mask_into(schema.as_ref(), **s, out),
-        }
+    /// Whether the grammar is complete and nothing more may follow.
+    pub fn is_stopped(&self) -> bool {
+        self.ended || self.inner.is_stopped()
     }
 
-    /// Whether the output so far is a complete document.
-    pub fn is_complete(&self) -> bool {
-        match &self.machine {
-            Machine::Json(s) => s.is_complete(),
-            Machine::Schema(schema, s) => s.is_complete(schema),
+    /// Whether the output may end here.
+    pub fn is_accepting(&mut self) -> bool {
+        self.ended || self.inner.is_stopped() || self.inner.is_accepting().unwrap_or(false)
+    }
+}
+
+/// Bits to bytes, 32 at a time; all-zero and all-one words (most of a mask) are one fill.
+fn expand(words: &[u32], out: &mut [u8]) {
+    for (chunk, &w) in out.chunks_mut(32).zip(words.iter().chain(std::iter::repeat(&0))) {
+        match w {
+            0 => chunk.fill(0),
+            u32::MAX => chunk.fill(1),
+            _ => {
+                for (i, b) in chunk.iter_mut().enumerate() {
+                    *b = ((w >> i) & 1) as u8;
+                }
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expand_bits() {
+        let mut out = [9u8; 70];
+        expand(&[0b101, u32::MAX], &mut out);
+        assert_eq!(&out[..4], &[1, 0, 1, 0]);
+        assert!(out[32..64].iter().all(|&b| b == 1));
+        assert!(out[64..].iter().all(|&b| b == 0));
     }
 }

@@ -49,14 +49,18 @@ pub async fn chat_completions(
     )?;
     let mut sampling = req.sampling();
     let plan = prompt::tool_plan(
-        state.config().tool_format,
-        req.tools.as_deref(),
-        &tool_choice,
-        req.parallel_tool_calls.unwrap_or(true),
-    );
-    let forced = plan.schema.is_some();
-    if let Some(schema) = plan.schema {
-        sampling.force_schema(schema);
+        &state,
+        prompt::ToolRequest {
+            tools: req.tools.as_deref(),
+            choice: &tool_choice,
+            parallel: req.parallel_tool_calls.unwrap_or(true),
+            has_constraint: sampling.structured.is_some(),
+            param: |i| format!("tools[{i}].function.parameters"),
+        },
+    )?;
+    let forced = plan.forced;
+    if let Some(c) = plan.constraint {
+        sampling.force(c, "tools");
     }
     let spec = PipelineSpec {
         stops: sampling.stop.clone(),

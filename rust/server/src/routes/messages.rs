@@ -43,14 +43,18 @@ pub async fn messages(
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let plan = prompt::tool_plan(
-        state.config().tool_format,
-        form.tools.as_deref(),
-        &form.tool_choice,
-        parallel,
-    );
-    let forced = plan.schema.is_some();
-    if let Some(schema) = plan.schema {
-        sampling.force_schema(schema);
+        &state,
+        prompt::ToolRequest {
+            tools: form.tools.as_deref(),
+            choice: &form.tool_choice,
+            parallel,
+            has_constraint: sampling.structured.is_some(),
+            param: |i| format!("tools[{i}].input_schema"),
+        },
+    )?;
+    let forced = plan.forced;
+    if let Some(c) = plan.constraint {
+        sampling.force(c, "tools");
     }
     let stops = sampling.stop.clone();
     let spec = PipelineSpec {

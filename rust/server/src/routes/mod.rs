@@ -44,6 +44,7 @@ pub async fn start_choices(
         ));
     }
     check_request(state, &base, ids_param)?;
+    crate::structured::check(&base.sampling).await?;
     let n = base.sampling.n.unwrap_or(1).max(1);
     let stops = Arc::new(spec.stops.clone());
     let mut drivers = Vec::with_capacity(n as usize);

@@ -66,16 +66,20 @@ pub async fn create(
             kwargs,
         },
     )?;
-    let plan = prompt::tool_plan(
-        state.config().tool_format,
-        form.tools.as_deref(),
-        &form.tool_choice,
-        req.parallel_tool_calls.unwrap_or(true),
-    );
     let mut sampling = req.sampling();
-    let forced = plan.schema.is_some();
-    if let Some(schema) = plan.schema {
-        sampling.force_schema(schema);
+    let plan = prompt::tool_plan(
+        &state,
+        prompt::ToolRequest {
+            tools: form.tools.as_deref(),
+            choice: &form.tool_choice,
+            parallel: req.parallel_tool_calls.unwrap_or(true),
+            has_constraint: sampling.structured.is_some(),
+            param: |i| format!("tools[{i}].parameters"),
+        },
+    )?;
+    let forced = plan.forced;
+    if let Some(c) = plan.constraint {
+        sampling.force(c, "tools");
     }
     let spec = PipelineSpec {
         stops: Vec::new(),

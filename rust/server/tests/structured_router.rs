@@ -1,0 +1,204 @@
+//! Structured output through the routes: the compile check (400s naming the field) and what
+//! reaches the engine, for client constraints and forced tool calls.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use smgpy_server::engine::{Abort, EngineFinish, EngineStream, GenerateRequest};
+use smgpy_server::{AppState, Engine, EngineError, EngineEvent, EngineOutput, ServerConfig};
+use tokio::sync::mpsc;
+use tower::ServiceExt;
+
+/// Sends `tokens` as deltas; records requests and aborts.
+struct Scripted {
+    tokens: Vec<&'static str>,
+    requests: Mutex<Vec<GenerateRequest>>,
+    aborted: Arc<Mutex<Vec<String>>>,
+}
+
+struct RecordAbort(Arc<Mutex<Vec<String>>>, String);
+impl Abort for RecordAbort {
+    fn abort(self: Box<Self>) {
+        self.0.lock().unwrap().push(self.1);
+    }
+}
+
+impl Engine for Scripted {
+    fn generate(&self, req: GenerateRequest) -> Result<EngineStream, EngineError> {
+        let (tx, rx) = mpsc::channel(1024);
+        let n = self.tokens.len();
+        for (i, t) in self.tokens.iter().enumerate() {
+            let out = EngineOutput {
+                text_delta: (*t).to_string(),
+                token_ids: vec![i as i64],
+                prompt_tokens: Some(3),
+                completion_tokens: Some(i as u32 + 1),
+                cached_tokens: Some(1),
+                finish: (i + 1 == n).then_some(EngineFinish::Stop { matched: None }),
+                logprobs: Vec::new(),
+            };
+            tx.try_send(EngineEvent::Output(out)).unwrap();
+        }
+        let rid = req.rid.clone();
+        self.requests.lock().unwrap().push(req);
+        Ok(EngineStream::new(rx, Box::new(RecordAbort(self.aborted.clone(), rid))))
+    }
+}
+
+fn app(tokens: Vec<&'static str>, lark: bool) -> (axum::Router, Arc<Scripted>) {
+    let engine = Arc::new(Scripted {
+        tokens,
+        requests: Mutex::new(Vec::new()),
+        aborted: Arc::default(),
+    });
+    let template = smgpy_template::ChatTemplate::new(
+        "{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}\n{% endfor %}[assistant]",
+        serde_json::Map::new(),
+    )
+    .unwrap();
+    let config = ServerConfig {
+        model_name: "m".into(),
+        chat_template: Some(template),
+        tool_format: Some(smgpy_parsers::ToolFormat::Hermes),
+        lark_grammars: lark,
+        ..ServerConfig::default()
+    };
+    (smgpy_server::router(AppState::new(engine.clone(), config)), engine)
+}
+
+async fn post(app: axum::Router, path: &str, body: Value) -> (StatusCode, Value) {
+    let req = Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let resp = app.oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+fn engine_param(engine: &Scripted) -> (&'static str, String) {
+    let reqs = engine.requests.lock().unwrap();
+    reqs[0].sampling.structured.as_ref().unwrap().constraint.engine_param()
+}
+
+const MSG: &str = r#"[{"role": "user", "content": "hi"}]"#;
+
+fn messages() -> Value {
+    serde_json::from_str(MSG).unwrap()
+}
+
+#[tokio::test]
+async fn constraints_that_cannot_be_enforced_are_400s_naming_the_field() {
+    let cases = [
+        (
+            "/v1/chat/completions",
+            json!({"messages": messages(), "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": true}}}}),
+            "response_format.json_schema.schema",
+            "uniqueItems",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": messages(), "guided_regex": "a(b"}),
+            "guided_regex",
+            "regular expression",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "x", "structured_outputs": {"grammar": "start: nope"}}),
+            "structured_outputs.grammar",
+            "nope",
+        ),
+        (
+            "/generate",
+            json!({"text": "x", "sampling_params": {"json_schema": "{\"type\": \"strnig\"}"}}),
+            "sampling_params.json_schema",
+            "strnig",
+        ),
+        (
+            "/v1/responses",
+            json!({"input": "x", "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "strnig"}}}}),
+            "text.format.schema",
+            "strnig",
+        ),
+    ];
+    for (path, body, param, needle) in cases {
+        let (router, engine) = app(vec!["x"], true);
+        let (status, v) = post(router, path, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path} {v}");
+        assert_eq!(v["error"]["param"], param, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains(needle), "{v}");
+        assert!(engine.requests.lock().unwrap().is_empty());
+    }
+    let (router, _) = app(vec!["x"], true);
+    let body = json!({"model": "m", "max_tokens": 5, "messages": messages(),
+        "output_config": {"format": {"type": "json_schema", "schema": {"type": "strnig"}}}});
+    let (status, v) = post(router, "/v1/messages", body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(v["type"], "error");
+    assert!(v["error"]["message"].as_str().unwrap().contains("strnig"), "{v}");
+}
+
+#[tokio::test]
+async fn each_shape_reaches_the_engine_under_its_key() {
+    let cases = [
+        (
+            json!({"structured_outputs": {"choice": ["a", "b"]}}),
+            "regex",
+            "(?:a|b)",
+        ),
+        (json!({"guided_grammar": "start: \"x\""}), "ebnf", "start: \"x\""),
+        (
+            json!({"response_format": {"type": "json_object"}}),
+            "json_schema",
+            r#"{"type":"object"}"#,
+        ),
+    ];
+    for (extra, key, text) in cases {
+        let (router, engine) = app(vec!["x"], false);
+        let mut body = json!({"messages": messages()});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let (status, v) = post(router, "/v1/chat/completions", body).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!(engine_param(&engine), (key, text.to_string()));
+    }
+    let (router, engine) = app(vec!["{}"], false);
+    let body = json!({"model": "m", "max_tokens": 5, "messages": messages(),
+        "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}});
+    assert_eq!(post(router, "/v1/messages", body).await.0, StatusCode::OK);
+    assert_eq!(
+        engine_param(&engine),
+        ("json_schema", r#"{"type":"object"}"#.to_string())
+    );
+}
+
+#[tokio::test]
+async fn forced_calls_are_the_models_own_format_with_a_lark_engine() {
+    let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}]);
+    let out = vec![
+        "<tool_call>\n",
+        r#"{"name": "f", "arguments": {"a": 1}}"#,
+        "\n</tool_call>",
+    ];
+    let (router, engine) = app(out.clone(), true);
+    let body = json!({"messages": messages(), "tools": tools, "tool_choice": "required"});
+    let (status, v) = post(router, "/v1/chat/completions", body.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(
+        v["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+        r#"{"a":1}"#
+    );
+    let (key, grammar) = engine_param(&engine);
+    assert_eq!(key, "ebnf");
+    assert!(grammar.contains("\"<tool_call>\\n\""), "{grammar}");
+    // An engine that only takes JSON Schemas gets the JSON form.
+    let (router, engine) = app(vec![r#"[{"name": "f", "parameters": {"a": 1}}]"#], false);
+    let (status, v) = post(router, "/v1/chat/completions", body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(engine_param(&engine).0, "json_schema");
+    assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "f");
+}

@@ -1,0 +1,217 @@
+//! Each tool-call grammar accepts what the model's chat template writes for a call, and the
+//! server's tool parser reads that text as the same calls: constrained output is read exactly
+//! as free output is.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+use smgpy_parsers::tool::{parse_complete, ToolDef};
+use smgpy_parsers::ToolFormat;
+use smgpy_structured::tools::{grammar, supports, Mode, ToolSpec};
+use smgpy_structured::{GrammarMatcher, Source, Vocabulary};
+
+fn weather() -> Value {
+    json!({"type": "object", "properties": {
+        "city": {"type": "string"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1}},
+        "required": ["city", "unit"]})
+}
+
+fn clock() -> Value {
+    json!({"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]})
+}
+
+/// One token per byte, and an end token.
+fn vocab() -> Vocabulary {
+    let mut tokens: Vec<Option<Vec<u8>>> = (0u8..=255).map(|b| Some(vec![b])).collect();
+    tokens.push(Some(b"<|end|>".to_vec()));
+    Vocabulary::new(tokens, &[256], vec![256], 257).unwrap()
+}
+
+fn matcher(lark: String) -> GrammarMatcher {
+    vocab().compile(&Source::Grammar(lark)).unwrap().matcher()
+}
+
+/// Whether `text` is a complete output of the grammar.
+fn accepts(m: &mut GrammarMatcher, text: &str) -> bool {
+    for &b in text.as_bytes() {
+        if !m.mask().unwrap().is_allowed(u32::from(b)) {
+            return false;
+        }
+        m.accept(u32::from(b)).unwrap();
+    }
+    m.is_accepting()
+}
+
+fn specs<'a>(w: &'a Value, c: &'a Value) -> Vec<ToolSpec<'a>> {
+    vec![
+        ToolSpec {
+            name: "get_weather",
+            parameters: Some(w),
+            strict: false,
+        },
+        ToolSpec {
+            name: "get_time",
+            parameters: Some(c),
+            strict: false,
+        },
+    ]
+}
+
+fn defs() -> Vec<ToolDef> {
+    vec![
+        ToolDef {
+            name: "get_weather".into(),
+            parameters: Some(weather()),
+        },
+        ToolDef {
+            name: "get_time".into(),
+            parameters: Some(clock()),
+        },
+    ]
+}
+
+/// `(format, two calls as the chat template writes them)`.
+fn cases() -> Vec<(ToolFormat, String)> {
+    let w = r#"{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}"#;
+    let t = r#"{"name": "get_time", "arguments": {"timezone": "CET"}}"#;
+    vec![
+        (ToolFormat::Hermes, format!("<tool_call>\n{w}\n</tool_call>\n<tool_call>\n{t}\n</tool_call>")),
+        (ToolFormat::LongCat, format!("<longcat_tool_call>{w}</longcat_tool_call>\n<longcat_tool_call>{t}</longcat_tool_call>")),
+        (
+            ToolFormat::Llama3Json,
+            format!("{}; {}", w.replace("arguments", "parameters"), t.replace("arguments", "parameters")),
+        ),
+        (ToolFormat::Granite, format!("<|tool_call|>[{w}, {t}]")),
+        (ToolFormat::Jamba, format!("<tool_calls>[{w}, {t}]</tool_calls>")),
+        (ToolFormat::NemotronJson, format!("<TOOLCALL>[{w}, {t}]</TOOLCALL>")),
+        (ToolFormat::Phi4Mini, format!("functools[{w}, {t}]")),
+        (
+            ToolFormat::Mistral,
+            r#"[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "unit": "celsius"}[TOOL_CALLS]get_time[ARGS]{"timezone": "CET"}"#.into(),
+        ),
+        (
+            ToolFormat::DeepSeekV31,
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\", \"unit\": \"celsius\"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"timezone\": \"CET\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>".into(),
+        ),
+        (
+            ToolFormat::Qwen3Coder,
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_time>\n<parameter=timezone>\nCET\n</parameter>\n</function>\n</tool_call>".into(),
+        ),
+    ]
+}
+
+#[test]
+fn each_format_accepts_its_own_calls_and_the_parser_reads_them() {
+    let (w, c) = (weather(), clock());
+    for (format, text) in cases() {
+        assert!(supports(format), "{format:?}");
+        let lark = grammar(format, &specs(&w, &c), Mode::Required { parallel: true })
+            .unwrap()
+            .unwrap();
+        assert!(
+            accepts(&mut matcher(lark.clone()), &text),
+            "{format:?} rejects\n{text}\n{lark}"
+        );
+        let parsed = parse_complete(&text, format, Some(defs()));
+        let calls: Vec<(&str, Value)> = parsed
+            .calls
+            .iter()
+            .map(|c| (c.name.as_str(), serde_json::from_str(&c.arguments).unwrap()))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ("get_weather", json!({"city": "Paris", "unit": "celsius"})),
+                ("get_time", json!({"timezone": "CET"}))
+            ],
+            "{format:?}"
+        );
+        assert_eq!(parsed.normal_text.trim(), "", "{format:?}");
+    }
+}
+
+#[test]
+fn arguments_follow_each_tools_schema() {
+    let (w, c) = (weather(), clock());
+    let lark = grammar(ToolFormat::Hermes, &specs(&w, &c), Mode::Required { parallel: false })
+        .unwrap()
+        .unwrap();
+    let bad_unit = r#"<tool_call>
+{"name": "get_weather", "arguments": {"city": "Paris", "unit": "kelvin"}}
+</tool_call>"#;
+    assert!(!accepts(&mut matcher(lark.clone()), bad_unit));
+    let bad_days = r#"<tool_call>
+{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "days": 0}}
+</tool_call>"#;
+    assert!(!accepts(&mut matcher(lark.clone()), bad_days));
+    let unknown = r#"<tool_call>
+{"name": "get_news", "arguments": {}}
+</tool_call>"#;
+    assert!(!accepts(&mut matcher(lark.clone()), unknown));
+    // Not parallel: one call only.
+    let (_, two) = &cases()[0];
+    assert!(!accepts(&mut matcher(lark.clone()), two));
+    // Nothing but the call: no text before it.
+    assert!(!accepts(&mut matcher(lark), "Sure."));
+}
+
+#[test]
+fn a_named_function_is_that_call_only() {
+    let (w, c) = (weather(), clock());
+    let lark = grammar(ToolFormat::Qwen3Coder, &specs(&w, &c), Mode::Named("get_time"))
+        .unwrap()
+        .unwrap();
+    let time = "<tool_call>\n<function=get_time>\n<parameter=timezone>\nCET\n</parameter>\n</function>\n</tool_call>";
+    assert!(accepts(&mut matcher(lark.clone()), time));
+    let weather = "<tool_call>\n<function=get_weather>\n";
+    assert!(!accepts(&mut matcher(lark), weather));
+    assert!(grammar(ToolFormat::Hermes, &specs(&w, &c), Mode::Named("nope"))
+        .unwrap()
+        .is_none());
+}
+
+#[test]
+fn auto_leaves_text_free_until_a_call_opens() {
+    let (w, c) = (weather(), clock());
+    let lark = grammar(ToolFormat::Hermes, &specs(&w, &c), Mode::Auto { parallel: true })
+        .unwrap()
+        .unwrap();
+    assert!(accepts(&mut matcher(lark.clone()), "Just text, no call."));
+    let (_, calls) = &cases()[0];
+    assert!(accepts(&mut matcher(lark.clone()), &format!("Let me check.\n{calls}")));
+    // Once `<tool_call>` is written, the call is enforced.
+    let mut m = matcher(lark);
+    assert!(!accepts(&mut m, "Hm <tool_call>\nnot json"));
+    // A format with no opening marker cannot wait for one.
+    assert!(
+        grammar(ToolFormat::Llama3Json, &specs(&w, &c), Mode::Auto { parallel: true })
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn strict_tools_refuse_what_cannot_be_enforced() {
+    let unique = json!({"type": "object", "properties": {"ids": {"type": "array", "uniqueItems": true}}});
+    let strict = [ToolSpec {
+        name: "f",
+        parameters: Some(&unique),
+        strict: true,
+    }];
+    let e = grammar(ToolFormat::Hermes, &strict, Mode::Required { parallel: true }).unwrap_err();
+    assert!(e.to_string().contains("uniqueItems"), "{e}");
+    // Not strict: the keyword is ignored, the rest still holds.
+    let loose = [ToolSpec {
+        strict: false,
+        ..strict[0]
+    }];
+    assert!(grammar(ToolFormat::Hermes, &loose, Mode::Required { parallel: true })
+        .unwrap()
+        .is_some());
+    // Formats without a grammar here keep the JSON form.
+    assert!(!supports(ToolFormat::Json));
+    assert!(grammar(ToolFormat::Json, &loose, Mode::Required { parallel: true })
+        .unwrap()
+        .is_none());
+}
