@@ -6,7 +6,6 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use smgpy_parsers::{ReasoningFormat, ToolFormat};
@@ -35,7 +34,7 @@ fn init_logging(level: &str) -> PyResult<()> {
         other => other.to_string(),
     };
     let filter = tracing_subscriber::EnvFilter::try_new(format!("warn,smgpy_server={level},smgpy_py={level}"))
-        .map_err(|e| PyValueError::new_err(format!("invalid log level `{level}`: {e}")))?;
+        .map_err(|e| crate::errors::invalid(format!("invalid log level `{level}`: {e}")))?;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
@@ -43,6 +42,20 @@ fn init_logging(level: &str) -> PyResult<()> {
         .with_ansi(false)
         .try_init();
     Ok(())
+}
+
+/// The tokio runtime every server of this process runs on, started on first use.
+fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("smgpy-http")
+        .enable_all()
+        .build()
+        .map_err(|e| crate::errors::os(format!("cannot start the HTTP runtime: {e}")))?;
+    Ok(RUNTIME.get_or_init(|| rt))
 }
 
 /// An HTTP server bound to one engine.
@@ -66,7 +79,7 @@ fn parse_tool(name: Option<&str>) -> PyResult<Option<ToolFormat>> {
         None | Some("") | Some("none") => Ok(None),
         Some(n) => ToolFormat::from_str(n)
             .map(Some)
-            .map_err(|e| PyValueError::new_err(e.to_string())),
+            .map_err(|e| crate::errors::invalid(e.to_string())),
     }
 }
 
@@ -75,7 +88,7 @@ fn parse_reasoning(name: Option<&str>) -> PyResult<Option<ReasoningFormat>> {
         None | Some("") | Some("none") => Ok(None),
         Some(n) => ReasoningFormat::from_str(n)
             .map(Some)
-            .map_err(|e| PyValueError::new_err(e.to_string())),
+            .map_err(|e| crate::errors::invalid(e.to_string())),
     }
 }
 
@@ -151,7 +164,7 @@ impl Server {
             if v.is_finite() && v > 0.0 {
                 Ok(Duration::from_secs_f64(v))
             } else {
-                Err(PyValueError::new_err(format!(
+                Err(crate::errors::invalid(format!(
                     "{name} must be a positive number of seconds, got {v}"
                 )))
             }
@@ -168,7 +181,7 @@ impl Server {
             header_read_timeout: positive("header_read_timeout", header_read_timeout)?,
             body_read_timeout: positive("body_read_timeout", body_read_timeout)?,
             max_connections: if max_connections == 0 {
-                return Err(PyValueError::new_err("max_connections must be at least 1"));
+                return Err(crate::errors::invalid("max_connections must be at least 1"));
             } else {
                 max_connections
             },
@@ -187,7 +200,7 @@ impl Server {
         };
         let tokenizer = tokenizer.map(|t| Arc::new(PyTokenizer(t)) as Arc<dyn smgpy_server::engine::Tokenizer>);
         let bridge = Bridge::new(tokenizer, get_load, flush_cache)
-            .map_err(|e| PyOSError::new_err(format!("cannot create the engine wake-up socket: {e}")))?;
+            .map_err(|e| crate::errors::os(format!("cannot create the engine wake-up socket: {e}")))?;
         let (shutdown, _) = watch::channel(false);
         let (done_tx, done) = watch::channel(false);
         Ok(Self {
@@ -227,16 +240,16 @@ impl Server {
         let config = self
             .config
             .take()
-            .ok_or_else(|| PyRuntimeError::new_err("this server was already started"))?;
+            .ok_or_else(|| crate::errors::misuse("this server was already started"))?;
         let done_tx = self
             .done_tx
             .take()
-            .ok_or_else(|| PyRuntimeError::new_err("this server was already started"))?;
-        let rt = pyo3_async_runtimes::tokio::get_runtime();
+            .ok_or_else(|| crate::errors::misuse("this server was already started"))?;
+        let rt = runtime()?;
         let bind = self.bind.clone();
         let (listener, addr) = py
             .detach(|| rt.block_on(smgpy_server::bind(&bind)))
-            .map_err(|e| PyOSError::new_err(format!("cannot listen on {bind}: {e}")))?;
+            .map_err(|e| crate::errors::os(format!("cannot listen on {bind}: {e}")))?;
         let state = AppState::new(Arc::new(PyEngine(self.bridge.clone())), config);
         self.health = Some(state.health());
         let mut sd = self.shutdown.subscribe();
