@@ -9,6 +9,7 @@ from typing import Any, Literal, final
 
 __all__ = [
     "ChatTemplate",
+    "FailKind",
     "Grammar",
     "GrammarError",
     "GrammarMatcher",
@@ -341,7 +342,7 @@ class FailKind:
     CONTEXT_LENGTH: FailKind
     OVERLOADED: FailKind
     INTERNAL: FailKind
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __int__(self) -> int: ...
 
 @final
@@ -361,7 +362,7 @@ class Server:
         api_key: str | None = None,
         allowed_origins: list[str] | None = None,
         max_body_bytes: int = 33554432,
-        request_timeout: float | None = 1800.0,
+        request_timeout: float | None = None,
         context_length: int | None = None,
         keep_alive: float = 15.0,
         shutdown_timeout: float = 10.0,
