@@ -105,7 +105,7 @@ impl Server {
         header_read_timeout = 30.0, body_read_timeout = 60.0, max_connections = 1024,
         engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
         response_store_bytes = 268_435_456, flush_cache = None, worker_id = None, model_path = None,
-        max_total_num_tokens = None, accepts_images = false, lark_grammars = false))]
+        max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -137,6 +137,7 @@ impl Server {
         max_total_num_tokens: Option<u64>,
         accepts_images: bool,
         lark_grammars: bool,
+        prompt_ids: bool,
     ) -> PyResult<Self> {
         let template = match chat_template {
             None => None,
@@ -169,6 +170,14 @@ impl Server {
                 )))
             }
         };
+        let native_tokenizer = tokenizer.as_ref().and_then(|t| {
+            Python::attach(|py| {
+                t.bind(py)
+                    .cast::<crate::tokenizer::PyTokenizer>()
+                    .ok()
+                    .map(|n| n.get().inner.clone())
+            })
+        });
         let config = ServerConfig {
             model_name,
             chat_template: template,
@@ -197,8 +206,15 @@ impl Server {
             keep_alive: positive("keep_alive", keep_alive)?,
             shutdown_timeout: positive("shutdown_timeout", shutdown_timeout)?,
             lark_grammars,
+            tokenizer: native_tokenizer.clone(),
+            prompt_ids: prompt_ids && native_tokenizer.is_some(),
         };
-        let tokenizer = tokenizer.map(|t| Arc::new(PyTokenizer(t)) as Arc<dyn smgpy_server::engine::Tokenizer>);
+        // A Rust tokenizer is used directly; any other object is called through Python.
+        let tokenizer = if native_tokenizer.is_some() {
+            None
+        } else {
+            tokenizer.map(|t| Arc::new(PyTokenizer(t)) as Arc<dyn smgpy_server::engine::Tokenizer>)
+        };
         let bridge = Bridge::new(tokenizer, get_load, flush_cache)
             .map_err(|e| crate::errors::os(format!("cannot create the engine wake-up socket: {e}")))?;
         let (shutdown, _) = watch::channel(false);
