@@ -56,6 +56,15 @@ def demo_engine(**kwargs: Any) -> Any:
     return MLXEngine.from_pretrained(str(demo_gguf()), **kwargs)
 
 
+@pytest.fixture(scope="session")
+def mlx_engine() -> Iterator[Any]:
+    """The demo model's MLXEngine (8 running, 16 waiting), loaded once for the whole run and shared
+    by every module that needs an ordinary engine; modules that test limits make their own."""
+    engine = demo_engine(max_running=8, max_waiting=16)
+    yield engine
+    engine.shutdown()
+
+
 def shared_dir() -> Path:
     """`../shared` beside the repo; skip when absent, except under CI=true where it must exist."""
     if SHARED.is_dir():

@@ -110,6 +110,52 @@ class EchoEngine(ScriptedEngine):
             yield out
 
 
+class GroupEngine(ScriptedEngine):
+    """Samples ``n`` choices of one request itself (``accepts_n``), as sglang does.
+
+    Choice ``i`` yields ``script`` with ``f"[{i}]"`` before each token, and the choices' outputs
+    interleave, each tagged with its ``index``. ``lengths`` cuts choice ``i`` to ``lengths[i]``
+    tokens (finish ``length``).
+    """
+
+    accepts_n = True
+
+    def __init__(self, script: list[str] | None = None, *, lengths: list[int] | None = None, **kw: Any) -> None:
+        super().__init__(script, **kw)
+        self.lengths = lengths
+
+    async def generate_request(self, obj: Any) -> AsyncIterator[dict[str, Any]]:
+        self.requests.append(obj)
+        n = int(obj.sampling_params.get("n") or 1)
+        rid = obj.rid
+        scripts = [[f"[{i}]{t}" for t in self.script] for i in range(n)]
+        if self.lengths is not None:
+            scripts = [s[: self.lengths[i]] for i, s in enumerate(scripts)]
+        try:
+            for step in range(max(len(s) for s in scripts)):
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                for i, script in enumerate(scripts):
+                    if step >= len(script):
+                        continue
+                    last = step == len(script) - 1
+                    cut = len(script) < len(self.script)
+                    finish = ({"type": "length"} if cut else self.finish) if last else None
+                    meta = {
+                        "prompt_tokens": 7,
+                        "completion_tokens": step + 1,
+                        "cached_tokens": 0,
+                        "finish_reason": finish,
+                    }
+                    out = {"delta": script[step], "output_ids": [100 + step], "meta_info": meta}
+                    if n > 1:
+                        out["index"] = i
+                    self.produced[f"{rid}/{i}"] = step + 1
+                    yield out
+        finally:
+            self.closed.append(rid)
+
+
 class CharTokenizer:
     """One token per character (token id = code point): predictable counts for API tests."""
 
@@ -132,6 +178,7 @@ __all__ = [
     "EchoEngine",
     "EngineOverloaded",
     "EngineRequestError",
+    "GroupEngine",
     "ScriptedEngine",
     "TokenizingEngine",
 ]

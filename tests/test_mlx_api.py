@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
-from conftest import demo_engine, demo_gguf  # noqa: E402
+from conftest import demo_gguf  # noqa: E402
 
 GGUF = demo_gguf()
 openai = pytest.importorskip("openai")
@@ -19,13 +20,9 @@ QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 @pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    engine = demo_engine(max_running=4, max_waiting=8)
-    try:
-        with serve_in_thread(engine) as url:
-            yield url
-    finally:
-        engine.shutdown()
+def base(mlx_engine: Any) -> Iterator[str]:
+    with serve_in_thread(mlx_engine) as url:
+        yield url
 
 
 def test_stop_paris_on_the_real_model(base: str) -> None:

@@ -22,10 +22,8 @@ QUESTION = "What is the capital of France?"
 
 
 @pytest.fixture(scope="module")
-def engine() -> Any:
-    eng = demo_engine(max_running=8, max_waiting=16)
-    yield eng
-    eng.shutdown()
+def engine(mlx_engine: Any) -> Any:
+    return mlx_engine
 
 
 @pytest.fixture(scope="module")

@@ -77,6 +77,28 @@ def test_capital_of_france_streaming_and_not(client: Any, engine: MLXEngine) -> 
     assert details is not None and (details.cached_tokens or 0) > 0
 
 
+def test_n_choices_share_one_prefill(client: Any, engine: MLXEngine) -> None:
+    engine.flush_cache()
+    messages = [{"role": "user", "content": "Name three rivers of Europe, please."}]
+    n_prompt = len(prompt_tokens(client, messages))
+    before = engine.get_load()["prefilled_tokens"]
+    reply = client.chat.completions.create(model=MODEL, messages=messages, temperature=0, max_tokens=6, n=2)
+    prefilled = engine.get_load()["prefilled_tokens"] - before
+    # One prefill of the prompt plus each choice's first step, not two prefills.
+    assert prefilled == n_prompt + 1, (prefilled, n_prompt)
+    alone = client.chat.completions.create(model=MODEL, messages=messages, temperature=0, max_tokens=6)
+    assert [c.message.content for c in reply.choices] == [alone.choices[0].message.content] * 2
+    assert reply.usage.prompt_tokens == n_prompt
+    # Seeded sampling: each choice has its own stream, and the request is reproducible.
+    sampled = [
+        client.chat.completions.create(model=MODEL, messages=messages, temperature=1.0, max_tokens=8, n=2, seed=11)
+        for _ in range(2)
+    ]
+    texts = [[c.message.content for c in r.choices] for r in sampled]
+    assert texts[0] == texts[1]
+    assert texts[0][0] != texts[0][1]
+
+
 def prompt_tokens(client: Any, messages: list[dict[str, str]]) -> list[int]:
     """The prompt's token ids, as the server renders and tokenizes a chat request."""
     r = client.post("/tokenize", cast_to=object, body={"messages": messages})

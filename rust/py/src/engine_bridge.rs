@@ -7,9 +7,15 @@
 //! the dict (no JSON) and hands it to a bounded tokio channel. Dropping the Rust stream (client
 //! gone, stop string matched, shutdown) queues a cancellation the same way; the pump task is
 //! cancelled and calls `engine.abort_request(rid)`.
+//!
+//! An engine that samples `n` choices from one prefill (`accepts_n`) gets one request with `n`
+//! in its sampling parameters; its outputs carry `index`, and the sink sends each to its
+//! choice's channel. The request is aborted only when every choice is finished or dropped, and
+//! one of them was dropped early: a choice cut by a stop string must not end its siblings.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
@@ -27,7 +33,8 @@ const CHANNEL_CAPACITY: usize = 1024;
 
 struct Pending {
     req: GenerateRequest,
-    tx: mpsc::Sender<EngineEvent>,
+    /// One channel per choice (one unless the engine samples `n` itself).
+    txs: Vec<mpsc::Sender<EngineEvent>>,
 }
 
 /// Work handed from Rust threads to the asyncio loop.
@@ -45,6 +52,8 @@ pub struct Bridge {
     tokenizer: Option<Arc<dyn Tokenizer>>,
     load: Option<Py<PyAny>>,
     flush: Option<Py<PyAny>>,
+    /// The engine samples `n` choices of one request itself (one prefill).
+    accepts_n: bool,
 }
 
 impl Bridge {
@@ -52,6 +61,7 @@ impl Bridge {
         tokenizer: Option<Arc<dyn Tokenizer>>,
         load: Option<Py<PyAny>>,
         flush: Option<Py<PyAny>>,
+        accepts_n: bool,
     ) -> std::io::Result<Arc<Self>> {
         let (wake_tx, wake_rx) = UnixStream::pair()?;
         wake_tx.set_nonblocking(true)?;
@@ -63,6 +73,7 @@ impl Bridge {
             tokenizer,
             load,
             flush,
+            accepts_n,
         }))
     }
 
@@ -109,17 +120,49 @@ impl Abort for CancelOnDrop {
     }
 }
 
-impl Engine for PyEngine {
-    fn generate(&self, req: GenerateRequest) -> Result<EngineStream, EngineError> {
-        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-        let rid = req.rid.clone();
+/// One choice of a request whose `n` choices are one engine request: the engine request is
+/// cancelled when the last choice goes, if any choice went before it finished.
+struct ChoiceOfGroup(Arc<Group>);
+
+struct Group {
+    bridge: Arc<Bridge>,
+    rid: String,
+    live: AtomicUsize,
+    aborted: AtomicBool,
+}
+
+impl Abort for ChoiceOfGroup {
+    fn abort(self: Box<Self>) {
+        self.0.aborted.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for ChoiceOfGroup {
+    fn drop(&mut self) {
+        if self.0.live.fetch_sub(1, Ordering::AcqRel) == 1 && self.0.aborted.load(Ordering::Acquire) {
+            self.0.bridge.cancel(self.0.rid.clone());
+        }
+    }
+}
+
+impl PyEngine {
+    fn start(&self, req: GenerateRequest, txs: Vec<mpsc::Sender<EngineEvent>>) -> Result<(), EngineError> {
         self.0
             .queues
             .lock()
             .map_err(|_| EngineError::Internal("engine queue poisoned".into()))?
             .starts
-            .push(Pending { req, tx });
+            .push(Pending { req, txs });
         self.0.wake();
+        Ok(())
+    }
+}
+
+impl Engine for PyEngine {
+    fn generate(&self, req: GenerateRequest) -> Result<EngineStream, EngineError> {
+        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let rid = req.rid.clone();
+        self.start(req, vec![tx])?;
         Ok(EngineStream::new(
             rx,
             Box::new(CancelOnDrop {
@@ -127,6 +170,25 @@ impl Engine for PyEngine {
                 rid,
             }),
         ))
+    }
+
+    fn generate_n(&self, req: GenerateRequest, n: u32) -> Result<Vec<EngineStream>, EngineError> {
+        if n <= 1 || !self.0.accepts_n {
+            return smgpy_server::engine::fan_out(self, req, n);
+        }
+        let group = Arc::new(Group {
+            bridge: self.0.clone(),
+            rid: req.rid.clone(),
+            live: AtomicUsize::new(n as usize),
+            aborted: AtomicBool::new(false),
+        });
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::channel(CHANNEL_CAPACITY)).unzip();
+        let streams = rxs
+            .into_iter()
+            .map(|rx| EngineStream::new(rx, Box::new(ChoiceOfGroup(group.clone()))))
+            .collect();
+        self.start(req, txs)?;
+        Ok(streams)
     }
 
     fn tokenizer(&self) -> Option<Arc<dyn Tokenizer>> {
@@ -159,7 +221,7 @@ pub fn take_work<'py>(py: Python<'py>, bridge: &Bridge) -> PyResult<(Bound<'py, 
     let starts = PyList::empty(py);
     for p in q.starts {
         let fields = request_fields(py, &p.req)?;
-        let sink = Py::new(py, OutputSink::new(p.tx))?;
+        let sink = Py::new(py, OutputSink::new(p.txs))?;
         starts.append(PyTuple::new(
             py,
             [
@@ -255,9 +317,14 @@ pub enum FailKind {
 /// Receives one request's outputs from its Python pump task.
 #[pyclass(module = "smgpy._native", name = "OutputSink")]
 pub struct OutputSink {
+    /// One per choice; an output goes to the choice its `index` names (0 when absent).
+    choices: Vec<ChoiceSink>,
+    /// An output that did not fit in its choice's channel; the pump retries with `flush`.
+    stash: Option<(usize, EngineEvent)>,
+}
+
+struct ChoiceSink {
     tx: mpsc::Sender<EngineEvent>,
-    /// An output that did not fit in the channel; the pump retries with `flush`.
-    stash: Option<EngineEvent>,
     /// Bytes of cumulative text already forwarded (engines that yield `text`).
     seen_text: usize,
     /// Token ids already forwarded (engines that yield cumulative `output_ids`).
@@ -270,24 +337,53 @@ const FULL: u8 = 1;
 const CLOSED: u8 = 2;
 
 impl OutputSink {
-    fn new(tx: mpsc::Sender<EngineEvent>) -> Self {
+    fn new(txs: Vec<mpsc::Sender<EngineEvent>>) -> Self {
         Self {
-            tx,
+            choices: txs
+                .into_iter()
+                .map(|tx| ChoiceSink {
+                    tx,
+                    seen_text: 0,
+                    seen_ids: 0,
+                })
+                .collect(),
             stash: None,
-            seen_text: 0,
-            seen_ids: 0,
         }
     }
 
-    fn send(&mut self, ev: EngineEvent) -> u8 {
-        match self.tx.try_send(ev) {
+    fn all_closed(&self) -> bool {
+        self.choices.iter().all(|c| c.tx.is_closed())
+    }
+
+    fn send(&mut self, index: usize, ev: EngineEvent) -> u8 {
+        let Some(choice) = self.choices.get(index) else {
+            return OK;
+        };
+        match choice.tx.try_send(ev) {
             Ok(()) => OK,
             Err(mpsc::error::TrySendError::Full(ev)) => {
-                self.stash = Some(ev);
+                self.stash = Some((index, ev));
                 FULL
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => CLOSED,
+            // This choice is gone (its client, or a stop string); its siblings may still listen.
+            Err(mpsc::error::TrySendError::Closed(_)) if self.all_closed() => CLOSED,
+            Err(mpsc::error::TrySendError::Closed(_)) => OK,
         }
+    }
+
+    /// The choice an output belongs to: its `index`, 0 when it has none.
+    fn index_of(&self, d: &Bound<'_, PyDict>) -> PyResult<usize> {
+        let Some(i) = d.get_item(intern!(d.py(), "index"))?.filter(|i| !i.is_none()) else {
+            return Ok(0);
+        };
+        let i: usize = i.extract()?;
+        if i >= self.choices.len() {
+            return Err(crate::errors::misuse(format!(
+                "engine output has index {i}, but the request asked for {} choices",
+                self.choices.len()
+            )));
+        }
+        Ok(i)
     }
 }
 
@@ -301,19 +397,26 @@ impl OutputSink {
                 "OutputSink.push called while full: call flush() first",
             ));
         }
-        let ev = EngineEvent::Output(self.convert(out)?);
-        Ok(self.send(ev))
+        let d = out
+            .cast::<PyDict>()
+            .map_err(|_| crate::errors::wrong_type("engine outputs must be dicts (see smgpy.engine)"))?;
+        let index = self.index_of(d)?;
+        let ev = match self.choices.get_mut(index) {
+            Some(c) => EngineEvent::Output(c.convert(d)?),
+            None => return Ok(OK),
+        };
+        Ok(self.send(index, ev))
     }
 
     /// Retry the output that did not fit; same return codes as `push`.
     fn flush(&mut self) -> u8 {
         match self.stash.take() {
             None => OK,
-            Some(ev) => self.send(ev),
+            Some((index, ev)) => self.send(index, ev),
         }
     }
 
-    /// Report that the engine raised; `kind` says how the client is answered.
+    /// Report that the engine raised; `kind` says how the client is answered (every choice).
     fn fail(&mut self, kind: PyRef<'_, FailKind>, message: String) -> u8 {
         let e = match *kind {
             FailKind::BadRequest => EngineError::BadRequest(message),
@@ -322,22 +425,28 @@ impl OutputSink {
             FailKind::Internal => EngineError::Internal(message),
         };
         self.stash = None;
-        self.send(EngineEvent::Error(e))
+        // A full channel drops the error; its stream then ends at the sink's drop, which the
+        // request reports as a failure too.
+        for c in &self.choices {
+            let _ = c.tx.try_send(EngineEvent::Error(e.clone()));
+        }
+        if self.all_closed() {
+            CLOSED
+        } else {
+            OK
+        }
     }
 
-    /// Whether the receiving side (the HTTP request) is gone.
+    /// Whether the receiving side (every choice's HTTP request) is gone.
     #[getter]
     fn closed(&self) -> bool {
-        self.tx.is_closed()
+        self.all_closed()
     }
 }
 
-impl OutputSink {
-    fn convert(&mut self, out: &Bound<'_, PyAny>) -> PyResult<EngineOutput> {
-        let py = out.py();
-        let d = out
-            .cast::<PyDict>()
-            .map_err(|_| crate::errors::wrong_type("engine outputs must be dicts (see smgpy.engine)"))?;
+impl ChoiceSink {
+    fn convert(&mut self, d: &Bound<'_, PyDict>) -> PyResult<EngineOutput> {
+        let py = d.py();
         let mut o = EngineOutput::default();
         let delta_mode;
         if let Some(delta) = d.get_item(intern!(py, "delta"))? {

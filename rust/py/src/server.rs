@@ -105,7 +105,7 @@ impl Server {
         header_read_timeout = 30.0, body_read_timeout = 60.0, max_connections = 1024,
         engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
         response_store_bytes = 268_435_456, flush_cache = None, worker_id = None, model_path = None,
-        max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false))]
+        max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false, accepts_n = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -138,6 +138,7 @@ impl Server {
         accepts_images: bool,
         lark_grammars: bool,
         prompt_ids: bool,
+        accepts_n: bool,
     ) -> PyResult<Self> {
         let template = match chat_template {
             None => None,
@@ -215,7 +216,7 @@ impl Server {
         } else {
             tokenizer.map(|t| Arc::new(PyTokenizer(t)) as Arc<dyn smgpy_server::engine::Tokenizer>)
         };
-        let bridge = Bridge::new(tokenizer, get_load, flush_cache)
+        let bridge = Bridge::new(tokenizer, get_load, flush_cache, accepts_n)
             .map_err(|e| crate::errors::os(format!("cannot create the engine wake-up socket: {e}")))?;
         let (shutdown, _) = watch::channel(false);
         let (done_tx, done) = watch::channel(false);

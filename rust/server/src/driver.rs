@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Instant;
 
 use smgpy_protocol::common::{MatchedStop, TokenLogprob, TopLogprob};
@@ -53,7 +52,6 @@ pub struct ChoiceDriver {
     pub index: u32,
     stream: EngineStream,
     pipeline: Pipeline,
-    stops: Arc<Vec<String>>,
     pub counts: Counts,
     counted_tokens: u32,
     /// Tokens of steps that showed nothing yet (see `count_reasoning`).
@@ -79,7 +77,7 @@ enum Wake {
 }
 
 impl ChoiceDriver {
-    pub fn new(index: u32, stream: EngineStream, pipeline: Pipeline, stops: Arc<Vec<String>>, state: AppState) -> Self {
+    pub fn new(index: u32, stream: EngineStream, pipeline: Pipeline, state: AppState) -> Self {
         state.0.metrics.running.fetch_add(1, Ordering::Relaxed);
         let stopped = Box::pin(state.0.health.stopped());
         let deadline = state.config().request_timeout.map(|t| Box::pin(tokio::time::sleep(t)));
@@ -87,7 +85,6 @@ impl ChoiceDriver {
             index,
             stream,
             pipeline,
-            stops,
             counts: Counts::default(),
             counted_tokens: 0,
             unseen_tokens: 0,
@@ -198,7 +195,7 @@ impl ChoiceDriver {
                     // Our matcher is the authority over visible text: stop the engine now.
                     self.stream.abort();
                     self.done = true;
-                    let matched = self.stops.get(i).cloned().map(MatchedBy::Text);
+                    let matched = self.pipeline.stop_string(i).map(|s| MatchedBy::Text(s.to_string()));
                     return self.step(piece, o.logprobs, Some(EngineFinish::Stop { matched }));
                 }
                 match o.finish {
@@ -214,9 +211,9 @@ impl ChoiceDriver {
                         piece.reasoning.push_str(&rest.reasoning);
                         piece.content.push_str(&rest.content);
                         piece.calls.extend(rest.calls);
-                        let f = match rest.stopped.and_then(|i| self.stops.get(i)) {
+                        let f = match rest.stopped.and_then(|i| self.pipeline.stop_string(i)) {
                             Some(s) => EngineFinish::Stop {
-                                matched: Some(MatchedBy::Text(s.clone())),
+                                matched: Some(MatchedBy::Text(s.to_string())),
                             },
                             None => f,
                         };

@@ -157,6 +157,15 @@ pub trait Engine: Send + Sync + 'static {
     /// Start a request. Must not block: hand the request over and return its stream.
     fn generate(&self, req: GenerateRequest) -> Result<EngineStream, EngineError>;
 
+    /// Start `n` samples of one prompt, one stream per sample, in order.
+    ///
+    /// The default starts `n` independent requests (`rid-0`, `rid-1`, ...; with a seed, sample
+    /// `i` uses `seed + i`, so the samples differ yet stay reproducible). That prefills the
+    /// prompt `n` times: an engine that samples `n` from one prefill overrides this.
+    fn generate_n(&self, req: GenerateRequest, n: u32) -> Result<Vec<EngineStream>, EngineError> {
+        fan_out(self, req, n)
+    }
+
     /// The engine's tokenizer, when it exposes one.
     fn tokenizer(&self) -> Option<std::sync::Arc<dyn Tokenizer>> {
         None
@@ -172,4 +181,23 @@ pub trait Engine: Send + Sync + 'static {
     fn flush_cache(&self) -> Result<bool, EngineError> {
         Ok(false)
     }
+}
+
+/// `n` samples as `n` independent requests: the default of [`Engine::generate_n`], for an
+/// engine that overrides it only for some requests.
+pub fn fan_out<E: Engine + ?Sized>(engine: &E, req: GenerateRequest, n: u32) -> Result<Vec<EngineStream>, EngineError> {
+    if n <= 1 {
+        let mut req = req;
+        req.sampling.n = None;
+        return Ok(vec![engine.generate(req)?]);
+    }
+    (0..n)
+        .map(|i| {
+            let mut one = req.clone();
+            one.sampling.n = None;
+            one.rid = format!("{}-{i}", req.rid);
+            one.sampling.seed = req.sampling.seed.map(|s| s.wrapping_add(i64::from(i)));
+            engine.generate(one)
+        })
+        .collect()
 }

@@ -8,7 +8,11 @@ use smgpy_parsers::{
     CallDelta, Forced, ReasoningFormat, ReasoningOptions, ReasoningParser, ToolCallDelta, ToolCallParser, ToolDef,
     ToolDelta, ToolFormat,
 };
-use smgpy_stop::{StopMatcher, StopOutput};
+use std::sync::Arc;
+
+use smgpy_stop::{StopMatcher, StopOutput, StopSet};
+
+use crate::error::ApiError;
 
 /// Visible output of one step.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -29,7 +33,8 @@ impl Piece {
 /// Stage configuration for one request.
 #[derive(Debug, Default, Clone)]
 pub struct PipelineSpec {
-    pub stops: Vec<String>,
+    /// Compiled once per request ([`stop_set`]) and shared by its choices.
+    pub stops: Option<Arc<StopSet>>,
     pub include_stop: bool,
     pub reasoning: Option<(ReasoningFormat, ReasoningOptions)>,
     pub tools: Option<ToolStage>,
@@ -48,6 +53,17 @@ pub struct ToolStage {
     pub single: bool,
 }
 
+/// A request's stop strings, compiled once for all its choices; `None` when it has none. A list
+/// the matcher refuses (empty string, too many, too long) is a 400 naming `param`.
+pub fn stop_set(stops: &[String], param: &str) -> Result<Option<Arc<StopSet>>, ApiError> {
+    if stops.is_empty() {
+        return Ok(None);
+    }
+    StopSet::new(stops.to_vec())
+        .map(|s| Some(Arc::new(s)))
+        .map_err(|e| ApiError::bad_request(Some(param), e.to_string()))
+}
+
 pub struct Pipeline {
     stop: Option<StopMatcher>,
     reasoning: Option<ReasoningParser>,
@@ -60,14 +76,12 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(spec: &PipelineSpec) -> Result<Self, smgpy_stop::StopError> {
-        let stop = if spec.stops.is_empty() {
-            None
-        } else {
-            Some(StopMatcher::new(spec.stops.clone(), spec.include_stop)?)
-        };
-        Ok(Self {
-            stop,
+    pub fn new(spec: &PipelineSpec) -> Self {
+        Self {
+            stop: spec
+                .stops
+                .clone()
+                .map(|set| StopMatcher::from_set(set, spec.include_stop)),
             // A tool stage reads the calls the reasoning parser hands over (gpt-oss Harmony keeps
             // them out of the content otherwise).
             reasoning: spec
@@ -81,7 +95,12 @@ impl Pipeline {
             single_call: spec.tools.as_ref().is_some_and(|t| t.single),
             tool_out: ToolDelta::default(),
             done: false,
-        })
+        }
+    }
+
+    /// The stop string at `index` of the request's list (what [`Piece::stopped`] points at).
+    pub fn stop_string(&self, index: usize) -> Option<&str> {
+        self.stop.as_ref()?.stops().get(index).map(String::as_str)
     }
 
     /// Feed one engine text delta.
@@ -201,10 +220,10 @@ mod tests {
     #[test]
     fn stop_cuts_and_reports() {
         let spec = PipelineSpec {
-            stops: vec!["END".into()],
+            stops: stop_set(&["END".into()], "stop").unwrap(),
             ..Default::default()
         };
-        let mut p = Pipeline::new(&spec).unwrap();
+        let mut p = Pipeline::new(&spec);
         let mut out = String::new();
         let mut stopped = None;
         for t in ["hello E", "N", "D and more"] {
@@ -220,10 +239,10 @@ mod tests {
     #[test]
     fn stop_certain_only_at_finish_is_reported() {
         let spec = PipelineSpec {
-            stops: vec!["abcd".into(), "bc".into()],
+            stops: stop_set(&["abcd".into(), "bc".into()], "stop").unwrap(),
             ..Default::default()
         };
-        let mut p = Pipeline::new(&spec).unwrap();
+        let mut p = Pipeline::new(&spec);
         let mut out = p.push("xab").content;
         out.push_str(&p.push("c").content);
         let last = p.finish();

@@ -18,7 +18,7 @@ use crate::driver::{chat_logprobs, ChoiceDriver, Counts, Step};
 use crate::engine::GenerateRequest;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
-use crate::pipeline::{Pipeline, PipelineSpec};
+use crate::pipeline::PipelineSpec;
 use crate::prompt::{self, ChatPrompt};
 use crate::routes::start_choices;
 use crate::sse;
@@ -63,7 +63,7 @@ pub async fn chat_completions(
         sampling.force(c, "tools");
     }
     let spec = PipelineSpec {
-        stops: sampling.stop.clone(),
+        stops: crate::pipeline::stop_set(&sampling.stop, "stop")?,
         include_stop: req.include_stop_str_in_output,
         // A forced call's output is held to JSON from its first token: no reasoning block.
         reasoning: if req.separate_reasoning && !forced {
@@ -73,7 +73,6 @@ pub async fn chat_completions(
         },
         tools: plan.stage,
     };
-    Pipeline::new(&spec).map_err(|e| ApiError::bad_request(Some("stop"), e.to_string()))?;
     let id = state.new_id("chatcmpl");
     let (text, input_ids) = super::prompt_of(&state, text).await?;
     let base = GenerateRequest {

@@ -31,7 +31,7 @@ pub async fn completions(
     let sampling = req.sampling();
     let n = sampling.n.unwrap_or(1).max(1);
     let spec = PipelineSpec {
-        stops: sampling.stop.clone(),
+        stops: crate::pipeline::stop_set(&sampling.stop, "stop")?,
         include_stop: req.include_stop_str_in_output,
         reasoning: None,
         tools: None,

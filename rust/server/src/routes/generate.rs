@@ -29,7 +29,7 @@ pub async fn generate(
     let prompt = body.validate()?;
     let sampling = body.sampling();
     let spec = PipelineSpec {
-        stops: sampling.stop.clone(),
+        stops: crate::pipeline::stop_set(&sampling.stop, "stop")?,
         ..PipelineSpec::default()
     };
     let (text, input_ids) = match prompt {

@@ -58,7 +58,7 @@ pub async fn messages(
     }
     let stops = sampling.stop.clone();
     let spec = PipelineSpec {
-        stops: stops.clone(),
+        stops: crate::pipeline::stop_set(&stops, "stop_sequences")?,
         include_stop: false,
         reasoning: if forced {
             None

@@ -12,7 +12,6 @@ pub mod responses;
 pub mod tokenize;
 pub mod worker;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::driver::ChoiceDriver;
@@ -28,10 +27,10 @@ pub const DONE: &str = "[DONE]";
 /// (see [`ChoiceDriver::admit`]). Refusals arrive within microseconds; prefill usually takes longer.
 const ADMISSION_WAIT: Duration = Duration::from_millis(500);
 
-/// Start `n` engine requests (one per choice; they share the prompt, so a prefix-caching
-/// engine prefills once). With a seed, choice `i` uses `seed + i` so the choices differ yet
-/// stay reproducible. `ids_param` names the request field that `base.input_ids` came from, for
-/// the error that an out-of-vocabulary id gets.
+/// Start the request's `n` choices. The engine decides how ([`crate::Engine::generate_n`]): one
+/// request whose samples share a single prefill when it can, else one request per choice.
+/// `ids_param` names the request field that `base.input_ids` came from, for the error that an
+/// out-of-vocabulary id gets.
 pub async fn start_choices(
     state: &AppState,
     base: GenerateRequest,
@@ -46,20 +45,12 @@ pub async fn start_choices(
     check_request(state, &base, ids_param)?;
     crate::structured::check(&base.sampling).await?;
     let n = base.sampling.n.unwrap_or(1).max(1);
-    let stops = Arc::new(spec.stops.clone());
-    let mut drivers = Vec::with_capacity(n as usize);
-    for i in 0..n {
-        let mut req = base.clone();
-        req.sampling.n = None;
-        if n > 1 {
-            req.rid = format!("{}-{i}", base.rid);
-            req.sampling.seed = base.sampling.seed.map(|s| s.wrapping_add(i64::from(i)));
-        }
-        let pipeline = Pipeline::new(spec).map_err(|e| ApiError::bad_request(Some("stop"), e.to_string()))?;
-        // Dropping the drivers started so far aborts their engine requests.
-        let stream = state.0.engine.generate(req)?;
-        drivers.push(ChoiceDriver::new(i, stream, pipeline, stops.clone(), state.clone()));
-    }
+    // Dropping the streams (an error below) aborts their engine requests.
+    let streams = state.0.engine.generate_n(base, n)?;
+    let mut drivers: Vec<ChoiceDriver> = (0u32..)
+        .zip(streams)
+        .map(|(i, stream)| ChoiceDriver::new(i, stream, Pipeline::new(spec), state.clone()))
+        .collect();
     for d in &mut drivers {
         d.admit(ADMISSION_WAIT).await.map_err(|e| name_prompt(e, ids_param))?;
     }

@@ -82,7 +82,7 @@ pub async fn create(
         sampling.force(c, "tools");
     }
     let spec = PipelineSpec {
-        stops: Vec::new(),
+        stops: None,
         include_stop: false,
         reasoning: if forced {
             None

@@ -1,0 +1,442 @@
+"""Engine and serving overhead where the model costs little: `smgpy serve` vs `mlx_lm.server`.
+
+On an Apple GPU a small model's forward pass takes a few milliseconds, so what a server does per
+token in Python (scheduling, detokenizing, handing each token to the HTTP side) decides its
+throughput. This bench makes that case on a CPU with a tiny random-weight model: the demo model's
+config (SmolLM2-135M, llama) cut to 2 layers, hidden size 64, 2 heads, 1 KV head, head dim 32,
+FFN 128, with the demo model's tokenizer (~3M parameters, most of them the 49,152 x 64 embedding).
+
+Both servers load the same directory and are driven one at a time, in alternating order: streaming
+greedy chat completions of ``--max-tokens`` (64) tokens at 1, 8 and 32 concurrent clients, each
+client sending its requests back to back. Reported per server: aggregate tokens/s (tokens actually
+received: ``usage.completion_tokens``, else the content chunks), mean time to first token and the
+errors; then the ratio, median of rounds. A request that fails (a refused connection, a 5xx, a
+broken stream) is counted and reported, not raised.
+
+Every token the model can emit is an ordinary one: the embedding rows of the tokenizer's special
+tokens (EOS, padding, chat markers) are zero, so with tied embeddings their logit is 0 while the
+largest of ~49k random logits is positive, and greedy decoding never stops early. Neither server
+is asked to ignore EOS (``mlx_lm.server`` has no such option); the bench checks the token counts.
+
+The model's own cost is measured too, in this process: one decode step of the bare model
+(``model(x)`` + argmax + ``mx.eval``) at each batch size, which bounds any server's tokens/s.
+With the CPU as it is installed (``--cpu-blas off``, the servers' default) the 49,152-wide output
+product runs on MLX's bundled reference BLAS and costs more than the rest of a step; ``--cpu-blas
+auto`` gives both servers OpenBLAS (``mlx_lm.server`` through ``LD_PRELOAD``) and smgpy its
+small-batch kernel, which makes the step cheap enough for the servers' own overhead to show.
+
+Run: ``python benches/mlx_tiny.py [--rounds 3] [--cpu-blas off|auto] [--max-running N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CONCURRENCY = (1, 8, 32)
+QUESTIONS = [
+    "Tell me a long story about a dragon.",
+    "Explain how a car engine works.",
+    "Describe the city of Paris in detail.",
+    "Write a poem about the sea.",
+    "Explain photosynthesis step by step.",
+    "What are the benefits of exercise?",
+    "Describe a day in the life of a farmer.",
+    "How do computers store data?",
+]
+TINY = {
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 32,
+    "intermediate_size": 128,
+}
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+REQUEST_TIMEOUT = 300.0
+STARTUP_TIMEOUT = 300.0
+
+
+# ----- the model -----
+
+
+def build_tiny_model(out: Path, seed: int) -> Path:
+    """Write the tiny random-weight model (config.json, model.safetensors, tokenizer) to ``out``."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from mlx_lm.models.llama import Model, ModelArgs
+    from smgpy.mlx import demo_gguf_path, resolve_model
+
+    src = Path(resolve_model(str(demo_gguf_path()), dtype="float32")[0])
+    config = json.loads((src / "config.json").read_text())
+    config.update(TINY)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        if (src / name).exists():
+            shutil.copy(src / name, out / name)
+    mx.random.seed(seed)
+    model = Model(ModelArgs.from_dict(config))
+    weights = dict(tree_flatten(model.parameters()))
+    special = sorted(
+        t["id"] for t in json.loads((src / "tokenizer.json").read_text())["added_tokens"] if t.get("special")
+    )
+    embed = weights["model.embed_tokens.weight"]
+    keep = mx.ones((embed.shape[0], 1), dtype=embed.dtype)
+    keep[mx.array(special)] = 0.0
+    weights["model.embed_tokens.weight"] = embed * keep
+    mx.eval(weights)
+    # mlx-lm's loader reads config.json and model*.safetensors (utils.load_model).
+    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    return out
+
+
+def forward_step_rates(model_dir: Path, batch_sizes: tuple[int, ...], steps: int = 40) -> dict[int, float]:
+    """Tokens/s of the bare model's decode step (forward + argmax + eval) at each batch size."""
+    import mlx.core as mx
+    from mlx_lm import load
+    from mlx_lm.models.cache import make_prompt_cache
+
+    model, _ = load(str(model_dir))
+    rates = {}
+    for b in batch_sizes:
+        cache = make_prompt_cache(model)
+        mx.eval(model(mx.full((b, 24), 5, dtype=mx.int32), cache=cache))
+        y = mx.full((b, 1), 7, dtype=mx.int32)
+        for _ in range(5):
+            y = mx.argmax(model(y, cache=cache)[:, -1], axis=-1)[:, None]
+            mx.eval(y)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            y = mx.argmax(model(y, cache=cache)[:, -1], axis=-1)[:, None]
+            mx.eval(y)
+        rates[b] = b * steps / (time.perf_counter() - t0)
+    return rates
+
+
+# ----- the servers -----
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def server(cmd: list[str], port: int, log_path: str, env: dict[str, str] | None = None) -> Iterator[int]:
+    """Start a server subprocess and wait (bounded) until ``/v1/models`` answers."""
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + STARTUP_TIMEOUT
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{cmd[2]} exited with {proc.returncode}; see {log_path}")
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"server did not start in {STARTUP_TIMEOUT}s; see {log_path}")
+                time.sleep(0.5)
+            yield proc.pid
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+# ----- the client: plain asyncio streams, so the load generator costs little per token -----
+
+
+@dataclass
+class Reply:
+    tokens: int = 0  # usage.completion_tokens, else content chunks
+    chunks: int = 0  # SSE events with non-empty content
+    ttft: float = 0.0
+    text: str = ""
+    error: str | None = None
+
+
+async def _read_body(reader: asyncio.StreamReader, chunked: bool) -> Any:
+    """Yield the body's bytes as they arrive (HTTP/1.1 chunked, or until the server closes)."""
+    if not chunked:
+        while data := await reader.read(65536):
+            yield data
+        return
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size == 0:
+            return
+        data = await reader.readexactly(size + 2)
+        yield data[:-2]
+
+
+async def chat(port: int, model: str, prompt: str, max_tokens: int) -> Reply:
+    body = json.dumps(
+        {
+            "model": model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    ).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    reply = Reply()
+    t0 = time.perf_counter()
+    usage: int | None = None
+    parts: list[str] = []
+    writer = None
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(head + body)
+        status_line, *headers = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        status = int(status_line.split()[1])
+        chunked = any(h.lower().startswith("transfer-encoding:") and "chunked" in h.lower() for h in headers)
+        if status != 200:
+            text = b"".join([d async for d in _read_body(reader, chunked)]).decode(errors="replace")
+            reply.error = f"HTTP {status}: {text[:120]}"
+            return reply
+        buf = b""
+        async for data in _read_body(reader, chunked):
+            buf += data
+            *events, buf = buf.split(b"\n\n")
+            for event in events:
+                if not event.startswith(b"data: ") or event == b"data: [DONE]":
+                    continue
+                msg = json.loads(event[6:])
+                if msg.get("usage"):
+                    usage = msg["usage"].get("completion_tokens")
+                for choice in msg.get("choices") or ():
+                    content = (choice.get("delta") or {}).get("content")
+                    if content:
+                        if not reply.chunks:
+                            reply.ttft = time.perf_counter() - t0
+                        reply.chunks += 1
+                        parts.append(content)
+                if msg.get("error"):
+                    reply.error = f"stream error: {str(msg['error'])[:120]}"
+    except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as e:
+        reply.error = f"{type(e).__name__}: {str(e)[:120]}"
+    finally:
+        if writer is not None:
+            writer.close()
+    reply.tokens = usage if usage is not None else reply.chunks
+    reply.text = "".join(parts)
+    return reply
+
+
+@dataclass
+class Load:
+    tokens_per_s: float
+    ttft_s: float
+    requests: int
+    tokens: int
+    short: int  # requests that received fewer than max_tokens tokens (errors excluded)
+    errors: list[str] = field(default_factory=list)
+    client_cpu_us_per_token: float = 0.0
+
+
+async def drive(port: int, model: str, clients: int, per_client: int, max_tokens: int, tag: str) -> Load:
+    """``clients`` concurrent clients, each sending ``per_client`` requests back to back."""
+
+    async def client(i: int) -> list[Reply]:
+        out = []
+        for j in range(per_client):
+            prompt = f"[{tag} {i}.{j}] {QUESTIONS[(i + j) % len(QUESTIONS)]}"
+            try:
+                out.append(await asyncio.wait_for(chat(port, model, prompt, max_tokens), REQUEST_TIMEOUT))
+            except asyncio.TimeoutError:
+                out.append(Reply(error=f"no answer in {REQUEST_TIMEOUT:.0f}s"))
+        return out
+
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    replies = [r for rs in await asyncio.gather(*(client(i) for i in range(clients))) for r in rs]
+    wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    ok = [r for r in replies if r.error is None]
+    tokens = sum(r.tokens for r in replies)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    return Load(
+        tokens_per_s=tokens / wall,
+        ttft_s=statistics.mean(r.ttft for r in ok) if ok else float("nan"),
+        requests=len(replies),
+        tokens=tokens,
+        short=sum(r.tokens < max_tokens for r in ok),
+        errors=[r.error for r in replies if r.error is not None],
+        client_cpu_us_per_token=cpu / max(tokens, 1) * 1e6,
+    )
+
+
+# ----- main -----
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (median kept)")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument(
+        "--requests", type=int, default=16, help="at least this many requests per measurement (2 per client at least)"
+    )
+    parser.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCY))
+    parser.add_argument("--model-dir", help="where to write the tiny model (default: a temporary directory)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
+    parser.add_argument("--cpu-blas", default="off", help="off (default), auto or a library: smgpy serve --cpu-blas")
+    parser.add_argument("--max-running", type=int, help="smgpy serve --max-running (default: smgpy's own)")
+    parser.add_argument("--decode-concurrency", type=int, help="mlx_lm.server --decode-concurrency (default: its own)")
+    parser.add_argument("--only", choices=("smgpy", "mlx_lm"), help="drive one server only")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+
+    blas = None
+    if args.cpu_blas != "off":
+        from smgpy.mlx.blas import install_cpu_blas
+
+        blas = install_cpu_blas(args.cpu_blas).library  # before mlx is imported: the model-step rates use it
+    tmp = tempfile.TemporaryDirectory(prefix="smgpy-tiny-")
+    model_dir = Path(args.model_dir or tmp.name).resolve()
+    build_tiny_model(model_dir, args.seed)
+    print(f"tiny model in {model_dir}; BLAS: {blas or 'bundled reference'} (both servers)", flush=True)
+    load_before = os.getloadavg()
+
+    steps = forward_step_rates(model_dir, tuple(sorted(set(args.concurrency) | {8})))
+    print("bare model decode step: " + ", ".join(f"batch {b}: {r:.0f} tok/s" for b, r in steps.items()), flush=True)
+
+    peer_env = dict(os.environ)
+    if blas:
+        peer_env["LD_PRELOAD"] = " ".join(filter(None, [blas, peer_env.get("LD_PRELOAD")]))
+    ports = {"smgpy": free_port(), "mlx_lm": free_port()}
+    cmds = {
+        "smgpy": [
+            sys.executable,
+            "-m",
+            "smgpy",
+            "serve",
+            "--model",
+            str(model_dir),
+            "--served-model-name",
+            "tiny",
+            "--port",
+            str(ports["smgpy"]),
+            "--log-level",
+            "warning",
+            *(["--cpu-blas", args.cpu_blas] if args.cpu_blas != "off" else []),
+            *(["--max-running", str(args.max_running)] if args.max_running else []),
+        ],
+        "mlx_lm": [
+            sys.executable,
+            "-m",
+            "mlx_lm.server",
+            "--model",
+            str(model_dir),
+            "--port",
+            str(ports["mlx_lm"]),
+            "--log-level",
+            "WARNING",
+            *(["--decode-concurrency", str(args.decode_concurrency)] if args.decode_concurrency else []),
+        ],
+    }
+    keys = [args.only] if args.only else list(cmds)
+    models = {"smgpy": "tiny", "mlx_lm": str(model_dir)}
+    runs: dict[str, dict[int, list[Load]]] = {k: {c: [] for c in args.concurrency} for k in keys}
+    log_dir = os.environ.get("TMPDIR", "/tmp")
+    with server(cmds["smgpy"], ports["smgpy"], os.path.join(log_dir, "bench-tiny-smgpy.log")) as pid_s:
+        with server(cmds["mlx_lm"], ports["mlx_lm"], os.path.join(log_dir, "bench-tiny-mlx_lm.log"), peer_env) as pid_m:
+            print(f"pids: smgpy {pid_s}, mlx_lm.server {pid_m}", flush=True)
+            # Warm-up (the first MLX calls compile kernels), and both servers must give the same greedy text.
+            texts = {}
+            for key in keys:
+                asyncio.run(drive(ports[key], models[key], 4, 1, args.max_tokens, "warm"))
+                texts[key] = asyncio.run(chat(ports[key], models[key], QUESTIONS[0], args.max_tokens))
+                r = texts[key]
+                print(f"{key}: {r.tokens} tokens, {r.chunks} chunks, error {r.error}: {r.text[:60]!r}", flush=True)
+            if len(texts) == 2 and texts["smgpy"].text != texts["mlx_lm"].text:
+                print("warning: the two servers' greedy texts differ", flush=True)
+            for rnd in range(args.rounds):
+                for c in args.concurrency:
+                    per_client = max(2, -(-args.requests // c))
+                    for key in keys if rnd % 2 == 0 else list(reversed(keys)):
+                        r = asyncio.run(drive(ports[key], models[key], c, per_client, args.max_tokens, f"{rnd}"))
+                        runs[key][c].append(r)
+                        print(
+                            f"round {rnd} c={c} {key}: {r.tokens_per_s:.1f} tok/s, ttft {r.ttft_s * 1000:.0f} ms, "
+                            f"{r.tokens} tokens in {r.requests} requests, {r.short} short, {len(r.errors)} errors, "
+                            f"client {r.client_cpu_us_per_token:.0f} us/token",
+                            flush=True,
+                        )
+                        for e in sorted(set(r.errors))[:3]:
+                            print(f"    error: {e}", flush=True)
+
+    results: dict[str, Any] = {
+        "blas": blas,
+        "max_tokens": args.max_tokens,
+        "bare_model_tokens_per_s": {str(b): r for b, r in steps.items()},
+        "loadavg_1m": {"before": load_before[0], "after": os.getloadavg()[0]},
+    }
+    for key in keys:
+        results[key] = {
+            str(c): {
+                "tokens_per_s": statistics.median(r.tokens_per_s for r in rs),
+                "ttft_s": statistics.median(r.ttft_s for r in rs),
+                "rounds_tokens_per_s": [r.tokens_per_s for r in rs],
+                "requests": sum(r.requests for r in rs),
+                "short": sum(r.short for r in rs),
+                "errors": sum(len(r.errors) for r in rs),
+                "error_kinds": sorted({e.split(":")[0] for r in rs for e in r.errors}),
+            }
+            for c, rs in runs[key].items()
+        }
+    print(json.dumps(results, indent=2))
+    if len(keys) == 2:
+        print()
+        print(
+            "| clients | bare model tok/s | smgpy tok/s | mlx_lm.server tok/s | ratio (range) | errors smgpy / mlx_lm |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|")
+        for c in args.concurrency:
+            s, m = results["smgpy"][str(c)], results["mlx_lm"][str(c)]
+            ratios = [
+                a.tokens_per_s / b.tokens_per_s
+                for a, b in zip(runs["smgpy"][c], runs["mlx_lm"][c], strict=True)
+                if b.tokens
+            ]
+            ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-"
+            print(
+                f"| {c} | {steps[c]:.0f} | {s['tokens_per_s']:.1f} | {m['tokens_per_s']:.1f} | {ratio} "
+                f"| {s['errors']} / {m['errors']} of {s['requests']} |"
+            )
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
