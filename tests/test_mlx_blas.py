@@ -141,7 +141,7 @@ def test_cpu_only_tricks_stay_off_other_platforms_and_gpu_builds(monkeypatch: py
 def test_openblas_is_used_and_gives_the_same_products() -> None:
     code = """
         from smgpy.mlx.blas import install_cpu_blas
-        got = install_cpu_blas("auto")
+        blas = install_cpu_blas("auto")
         import mlx.core as mx
         import numpy as np
 
@@ -150,7 +150,7 @@ def test_openblas_is_used_and_gives_the_same_products() -> None:
         b = rng.standard_normal((576, 1536), dtype=np.float32)
         got = np.array(mx.array(a) @ mx.array(b))
         assert np.allclose(got, a @ b, rtol=1e-4, atol=1e-3), float(np.abs(got - a @ b).max())
-        print(got.library)
+        print(blas.library)
     """
     out = python(code)
     assert out.returncode == 0, out.stderr

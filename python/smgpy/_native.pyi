@@ -9,6 +9,8 @@ from typing import Any, Literal, final
 
 __all__ = [
     "ChatTemplate",
+    "Decoder",
+    "FailKind",
     "Grammar",
     "GrammarError",
     "GrammarMatcher",
@@ -19,6 +21,7 @@ __all__ = [
     "TemplateError",
     "TemplateSyntaxError",
     "ToolCallStream",
+    "Tokenizer",
     "Vocabulary",
     "__version__",
     "blas_forward_install",
@@ -334,6 +337,34 @@ class OutputSink:
         """Whether the HTTP side of this request is gone."""
 
 @final
+class Tokenizer:
+    """A model's tokenizer from its tokenizer.json, in Rust (ids as the `tokenizers` package gives them)."""
+
+    @staticmethod
+    def from_file(path: str | os.PathLike[str], bos: str | None = None) -> Tokenizer:
+        """Load `path`; `bos` is the BOS token's text, if any (see `encode_prompt`)."""
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """Ids of `text`; `add_special_tokens` applies the tokenizer's post-processing."""
+    def encode_prompt(self, text: str) -> list[int]:
+        """Ids of a prompt: special tokens are added unless it starts with the BOS token."""
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        """Text of `ids`."""
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, added tokens included."""
+    def decoder(self, drop: list[int] = ...) -> Decoder:
+        """An incremental decoder for one sequence; ids in `drop` leave no text."""
+
+@final
+class Decoder:
+    """Generated ids to text deltas, never splitting a character."""
+
+    def push(self, id: int) -> str:
+        """Add one id; the text it completes (empty while a character is still partial)."""
+    def flush(self) -> str:
+        """Text still held back at the end (an incomplete character as U+FFFD)."""
+
+@final
 class FailKind:
     """Why an engine request failed, as the pump reports it to `OutputSink.fail`."""
 
@@ -341,7 +372,7 @@ class FailKind:
     CONTEXT_LENGTH: FailKind
     OVERLOADED: FailKind
     INTERNAL: FailKind
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __int__(self) -> int: ...
 
 @final
@@ -361,7 +392,7 @@ class Server:
         api_key: str | None = None,
         allowed_origins: list[str] | None = None,
         max_body_bytes: int = 33554432,
-        request_timeout: float | None = 1800.0,
+        request_timeout: float | None = None,
         context_length: int | None = None,
         keep_alive: float = 15.0,
         shutdown_timeout: float = 10.0,
@@ -380,6 +411,7 @@ class Server:
         max_total_num_tokens: int | None = None,
         accepts_images: bool = False,
         lark_grammars: bool = False,
+        prompt_ids: bool = False,
     ) -> Server: ...
     @property
     def parsers(self) -> tuple[str | None, str | None]:

@@ -223,6 +223,7 @@ async def serve_oai_async(
         max_total_num_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
         accepts_images=getattr(engine, "accepts_images", False) is True,
         lark_grammars=bool(getattr(engine, "lark_grammars", False)),
+        prompt_ids=getattr(engine, "accepts_input_ids", False) is True,
     )
     pump = _Pump(engine, native, request_class)
     stopped: asyncio.Future[None] = loop.create_future()

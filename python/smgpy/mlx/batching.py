@@ -29,7 +29,7 @@ from typing import Any
 import mlx.core as mx
 
 from smgpy.mlx import mlx_lm_api
-from smgpy.mlx.detokenize import IncrementalDecoder
+from smgpy.mlx.detokenize import TextDecoder
 from smgpy.mlx.prefix_cache import PrefixCache
 from smgpy.mlx.rewrite import Rewrites, rewrite_model
 from smgpy.mlx.sampling import SamplingParams, make_logits_processors, make_sampler
@@ -60,7 +60,7 @@ class Sequence:
     params: SamplingParams
     max_tokens: int
     stop_ids: frozenset[int]
-    decoder: IncrementalDecoder
+    decoder: TextDecoder
     outlet: Outlet
     top_logprobs: int | None  # None: no logprobs asked
     with_index: bool

@@ -13,9 +13,18 @@ turn, padding) are left out.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["IncrementalDecoder", "end_of_turn_ids"]
+__all__ = ["IncrementalDecoder", "TextDecoder", "end_of_turn_ids"]
+
+
+class TextDecoder(Protocol):
+    """One sequence's ids to text deltas: ``smgpy._native.Decoder`` (the model's tokenizer.json
+    in Rust) or :class:`IncrementalDecoder` (a Hugging Face tokenizer in Python)."""
+
+    def push(self, token: int, /) -> str: ...
+    def flush(self) -> str: ...
+
 
 # Tokens that end a turn or pad: never part of the visible text. Markers not in this list
 # (``<tool_call>``, ``<think>``, ``[TOOL_CALLS]``, ``<|python_tag|>``...) are kept.

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from smgpy._native import Tokenizer
 from smgpy.engine import ContextLengthExceeded, EngineOverloaded, EngineRequestError
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.batching import Outlet, Scheduler, Sequence
@@ -27,6 +28,22 @@ __all__ = ["MLXEngine", "resolve_model"]
 log = logging.getLogger("smgpy.mlx")
 
 DEFAULT_PREFIX_CACHE_BYTES = 2 << 30
+
+
+# Prompts up to this many characters are encoded on the event loop (well under a millisecond).
+_ENCODE_ON_LOOP_CHARS = 2048
+
+
+def _native_tokenizer(model_path: str, bos: str | None) -> Tokenizer | None:
+    """The model's tokenizer.json in Rust, or None when the model directory has none."""
+    path = Path(model_path) / "tokenizer.json"
+    if not path.is_file():
+        return None
+    try:
+        return Tokenizer.from_file(str(path), bos)
+    except ValueError as e:  # a tokenizer.json the Rust library cannot read: stay in Python
+        log.warning("%s: %s; tokenizing in Python", path, e)
+        return None
 
 
 class _Tokenizer:
@@ -168,8 +185,13 @@ class MLXEngine:
             for k in ("bos_token", "eos_token", "pad_token", "unk_token")
             if (v := getattr(self._hf, k, None)) is not None
         }
-        self.tokenizer = _Tokenizer(self._hf)
         self._bos = self.special_tokens.get("bos_token")
+        # The model's tokenizer.json in Rust when it has one: the server then tokenizes prompts
+        # itself (off this event loop) and sends input_ids, and each sequence's detokenizer is
+        # one Rust call per token. Otherwise the Hugging Face tokenizer in Python.
+        self._native = _native_tokenizer(model_path, self._bos)
+        self.tokenizer: Any = self._native if self._native is not None else _Tokenizer(self._hf)
+        self.accepts_input_ids = True
         # Structured output; the vocabulary is built by the first request that asks for it.
         self._structured = StructuredOutput(self._hf, self.eos_token_ids, self.vocab_size)
         # Sampling defaults for keys a request leaves out, as vLLM does: the model's
@@ -202,7 +224,7 @@ class MLXEngine:
 
     # ----- the engine protocol -----
 
-    def _prompt_tokens(self, obj: Any) -> list[int]:
+    async def _prompt_tokens(self, obj: Any) -> list[int]:
         ids = getattr(obj, "input_ids", None)
         if ids:
             tokens = [int(t) for t in ids]
@@ -216,14 +238,24 @@ class MLXEngine:
         text = getattr(obj, "text", None)
         if text is None:
             raise EngineRequestError("the request has neither text nor input_ids")
+        if self._native is not None:
+            # A long prompt is encoded off the event loop, which other streams need meanwhile.
+            if len(text) > _ENCODE_ON_LOOP_CHARS:
+                return await asyncio.to_thread(self._native.encode_prompt, text)
+            return self._native.encode_prompt(text)
         # A rendered chat template already carries its BOS; adding another would change the prompt.
         add_special = not (self._bos and text.startswith(self._bos))
         return list(self._hf.encode(text, add_special_tokens=add_special))
 
+    def _decoder(self) -> Any:
+        if self._native is not None:
+            return self._native.decoder(sorted(self._drop))
+        return IncrementalDecoder(self._hf, self._drop)
+
     async def generate_request(self, obj: Any) -> AsyncIterator[dict[str, Any]]:
         """Generate for ``obj`` (see :mod:`smgpy.engine`); yields ``"delta"`` output dicts."""
         rid = getattr(obj, "rid", None) or uuid.uuid4().hex
-        tokens = self._prompt_tokens(obj)
+        tokens = await self._prompt_tokens(obj)
         requested = dict(getattr(obj, "sampling_params", None) or {})
         for key, value in self.default_sampling.items():
             if requested.get(key) is None:
@@ -273,7 +305,7 @@ class MLXEngine:
                 params=params,
                 max_tokens=max_tokens,
                 stop_ids=stop_ids,
-                decoder=IncrementalDecoder(self._hf, self._drop),
+                decoder=self._decoder(),
                 outlet=outlet,
                 top_logprobs=top,
                 with_index=params.n > 1,

@@ -3,10 +3,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::common::{MatchedStop, StopField, StreamOptions, Usage};
+use crate::common::{MatchedStop, StreamOptions, Usage};
 use crate::error::ProtocolError;
 use crate::sampling::{check_ranges, SamplingParams};
 
+crate::with_sampling_fields! {
 /// The request body. Unknown fields are ignored; wrong types are errors naming the field.
 #[derive(Debug, Clone, Deserialize, Default)]
 pub struct CompletionRequest {
@@ -26,34 +27,6 @@ pub struct CompletionRequest {
     #[serde(default)]
     pub max_tokens: Option<u32>,
     #[serde(default)]
-    pub min_tokens: Option<u32>,
-    #[serde(default)]
-    pub temperature: Option<f64>,
-    #[serde(default)]
-    pub top_p: Option<f64>,
-    #[serde(default)]
-    pub top_k: Option<i64>,
-    #[serde(default)]
-    pub min_p: Option<f64>,
-    #[serde(default)]
-    pub repetition_penalty: Option<f64>,
-    #[serde(default)]
-    pub frequency_penalty: Option<f64>,
-    #[serde(default)]
-    pub presence_penalty: Option<f64>,
-    #[serde(default)]
-    pub stop: Option<StopField>,
-    #[serde(default)]
-    pub stop_token_ids: Option<Vec<i64>>,
-    #[serde(default)]
-    pub include_stop_str_in_output: bool,
-    #[serde(default)]
-    pub ignore_eos: Option<bool>,
-    #[serde(default)]
-    pub seed: Option<i64>,
-    #[serde(default)]
-    pub n: Option<u32>,
-    #[serde(default)]
     pub best_of: Option<u32>,
     /// Number of top alternatives per token (0..=5); any value turns logprobs on.
     #[serde(default)]
@@ -61,32 +34,8 @@ pub struct CompletionRequest {
     #[serde(default)]
     pub echo: bool,
     #[serde(default)]
-    pub logit_bias: Option<Map<String, Value>>,
-    /// Structured output (see `structured::from_openai`): OpenAI's `response_format`, vLLM's
-    /// `structured_outputs` and `guided_*`, SGLang's `json_schema` / `regex` / `ebnf` /
-    /// `structural_tag`.
-    #[serde(default)]
-    pub response_format: Option<Value>,
-    #[serde(default)]
-    pub structured_outputs: Option<Value>,
-    #[serde(default)]
-    pub guided_json: Option<Value>,
-    #[serde(default)]
-    pub guided_regex: Option<Value>,
-    #[serde(default)]
-    pub guided_choice: Option<Value>,
-    #[serde(default)]
-    pub guided_grammar: Option<Value>,
-    #[serde(default)]
-    pub json_schema: Option<Value>,
-    #[serde(default)]
-    pub regex: Option<Value>,
-    #[serde(default)]
-    pub ebnf: Option<Value>,
-    #[serde(default)]
-    pub structural_tag: Option<Value>,
-    #[serde(default)]
     pub user: Option<String>,
+}
 }
 
 /// OpenAI's default `max_tokens` for completions.
@@ -105,41 +54,7 @@ pub enum Prompt {
 impl CompletionRequest {
     /// Engine sampling parameters (shared by every prompt of the batch).
     pub fn sampling(&self) -> SamplingParams {
-        SamplingParams {
-            max_new_tokens: Some(self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
-            min_new_tokens: self.min_tokens,
-            temperature: self.temperature,
-            top_p: self.top_p,
-            top_k: self.top_k,
-            min_p: self.min_p,
-            repetition_penalty: self.repetition_penalty,
-            frequency_penalty: self.frequency_penalty,
-            presence_penalty: self.presence_penalty,
-            stop: self.stop.clone().map(StopField::into_vec).unwrap_or_default(),
-            stop_token_ids: self.stop_token_ids.clone().unwrap_or_default(),
-            ignore_eos: self.ignore_eos,
-            seed: self.seed,
-            n: self.n,
-            logit_bias: self.logit_bias.clone(),
-            structured: self.structured().ok().flatten(),
-            response_format: self.response_format.clone(),
-        }
-    }
-
-    /// The structured output this request asks for, in whichever shape it was sent.
-    pub fn structured(&self) -> Result<Option<crate::structured::Structured>, ProtocolError> {
-        crate::structured::from_openai(crate::structured::OpenAiFields {
-            response_format: self.response_format.as_ref(),
-            structured_outputs: self.structured_outputs.as_ref(),
-            guided_json: self.guided_json.as_ref(),
-            guided_regex: self.guided_regex.as_ref(),
-            guided_choice: self.guided_choice.as_ref(),
-            guided_grammar: self.guided_grammar.as_ref(),
-            json_schema: self.json_schema.as_ref(),
-            regex: self.regex.as_ref(),
-            ebnf: self.ebnf.as_ref(),
-            structural_tag: self.structural_tag.as_ref(),
-        })
+        self.shared_sampling(Some(self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)))
     }
 
     /// Validate and return the prompts in order (a batch yields one entry per prompt).

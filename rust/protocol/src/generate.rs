@@ -1,9 +1,8 @@
 //! sglang-native `POST /generate`: `text` or `input_ids`, `sampling_params` with sglang's names.
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::common::StopField;
 use crate::error::ProtocolError;
 use crate::sampling::{check_ranges, SamplingParams};
 
@@ -26,47 +25,14 @@ pub struct GenerateBody {
     pub rid: Option<String>,
 }
 
+crate::with_sampling_fields! {
 /// sglang `sampling_params`. Unknown keys are ignored, as sglang's own server does for ones it
-/// does not use.
+/// does not use. SGLang's `min_new_tokens` and `sampling_seed` are the shared fields' aliases.
 #[derive(Debug, Clone, Deserialize, Default)]
 pub struct SamplingBody {
     #[serde(default)]
     pub max_new_tokens: Option<u32>,
-    #[serde(default)]
-    pub min_new_tokens: Option<u32>,
-    #[serde(default)]
-    pub temperature: Option<f64>,
-    #[serde(default)]
-    pub top_p: Option<f64>,
-    #[serde(default)]
-    pub top_k: Option<i64>,
-    #[serde(default)]
-    pub min_p: Option<f64>,
-    #[serde(default)]
-    pub repetition_penalty: Option<f64>,
-    #[serde(default)]
-    pub frequency_penalty: Option<f64>,
-    #[serde(default)]
-    pub presence_penalty: Option<f64>,
-    #[serde(default)]
-    pub stop: Option<StopField>,
-    #[serde(default)]
-    pub stop_token_ids: Option<Vec<i64>>,
-    #[serde(default)]
-    pub ignore_eos: Option<bool>,
-    #[serde(default)]
-    pub sampling_seed: Option<i64>,
-    /// Structured output, SGLang's keys (see `structured::from_sglang`).
-    #[serde(default)]
-    pub json_schema: Option<Value>,
-    #[serde(default)]
-    pub regex: Option<Value>,
-    #[serde(default)]
-    pub ebnf: Option<Value>,
-    #[serde(default)]
-    pub structural_tag: Option<Value>,
-    #[serde(default)]
-    pub logit_bias: Option<Map<String, Value>>,
+}
 }
 
 /// The prompt of a `/generate` request.
@@ -79,36 +45,27 @@ pub enum GeneratePrompt {
 impl GenerateBody {
     pub fn sampling(&self) -> SamplingParams {
         let s = &self.sampling_params;
+        // SGLang's sampling_params has no `n` here (one prompt, one output).
         SamplingParams {
-            max_new_tokens: s.max_new_tokens,
-            min_new_tokens: s.min_new_tokens,
-            temperature: s.temperature,
-            top_p: s.top_p,
-            top_k: s.top_k,
-            min_p: s.min_p,
-            repetition_penalty: s.repetition_penalty,
-            frequency_penalty: s.frequency_penalty,
-            presence_penalty: s.presence_penalty,
-            stop: s.stop.clone().map(StopField::into_vec).unwrap_or_default(),
-            stop_token_ids: s.stop_token_ids.clone().unwrap_or_default(),
-            ignore_eos: s.ignore_eos,
-            seed: s.sampling_seed,
             n: None,
-            logit_bias: s.logit_bias.clone(),
             structured: self.structured().ok().flatten(),
-            response_format: None,
+            ..s.shared_sampling(s.max_new_tokens)
         }
     }
 
-    /// The structured output `sampling_params` asks for.
+    /// The structured output `sampling_params` asks for (its field named under `sampling_params`).
     pub fn structured(&self) -> Result<Option<crate::structured::Structured>, ProtocolError> {
-        let s = &self.sampling_params;
-        crate::structured::from_sglang(
-            s.json_schema.as_ref(),
-            s.regex.as_ref(),
-            s.ebnf.as_ref(),
-            s.structural_tag.as_ref(),
-        )
+        let under = |p: String| format!("sampling_params.{p}");
+        match self.sampling_params.structured() {
+            Ok(s) => Ok(s.map(|mut s| {
+                s.param = under(s.param);
+                s
+            })),
+            Err(mut e) => {
+                e.param = e.param.map(under);
+                Err(e)
+            }
+        }
     }
 
     pub fn validate(&self) -> Result<GeneratePrompt, ProtocolError> {

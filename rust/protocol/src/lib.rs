@@ -9,6 +9,8 @@ pub mod completion;
 pub mod error;
 pub mod generate;
 pub mod images;
+#[macro_use]
+mod request_fields;
 pub mod responses;
 pub mod sampling;
 pub mod structured;

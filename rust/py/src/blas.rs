@@ -1,5 +1,4 @@
 //! Python binding for `smgpy-blas` (one-row products through gemv for MLX on Linux).
-use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use smgpy_blas::Mode;
 
@@ -8,7 +7,7 @@ use smgpy_blas::Mode;
 /// `smgpy.mlx.blas`). Raises `OSError` when the library cannot be used.
 #[pyfunction]
 fn blas_forward_install(library: &str) -> PyResult<()> {
-    smgpy_blas::install(library).map_err(|e| PyOSError::new_err(e.to_string()))
+    smgpy_blas::install(library).map_err(crate::errors::blas)
 }
 
 /// How many one-row products went through gemv so far.
@@ -26,7 +25,7 @@ fn blas_set_mode(mode: &str) -> PyResult<()> {
         "gemv" => Mode::Gemv,
         "skinny" => Mode::Skinny,
         other => {
-            return Err(PyValueError::new_err(format!(
+            return Err(crate::errors::invalid(format!(
                 "unknown BLAS forwarding mode {other:?}: use \"off\", \"gemv\" or \"skinny\""
             )))
         }

@@ -2,7 +2,6 @@
 //! and Python object -> chat-template value (`HostValue`) for rendering without JSON at all.
 //! Dict key order is kept (`serde_json` is built with `preserve_order`).
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
@@ -58,7 +57,7 @@ pub fn py_to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
             .collect::<PyResult<Vec<_>>>()
             .map(Value::Array);
     }
-    Err(PyTypeError::new_err(format!(
+    Err(crate::errors::wrong_type(format!(
         "cannot convert a Python {} to JSON: use dict, list, str, int, float, bool or None",
         obj.get_type().name()?
     )))
@@ -117,7 +116,7 @@ pub fn py_to_host(obj: &Bound<'_, PyAny>) -> PyResult<HostValue> {
             .collect::<PyResult<_>>()
             .map(HostValue::list);
     }
-    Err(PyTypeError::new_err(format!(
+    Err(crate::errors::wrong_type(format!(
         "cannot pass a Python {} to a chat template: use dict, list, str, int, float, bool or None",
         obj.get_type().name()?
     )))
@@ -125,10 +124,9 @@ pub fn py_to_host(obj: &Bound<'_, PyAny>) -> PyResult<HostValue> {
 
 /// Write a Python object into a template document at `slot` (same rules as [`py_to_host`]).
 pub fn py_into_doc(obj: &Bound<'_, PyAny>, doc: &mut Doc, slot: Slot) -> PyResult<()> {
-    let too_large = |e: smgpy_template::TooLarge| PyValueError::new_err(e.to_string());
     if obj.is_exact_instance_of::<PyString>() {
         if let Ok(s) = obj.cast_exact::<PyString>() {
-            return doc.set_str(slot, s.to_str()?).map_err(too_large);
+            return doc.set_str(slot, s.to_str()?).map_err(crate::errors::too_large);
         }
     }
     if obj.is_exact_instance_of::<PyDict>() {
@@ -141,14 +139,14 @@ pub fn py_into_doc(obj: &Bound<'_, PyAny>, doc: &mut Doc, slot: Slot) -> PyResul
         return Ok(());
     }
     if let Ok(l) = obj.cast::<PyList>() {
-        let first = doc.set_list(slot, l.len()).map_err(too_large)?;
+        let first = doc.set_list(slot, l.len()).map_err(crate::errors::too_large)?;
         for (k, item) in l.iter().enumerate().take(l.len()) {
             py_into_doc(&item, doc, first + k)?;
         }
         return Ok(());
     }
     if let Ok(s) = obj.cast::<PyString>() {
-        return doc.set_str(slot, s.to_str()?).map_err(too_large);
+        return doc.set_str(slot, s.to_str()?).map_err(crate::errors::too_large);
     }
     if let Ok(d) = obj.cast::<PyDict>() {
         return dict_into_doc(d, doc, slot);
@@ -163,7 +161,7 @@ pub fn py_into_doc(obj: &Bound<'_, PyAny>, doc: &mut Doc, slot: Slot) -> PyResul
             return Ok(());
         }
         if let Ok(v) = obj.extract::<i128>() {
-            return doc.set_big_int(slot, v).map_err(too_large);
+            return doc.set_big_int(slot, v).map_err(crate::errors::too_large);
         }
         doc.set_float(slot, obj.extract()?);
         return Ok(());
@@ -173,13 +171,13 @@ pub fn py_into_doc(obj: &Bound<'_, PyAny>, doc: &mut Doc, slot: Slot) -> PyResul
         return Ok(());
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
-        let first = doc.set_list(slot, t.len()).map_err(too_large)?;
+        let first = doc.set_list(slot, t.len()).map_err(crate::errors::too_large)?;
         for (k, item) in t.iter().enumerate().take(t.len()) {
             py_into_doc(&item, doc, first + k)?;
         }
         return Ok(());
     }
-    Err(PyTypeError::new_err(format!(
+    Err(crate::errors::wrong_type(format!(
         "cannot pass a Python {} to a chat template: use dict, list, str, int, float, bool or None",
         obj.get_type().name()?
     )))
@@ -187,15 +185,12 @@ pub fn py_into_doc(obj: &Bound<'_, PyAny>, doc: &mut Doc, slot: Slot) -> PyResul
 
 /// A dict into a document, keys as strings (`str(key)` for other keys).
 pub fn dict_into_doc(d: &Bound<'_, PyDict>, doc: &mut Doc, slot: Slot) -> PyResult<()> {
-    let too_large = |e: smgpy_template::TooLarge| PyValueError::new_err(e.to_string());
     let len = d.len();
-    let first = doc.set_dict(slot, len).map_err(too_large)?;
+    let first = doc.set_dict(slot, len).map_err(crate::errors::too_large)?;
     let mut k = 0;
     for (key, value) in d.iter() {
         if k == len {
-            return Err(pyo3::exceptions::PyRuntimeError::new_err(
-                "a dict changed size while it was read",
-            ));
+            return Err(crate::errors::misuse("a dict changed size while it was read"));
         }
         match key.cast_exact::<PyString>() {
             Ok(s) => doc.set_str(first + 2 * k, s.to_str()?),
@@ -204,7 +199,7 @@ pub fn dict_into_doc(d: &Bound<'_, PyDict>, doc: &mut Doc, slot: Slot) -> PyResu
                 Err(_) => doc.set_str(first + 2 * k, key.str()?.to_str()?),
             },
         }
-        .map_err(too_large)?;
+        .map_err(crate::errors::too_large)?;
         py_into_doc(&value, doc, first + 2 * k + 1)?;
         k += 1;
     }

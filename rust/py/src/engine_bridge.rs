@@ -12,7 +12,6 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
@@ -298,7 +297,7 @@ impl OutputSink {
     /// `flush` until it returns 0) or 2 (the client is gone: stop generating).
     fn push(&mut self, out: &Bound<'_, PyAny>) -> PyResult<u8> {
         if self.stash.is_some() {
-            return Err(PyRuntimeError::new_err(
+            return Err(crate::errors::misuse(
                 "OutputSink.push called while full: call flush() first",
             ));
         }
@@ -338,7 +337,7 @@ impl OutputSink {
         let py = out.py();
         let d = out
             .cast::<PyDict>()
-            .map_err(|_| pyo3::exceptions::PyTypeError::new_err("engine outputs must be dicts (see smgpy.engine)"))?;
+            .map_err(|_| crate::errors::wrong_type("engine outputs must be dicts (see smgpy.engine)"))?;
         let mut o = EngineOutput::default();
         let delta_mode;
         if let Some(delta) = d.get_item(intern!(py, "delta"))? {

@@ -13,6 +13,7 @@ mod server;
 mod stop;
 mod structured;
 mod template;
+mod tokenizer;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -21,6 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     parsers::register(m)?;
     reasoning::register(m)?;
     template::register(m)?;
+    tokenizer::register(m)?;
     stop::register(m)?;
     structured::register(m)?;
     server::register(m)?;

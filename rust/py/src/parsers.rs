@@ -1,22 +1,15 @@
 //! Python binding for the tool-call parsers: conversion only, the logic is in `smgpy-parsers`.
 use crate::convert::py_to_value;
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use smgpy_parsers::tool::{self, Forced, ToolCallParser, ToolDef, ToolDelta, ToolFormat, ToolParseResult};
-use smgpy_parsers::ParserError;
 
 /// Inputs larger than this are parsed with the GIL released.
 const DETACH_BYTES: usize = 1 << 16;
 
-/// Map a parser error to Python (moves to `errors.rs` later).
-fn to_py_err(e: ParserError) -> PyErr {
-    PyValueError::new_err(e.to_string())
-}
-
 fn format_of(parser: &str) -> PyResult<ToolFormat> {
-    parser.parse::<ToolFormat>().map_err(to_py_err)
+    parser.parse::<ToolFormat>().map_err(crate::errors::parser)
 }
 
 /// Tools in OpenAI form `{"type": "function", "function": {"name", "parameters"}}` or flat form
@@ -28,7 +21,7 @@ fn tool_defs(tools: Option<&Bound<'_, PyList>>) -> PyResult<Option<Vec<ToolDef>>
         let value = py_to_value(&item)?;
         let f = value.get("function").filter(|f| f.is_object()).unwrap_or(&value);
         let Some(name) = f.get("name").and_then(|n| n.as_str()) else {
-            return Err(PyTypeError::new_err(
+            return Err(crate::errors::wrong_type(
                 "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}} or {\"name\": ...}",
             ));
         };
@@ -128,7 +121,7 @@ fn forced_of(choice: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Forced>> {
         return match word {
             "auto" => Ok(None),
             "required" => Ok(Some(Forced::List)),
-            other => Err(PyValueError::new_err(format!(
+            other => Err(crate::errors::invalid(format!(
                 "tool_choice must be \"auto\", \"required\" or {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, got {other:?}"
             ))),
         };
@@ -140,7 +133,7 @@ fn forced_of(choice: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Forced>> {
         .or_else(|| value.get("name"))
         .and_then(serde_json::Value::as_str)
         .ok_or_else(|| {
-            PyValueError::new_err("a named tool_choice is {\"type\": \"function\", \"function\": {\"name\": ...}}")
+            crate::errors::invalid("a named tool_choice is {\"type\": \"function\", \"function\": {\"name\": ...}}")
         })?;
     Ok(Some(Forced::Call(name.to_string())))
 }

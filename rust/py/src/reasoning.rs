@@ -1,20 +1,13 @@
 //! Python binding for the reasoning parsers: conversion only, the logic is in `smgpy-parsers`.
-use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use smgpy_parsers::reasoning::{
     self, prompt_state, ReasoningDelta, ReasoningFormat, ReasoningOptions, ReasoningParser,
 };
-use smgpy_parsers::ParserError;
-
-/// Map a parser error to Python (moves to `errors.rs` later).
-fn to_py_err(e: ParserError) -> PyErr {
-    PyValueError::new_err(e.to_string())
-}
 
 fn format_of(parser: &str) -> PyResult<ReasoningFormat> {
-    parser.parse::<ReasoningFormat>().map_err(to_py_err)
+    parser.parse::<ReasoningFormat>().map_err(crate::errors::parser)
 }
 
 fn delta_to_dict<'py>(py: Python<'py>, d: &ReasoningDelta) -> PyResult<Bound<'py, PyDict>> {

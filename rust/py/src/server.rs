@@ -6,7 +6,6 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use smgpy_parsers::{ReasoningFormat, ToolFormat};
@@ -35,7 +34,7 @@ fn init_logging(level: &str) -> PyResult<()> {
         other => other.to_string(),
     };
     let filter = tracing_subscriber::EnvFilter::try_new(format!("warn,smgpy_server={level},smgpy_py={level}"))
-        .map_err(|e| PyValueError::new_err(format!("invalid log level `{level}`: {e}")))?;
+        .map_err(|e| crate::errors::invalid(format!("invalid log level `{level}`: {e}")))?;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
@@ -43,6 +42,20 @@ fn init_logging(level: &str) -> PyResult<()> {
         .with_ansi(false)
         .try_init();
     Ok(())
+}
+
+/// The tokio runtime every server of this process runs on, started on first use.
+fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("smgpy-http")
+        .enable_all()
+        .build()
+        .map_err(|e| crate::errors::os(format!("cannot start the HTTP runtime: {e}")))?;
+    Ok(RUNTIME.get_or_init(|| rt))
 }
 
 /// An HTTP server bound to one engine.
@@ -66,7 +79,7 @@ fn parse_tool(name: Option<&str>) -> PyResult<Option<ToolFormat>> {
         None | Some("") | Some("none") => Ok(None),
         Some(n) => ToolFormat::from_str(n)
             .map(Some)
-            .map_err(|e| PyValueError::new_err(e.to_string())),
+            .map_err(|e| crate::errors::invalid(e.to_string())),
     }
 }
 
@@ -75,7 +88,7 @@ fn parse_reasoning(name: Option<&str>) -> PyResult<Option<ReasoningFormat>> {
         None | Some("") | Some("none") => Ok(None),
         Some(n) => ReasoningFormat::from_str(n)
             .map(Some)
-            .map_err(|e| PyValueError::new_err(e.to_string())),
+            .map_err(|e| crate::errors::invalid(e.to_string())),
     }
 }
 
@@ -87,12 +100,12 @@ impl Server {
     #[new]
     #[pyo3(signature = (*, host, port, model_name, chat_template = None, special_tokens = None,
         tool_parser = None, reasoning_parser = None, api_key = None, allowed_origins = None,
-        max_body_bytes = 33_554_432, request_timeout = Some(1800.0), context_length = None,
+        max_body_bytes = 33_554_432, request_timeout = None, context_length = None,
         keep_alive = 15.0, shutdown_timeout = 10.0, tokenizer = None, get_load = None,
         header_read_timeout = 30.0, body_read_timeout = 60.0, max_connections = 1024,
         engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
         response_store_bytes = 268_435_456, flush_cache = None, worker_id = None, model_path = None,
-        max_total_num_tokens = None, accepts_images = false, lark_grammars = false))]
+        max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -124,6 +137,7 @@ impl Server {
         max_total_num_tokens: Option<u64>,
         accepts_images: bool,
         lark_grammars: bool,
+        prompt_ids: bool,
     ) -> PyResult<Self> {
         let template = match chat_template {
             None => None,
@@ -151,11 +165,19 @@ impl Server {
             if v.is_finite() && v > 0.0 {
                 Ok(Duration::from_secs_f64(v))
             } else {
-                Err(PyValueError::new_err(format!(
+                Err(crate::errors::invalid(format!(
                     "{name} must be a positive number of seconds, got {v}"
                 )))
             }
         };
+        let native_tokenizer = tokenizer.as_ref().and_then(|t| {
+            Python::attach(|py| {
+                t.bind(py)
+                    .cast::<crate::tokenizer::PyTokenizer>()
+                    .ok()
+                    .map(|n| n.get().inner.clone())
+            })
+        });
         let config = ServerConfig {
             model_name,
             chat_template: template,
@@ -168,7 +190,7 @@ impl Server {
             header_read_timeout: positive("header_read_timeout", header_read_timeout)?,
             body_read_timeout: positive("body_read_timeout", body_read_timeout)?,
             max_connections: if max_connections == 0 {
-                return Err(PyValueError::new_err("max_connections must be at least 1"));
+                return Err(crate::errors::invalid("max_connections must be at least 1"));
             } else {
                 max_connections
             },
@@ -184,10 +206,17 @@ impl Server {
             keep_alive: positive("keep_alive", keep_alive)?,
             shutdown_timeout: positive("shutdown_timeout", shutdown_timeout)?,
             lark_grammars,
+            tokenizer: native_tokenizer.clone(),
+            prompt_ids: prompt_ids && native_tokenizer.is_some(),
         };
-        let tokenizer = tokenizer.map(|t| Arc::new(PyTokenizer(t)) as Arc<dyn smgpy_server::engine::Tokenizer>);
+        // A Rust tokenizer is used directly; any other object is called through Python.
+        let tokenizer = if native_tokenizer.is_some() {
+            None
+        } else {
+            tokenizer.map(|t| Arc::new(PyTokenizer(t)) as Arc<dyn smgpy_server::engine::Tokenizer>)
+        };
         let bridge = Bridge::new(tokenizer, get_load, flush_cache)
-            .map_err(|e| PyOSError::new_err(format!("cannot create the engine wake-up socket: {e}")))?;
+            .map_err(|e| crate::errors::os(format!("cannot create the engine wake-up socket: {e}")))?;
         let (shutdown, _) = watch::channel(false);
         let (done_tx, done) = watch::channel(false);
         Ok(Self {
@@ -227,16 +256,16 @@ impl Server {
         let config = self
             .config
             .take()
-            .ok_or_else(|| PyRuntimeError::new_err("this server was already started"))?;
+            .ok_or_else(|| crate::errors::misuse("this server was already started"))?;
         let done_tx = self
             .done_tx
             .take()
-            .ok_or_else(|| PyRuntimeError::new_err("this server was already started"))?;
-        let rt = pyo3_async_runtimes::tokio::get_runtime();
+            .ok_or_else(|| crate::errors::misuse("this server was already started"))?;
+        let rt = runtime()?;
         let bind = self.bind.clone();
         let (listener, addr) = py
             .detach(|| rt.block_on(smgpy_server::bind(&bind)))
-            .map_err(|e| PyOSError::new_err(format!("cannot listen on {bind}: {e}")))?;
+            .map_err(|e| crate::errors::os(format!("cannot listen on {bind}: {e}")))?;
         let state = AppState::new(Arc::new(PyEngine(self.bridge.clone())), config);
         self.health = Some(state.health());
         let mut sd = self.shutdown.subscribe();

@@ -1,20 +1,14 @@
 //! Python binding for stop-sequence matching: `smgpy._native.StopMatcher` wraps
 //! `smgpy_stop::StopMatcher` and only converts arguments and results.
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use smgpy_stop::{StopError, StopOutput};
+use smgpy_stop::StopOutput;
 
 /// `stops` may be one string or a list of strings, as in the OpenAI `stop` parameter.
 #[derive(FromPyObject)]
 enum StopsArg {
     One(String),
     Many(Vec<String>),
-}
-
-/// Bad stop lists are bad input: a `ValueError` carrying the core message.
-fn to_py_err(err: StopError) -> PyErr {
-    PyValueError::new_err(err.to_string())
 }
 
 /// Streaming stop-sequence matcher on decoded text.
@@ -45,7 +39,7 @@ impl PyStopMatcher {
         };
         smgpy_stop::StopMatcher::new(stops, include_stop)
             .map(Self::from)
-            .map_err(to_py_err)
+            .map_err(crate::errors::stop)
     }
 
     /// Feed one text delta; returns the text that is safe to emit now.

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use smgpy_structured::{Grammar, GrammarMatcher, Source, Vocabulary};
 
-use crate::errors::{structured as error, GrammarError};
+use crate::errors::structured as error;
 
 /// A model's vocabulary as bytes, ready for masks. Built once per model.
 ///
@@ -42,7 +42,7 @@ impl PyVocabulary {
     /// `GrammarError` when it cannot be enforced.
     fn compile(&self, py: Python<'_>, key: &str, text: String) -> PyResult<PyGrammar> {
         let source = Source::from_key(key, text).ok_or_else(|| {
-            GrammarError::new_err(format!(
+            crate::errors::grammar(format!(
                 "unknown constraint key `{key}`; expected one of {}",
                 Source::KEYS.join(", ")
             ))

@@ -1,45 +1,11 @@
 //! Python binding for chat templates: `smgpy._native.ChatTemplate` wraps `smgpy_template::ChatTemplate`,
 //! plus `normalize_messages` / `normalize_tools`. Conversion only; rendering runs with the GIL released.
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use serde_json::{Map, Value};
-use smgpy_template::{
-    DateTime, Doc, DocRenderArgs, HostRenderArgs, HostValue, RenderArgs, Slot, TemplateError as CoreError,
-};
+use smgpy_template::{DateTime, Doc, DocRenderArgs, HostRenderArgs, HostValue, RenderArgs, Slot};
 
 use crate::convert::{dict_pairs, py_into_doc, py_to_host, py_to_value, str_key_pairs, value_to_py};
-
-pyo3::create_exception!(
-    smgpy._native,
-    TemplateError,
-    PyValueError,
-    "A chat template refused its input (`raise_exception`) or failed to render."
-);
-pyo3::create_exception!(
-    smgpy._native,
-    TemplateSyntaxError,
-    PyValueError,
-    "A chat template does not compile; `file`, `line` and `reason` say where and why."
-);
-
-/// Map a core template error to `TemplateError` / `TemplateSyntaxError` / `FileNotFoundError` / `OSError`.
-fn to_py_err(err: CoreError) -> PyErr {
-    let message = err.to_string();
-    match err {
-        CoreError::Syntax { name, line, reason } => Python::attach(|py| {
-            let e = TemplateSyntaxError::new_err(message);
-            let v = e.value(py);
-            let _ = v.setattr("file", name);
-            let _ = v.setattr("line", line);
-            let _ = v.setattr("reason", reason);
-            e
-        }),
-        CoreError::NotFound { .. } => pyo3::exceptions::PyFileNotFoundError::new_err(message),
-        CoreError::Io { .. } => pyo3::exceptions::PyOSError::new_err(message),
-        CoreError::Raised { .. } | CoreError::Render { .. } => TemplateError::new_err(message),
-    }
-}
 
 fn dict_to_map(d: Option<&Bound<'_, PyDict>>) -> PyResult<Map<String, Value>> {
     match d {
@@ -57,9 +23,7 @@ fn list_to_values(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option
         Some(o) if o.is_none() => Ok(None),
         Some(o) => match py_to_value(o)? {
             Value::Array(a) => Ok(Some(a)),
-            _ => Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                "{what} must be a list of dicts"
-            ))),
+            _ => Err(crate::errors::wrong_type(format!("{what} must be a list of dicts"))),
         },
     }
 }
@@ -70,9 +34,8 @@ const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning
 /// One message into a document as transformers passes it (None-valued keys left out), in one pass over
 /// the dict. `false` when it has a reasoning field, which the value path aliases.
 fn message_into_doc(d: &Bound<'_, PyDict>, doc: &mut Doc, slot: Slot) -> PyResult<bool> {
-    let too_large = |e: smgpy_template::TooLarge| PyValueError::new_err(e.to_string());
     let len = d.len();
-    let first = doc.set_dict(slot, len).map_err(too_large)?;
+    let first = doc.set_dict(slot, len).map_err(crate::errors::too_large)?;
     let mut k = 0;
     for (key, value) in d.iter() {
         if value.is_none() {
@@ -86,11 +49,9 @@ fn message_into_doc(d: &Bound<'_, PyDict>, doc: &mut Doc, slot: Slot) -> PyResul
             return Ok(false);
         }
         if k == len {
-            return Err(pyo3::exceptions::PyRuntimeError::new_err(
-                "a message dict changed size while it was read",
-            ));
+            return Err(crate::errors::misuse("a message dict changed size while it was read"));
         }
-        doc.set_str(first + 2 * k, key).map_err(too_large)?;
+        doc.set_str(first + 2 * k, key).map_err(crate::errors::too_large)?;
         py_into_doc(&value, doc, first + 2 * k + 1)?;
         k += 1;
     }
@@ -107,10 +68,9 @@ fn doc_args(
     documents: Option<&Bound<'_, PyAny>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Option<DocRenderArgs>> {
-    let too_large = |e: smgpy_template::TooLarge| PyValueError::new_err(e.to_string());
     let mut doc = Doc::with_capacity(16 * messages.len() + 64, 4096);
-    let root = doc.reserve(1).map_err(too_large)?;
-    let first = doc.set_list(root, messages.len()).map_err(too_large)?;
+    let root = doc.reserve(1).map_err(crate::errors::too_large)?;
+    let first = doc.set_list(root, messages.len()).map_err(crate::errors::too_large)?;
     for (k, m) in messages.iter().enumerate().take(messages.len()) {
         let Ok(d) = m.cast::<PyDict>() else { return Ok(None) };
         if !message_into_doc(d, &mut doc, first + k)? {
@@ -122,13 +82,11 @@ fn doc_args(
             None => Ok(None),
             Some(o) if o.is_none() => Ok(None),
             Some(o) if o.is_instance_of::<PyList>() || o.is_instance_of::<pyo3::types::PyTuple>() => {
-                let slot = doc.reserve(1).map_err(too_large)?;
+                let slot = doc.reserve(1).map_err(crate::errors::too_large)?;
                 py_into_doc(o, &mut doc, slot)?;
                 Ok(Some(slot))
             }
-            Some(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                "{what} must be a list of dicts"
-            ))),
+            Some(_) => Err(crate::errors::wrong_type(format!("{what} must be a list of dicts"))),
         }
     };
     let tools = list(tools, "tools")?;
@@ -182,9 +140,7 @@ fn host_list(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<Vec<
             .map(|v| py_to_host(&v?))
             .collect::<PyResult<_>>()
             .map(Some),
-        Some(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
-            "{what} must be a list of dicts"
-        ))),
+        Some(_) => Err(crate::errors::wrong_type(format!("{what} must be a list of dicts"))),
     }
 }
 
@@ -229,9 +185,12 @@ impl PyChatTemplate {
     #[pyo3(signature = (source, special_tokens = None, *, now = None))]
     fn new(source: &str, special_tokens: Option<&Bound<'_, PyDict>>, now: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let tokens = dict_to_map(special_tokens)?;
-        let t = smgpy_template::ChatTemplate::from_source_or_path(source, tokens).map_err(to_py_err)?;
+        let t = smgpy_template::ChatTemplate::from_source_or_path(source, tokens).map_err(crate::errors::template)?;
         match now {
-            Some(now) => t.with_now(datetime_from_py(now)?).map(Self::from).map_err(to_py_err),
+            Some(now) => t
+                .with_now(datetime_from_py(now)?)
+                .map(Self::from)
+                .map_err(crate::errors::template),
             None => Ok(Self::from(t)),
         }
     }
@@ -241,9 +200,12 @@ impl PyChatTemplate {
     #[staticmethod]
     #[pyo3(signature = (path, *, now = None))]
     fn from_model_dir(path: std::path::PathBuf, now: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
-        let t = smgpy_template::ChatTemplate::from_model_dir(&path).map_err(to_py_err)?;
+        let t = smgpy_template::ChatTemplate::from_model_dir(&path).map_err(crate::errors::template)?;
         match now {
-            Some(now) => t.with_now(datetime_from_py(now)?).map(Self::from).map_err(to_py_err),
+            Some(now) => t
+                .with_now(datetime_from_py(now)?)
+                .map(Self::from)
+                .map_err(crate::errors::template),
             None => Ok(Self::from(t)),
         }
     }
@@ -290,11 +252,15 @@ impl PyChatTemplate {
         if !normalize && !continue_final_message {
             if let Some(args) = doc_args(messages, tools, add_generation_prompt, documents, kwargs)? {
                 let inner = &self.inner;
-                return py.detach(move || inner.render_doc(args)).map_err(to_py_err);
+                return py
+                    .detach(move || inner.render_doc(args))
+                    .map_err(crate::errors::template);
             }
             if let Some(args) = host_args(messages, tools, add_generation_prompt, documents, kwargs)? {
                 let inner = &self.inner;
-                return py.detach(move || inner.render_host(args)).map_err(to_py_err);
+                return py
+                    .detach(move || inner.render_host(args))
+                    .map_err(crate::errors::template);
             }
         }
         let mut messages = list_to_values(Some(messages.as_any()), "messages")?.unwrap_or_default();
@@ -317,7 +283,7 @@ impl PyChatTemplate {
             };
             inner.render(&args)
         })
-        .map_err(to_py_err)
+        .map_err(crate::errors::template)
     }
 
     fn __repr__(&self) -> String {
@@ -356,12 +322,9 @@ fn normalize_tools<'py>(py: Python<'py>, tools: &Bound<'py, PyList>) -> PyResult
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
     m.add_class::<PyChatTemplate>()?;
     m.add_function(wrap_pyfunction!(normalize_messages, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_tools, m)?)?;
-    m.add("TemplateError", py.get_type::<TemplateError>())?;
-    m.add("TemplateSyntaxError", py.get_type::<TemplateSyntaxError>())?;
     Ok(())
 }
 
@@ -374,10 +337,13 @@ pub fn template_from_py(
     if let Ok(existing) = t.cast::<PyChatTemplate>() {
         let existing = existing.get().inner.clone();
         return match special_tokens {
-            Some(d) => existing.with_special_tokens(dict_to_map(Some(d))?).map_err(to_py_err),
+            Some(d) => existing
+                .with_special_tokens(dict_to_map(Some(d))?)
+                .map_err(crate::errors::template),
             None => Ok(existing),
         };
     }
     let src: String = t.extract()?;
-    smgpy_template::ChatTemplate::from_source_or_path(&src, dict_to_map(special_tokens)?).map_err(to_py_err)
+    smgpy_template::ChatTemplate::from_source_or_path(&src, dict_to_map(special_tokens)?)
+        .map_err(crate::errors::template)
 }

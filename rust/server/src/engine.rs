@@ -134,6 +134,24 @@ pub trait Tokenizer: Send + Sync + 'static {
     fn decode(&self, ids: &[i64]) -> Result<String, EngineError>;
 }
 
+/// A tokenizer in Rust: encodes and decodes on the caller's thread, no GIL.
+impl Tokenizer for smgpy_tokenizer::Tokenizer {
+    fn encode(&self, text: &str) -> Result<Vec<i64>, EngineError> {
+        smgpy_tokenizer::Tokenizer::encode(self, text, false)
+            .map(|ids| ids.into_iter().map(i64::from).collect())
+            .map_err(|e| EngineError::BadRequest(e.to_string()))
+    }
+
+    fn decode(&self, ids: &[i64]) -> Result<String, EngineError> {
+        let ids: Vec<u32> = ids
+            .iter()
+            .map(|&i| u32::try_from(i))
+            .collect::<Result<_, _>>()
+            .map_err(|_| EngineError::BadRequest("token ids must be between 0 and 2^32 - 1".into()))?;
+        smgpy_tokenizer::Tokenizer::decode(self, &ids, false).map_err(|e| EngineError::BadRequest(e.to_string()))
+    }
+}
+
 /// An LLM engine.
 pub trait Engine: Send + Sync + 'static {
     /// Start a request. Must not block: hand the request over and return its stream.

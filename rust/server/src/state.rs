@@ -39,6 +39,12 @@ pub struct ServerConfig {
     pub engine_stall_timeout: Duration,
     /// Vocabulary size: token ids from clients must be below it (`None`: not checked).
     pub vocab_size: Option<u32>,
+    /// The model's tokenizer in Rust. With `prompt_ids`, the server tokenizes rendered prompts
+    /// itself (off the engine's event loop) and sends the engine `input_ids`; `/v1/tokenize`,
+    /// `/v1/detokenize` and `count_tokens` use it without the GIL.
+    pub tokenizer: Option<smgpy_tokenizer::Tokenizer>,
+    /// Send the engine `input_ids` instead of `text` (the engine accepts them).
+    pub prompt_ids: bool,
     /// The engine takes images (`image_data`); otherwise an image in a request is a 400.
     pub accepts_images: bool,
     /// Most sequences the engine runs at once: a larger `n` can never run (`None`: not checked).
@@ -81,6 +87,8 @@ impl Default for ServerConfig {
             vocab_size: None,
             max_running_requests: None,
             accepts_images: false,
+            tokenizer: None,
+            prompt_ids: false,
             response_store_bytes: 256 * 1024 * 1024,
             worker_id: None,
             model_path: None,

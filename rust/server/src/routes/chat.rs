@@ -75,10 +75,11 @@ pub async fn chat_completions(
     };
     Pipeline::new(&spec).map_err(|e| ApiError::bad_request(Some("stop"), e.to_string()))?;
     let id = state.new_id("chatcmpl");
+    let (text, input_ids) = super::prompt_of(&state, text).await?;
     let base = GenerateRequest {
         rid: id.clone(),
-        text: Some(text),
-        input_ids: None,
+        text,
+        input_ids,
         image_data: images,
         sampling,
         stream: req.stream,

@@ -42,7 +42,7 @@ pub async fn completions(
     let mut bases = Vec::with_capacity(prompts.len());
     for (p, prompt) in prompts.iter().enumerate() {
         let (text, input_ids) = match prompt {
-            Prompt::Text(t) => (Some(t.clone()), None),
+            Prompt::Text(t) => super::prompt_of(&state, t.clone()).await?,
             Prompt::Tokens(ids) => (None, Some(ids.clone())),
         };
         let base = GenerateRequest {

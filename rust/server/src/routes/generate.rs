@@ -33,7 +33,7 @@ pub async fn generate(
         ..PipelineSpec::default()
     };
     let (text, input_ids) = match prompt {
-        GeneratePrompt::Text(t) => (Some(t), None),
+        GeneratePrompt::Text(t) => super::prompt_of(&state, t).await?,
         GeneratePrompt::Ids(ids) => (None, Some(ids)),
     };
     let rid = body.rid.clone().unwrap_or_else(|| state.new_id("gen"));

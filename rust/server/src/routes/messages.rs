@@ -68,10 +68,11 @@ pub async fn messages(
         tools: plan.stage,
     };
     let id = format!("msg_{}", crate::state::random_alnum(24));
+    let (text, input_ids) = super::prompt_of(&state, text).await?;
     let base = GenerateRequest {
         rid: id.clone(),
-        text: Some(text),
-        input_ids: None,
+        text,
+        input_ids,
         image_data: images,
         sampling,
         stream: req.stream,

@@ -74,6 +74,21 @@ pub fn image_data(state: &AppState, images: &[smgpy_protocol::images::ImageRef])
     }
 }
 
+/// The prompt as the engine gets it: token ids made here from the rendered text, when the
+/// server has the model's tokenizer in Rust and the engine takes ids (so the engine's event loop
+/// never spends time encoding), else the text itself.
+pub async fn prompt_of(state: &AppState, text: String) -> Result<(Option<String>, Option<Vec<i64>>), ApiError> {
+    let cfg = state.config();
+    let Some(tok) = cfg.tokenizer.clone().filter(|_| cfg.prompt_ids) else {
+        return Ok((Some(text), None));
+    };
+    let ids = tokio::task::spawn_blocking(move || tok.encode_prompt(&text))
+        .await
+        .map_err(|e| ApiError::Internal(format!("tokenizer task failed: {e}")))?
+        .map_err(|e| ApiError::bad_request(None, e.to_string()))?;
+    Ok((None, Some(ids.into_iter().map(i64::from).collect())))
+}
+
 /// A context-length refusal names the request's prompt field (`messages`, `prompt`, `input`),
 /// as OpenAI's does, so clients that detect overflow by `code` and `param` see it.
 fn name_prompt(e: ApiError, ids_param: &str) -> ApiError {
@@ -104,6 +119,29 @@ pub(crate) fn check_request(state: &AppState, req: &GenerateRequest, ids_param: 
                 Some("n"),
                 format!("n is {n}, but this engine runs at most {max} sequences at once, so it could never start"),
             ));
+        }
+    }
+    if let (Some(ids), Some(ctx)) = (&req.input_ids, cfg.context_length) {
+        let n = ids.len() as u64;
+        let field = ids_param.split('[').next().unwrap_or(ids_param);
+        let over = |message: String| ApiError::BadRequest {
+            message,
+            param: Some(field.to_string()),
+            code: Some("context_length_exceeded"),
+        };
+        if n >= u64::from(ctx) {
+            return Err(over(format!(
+                "the prompt has {n} tokens, but the model's context length is {ctx} tokens"
+            )));
+        }
+        if let Some(max) = req.sampling.max_new_tokens {
+            if n + u64::from(max) > u64::from(ctx) {
+                return Err(over(format!(
+                    "the prompt ({n} tokens) plus max_tokens ({max}) is {} tokens, more than the model's \
+                     context length of {ctx} tokens",
+                    n + u64::from(max)
+                )));
+            }
         }
     }
     let Some(vocab) = cfg.vocab_size else { return Ok(()) };

@@ -92,10 +92,11 @@ pub async fn create(
         tools: plan.stage,
     };
     let id = format!("resp_{}", random_alnum(24));
+    let (text, input_ids) = super::prompt_of(&state, text).await?;
     let base = GenerateRequest {
         rid: id.clone(),
-        text: Some(text),
-        input_ids: None,
+        text,
+        input_ids,
         image_data: images,
         sampling,
         stream: req.stream,

@@ -1,6 +1,7 @@
 //! `POST /v1/tokenize`, `POST /v1/detokenize` (vLLM / sglang shapes) and the token-counting
-//! helpers other routes share. The engine's tokenizer is Python code, so every call runs in
-//! `spawn_blocking`: it takes the GIL and must not stall the async workers.
+//! helpers other routes share. The tokenizer is the model's own in Rust when the engine exposes
+//! one (no GIL), else the engine's Python tokenizer; either way calls run in `spawn_blocking`, so
+//! a long text never stalls the async workers.
 
 use std::sync::Arc;
 
@@ -46,6 +47,9 @@ pub struct DetokenizeRequest {
 }
 
 fn tokenizer(state: &AppState, what: &str) -> Result<Arc<dyn Tokenizer>, ApiError> {
+    if let Some(t) = &state.config().tokenizer {
+        return Ok(Arc::new(t.clone()));
+    }
     state.0.engine.tokenizer().ok_or_else(|| {
         ApiError::bad_request(
             None,
