@@ -111,3 +111,18 @@ def test_reask_sends_the_validation_error_back() -> None:
     retry = engine.requests[1].text
     assert '<tool_call>{"name": "City", "arguments": {"name": "Paris", "country": "France", "population": -1}}' in retry
     assert "the population must be positive" in retry.rsplit("<tool_response>", 1)[1]
+
+
+LONDON = {"name": "London", "country": "United Kingdom", "population": 8866180}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
+def test_iterable(stream: bool) -> None:
+    # `create_iterable` asks for one call to `IterableCity`, whose `tasks` items are a `$ref` to
+    # City in the schema's `$defs`.
+    engine = AgentEngine(calls=[("IterableCity", {"tasks": [PARIS, LONDON]})])
+    with serve_in_thread(engine, tool_parser="hermes") as url:
+        cities = client(url).chat.completions.create_iterable(
+            model="scripted", messages=ASK, response_model=City, stream=stream
+        )
+        assert [c.model_dump() for c in cities] == [PARIS, LONDON]

@@ -220,3 +220,30 @@ def test_previous_response_id_continues_a_stored_conversation() -> None:
         "<|im_start|>user\nMy name is Ada.<|im_end|>\n<|im_start|>assistant\nNice to meet you, Ada.<|im_end|>\n"
         "<|im_start|>user\nWhat is my name?<|im_end|>\n<|im_start|>assistant\n"
     )
+
+
+class Stop(BaseModel):
+    city: str
+    nights: int
+
+
+booked: list[Stop] = []
+
+
+@function_tool
+def book(stops: list[Stop]) -> str:
+    """Book a trip."""
+    booked.extend(stops)
+    return f"booked {len(stops)} stops"
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_tool_taking_nested_models(api: str) -> None:
+    # The SDK's strict schema for `book` refers to Stop through `$defs`.
+    booked.clear()
+    stops = [{"city": "Paris", "nights": 2}, {"city": "Lyon", "nights": 1}]
+    engine = AgentEngine(calls=[("book", {"stops": stops})])
+    with serve_in_thread(engine, tool_parser="hermes") as url:
+        result = Runner.run_sync(Agent(name="travel", tools=[book]), "Paris then Lyon", run_config=run_config(url, api))
+    assert booked == [Stop(**s) for s in stops]  # type: ignore[arg-type]
+    assert result.final_output == "The tool said: booked 2 stops"

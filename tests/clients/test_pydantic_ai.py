@@ -146,3 +146,19 @@ def test_prompted_structured_output(api: str) -> None:
         result = Agent(model(url, api), output_type=PromptedOutput(City)).run_sync("Tell me about Paris.")
     assert result.output == City(**PARIS)
     assert '"population"' in engine.requests[0].text
+
+
+class Trip(BaseModel):
+    destination: City
+    stops: list[City]
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("lark", [True, False], ids=["lark-engine", "json-schema-engine"])
+def test_nested_model_output(api: str, lark: bool) -> None:
+    # Nested models put `$defs` in the output tool's schema, referenced as `#/$defs/City`.
+    trip = {"destination": PARIS, "stops": [PARIS]}
+    engine = AgentEngine(calls=[("final_result", trip)], lark_grammars=lark)
+    with serve_in_thread(engine, tool_parser="hermes") as url:
+        result = Agent(model(url, api), output_type=Trip).run_sync("Plan a trip to Paris.")
+    assert result.output == Trip(**trip)  # type: ignore[arg-type]
