@@ -4,6 +4,7 @@
 use serde_json::{json, Map, Value};
 use smgpy_parsers::{Forced, ReasoningOptions, ToolDef, ToolFormat};
 use smgpy_protocol::structured::Constraint;
+use smgpy_structured::refs::relocate_refs;
 use smgpy_structured::tools::{self, Mode, ToolSpec};
 use smgpy_structured::{StructuredError, WHITESPACE};
 
@@ -218,9 +219,21 @@ fn json_form(specs: &[ToolSpec<'_>], choice: &ToolChoice, parallel: bool) -> Res
             (args, Forced::Call(name.clone()))
         }
         _ => {
+            // Each tool's parameters move under `items` (one tool) or `items.anyOf[i]`: their
+            // local `$ref`s (`#/$defs/...`, written from the parameters' own root) are
+            // rewritten to point there, so that each still names its own definitions.
+            let one = calls.len() == 1;
             let objects: Vec<Value> = calls
                 .into_iter()
-                .map(|(name, parameters)| {
+                .enumerate()
+                .map(|(i, (name, mut parameters))| {
+                    let index = i.to_string();
+                    let at: &[&str] = if one {
+                        &["items", "properties", "parameters"]
+                    } else {
+                        &["items", "anyOf", &index, "properties", "parameters"]
+                    };
+                    relocate_refs(&mut parameters, at);
                     json!({
                         "type": "object",
                         "properties": {"name": {"const": name}, "parameters": parameters},

@@ -202,3 +202,44 @@ async fn forced_calls_are_the_models_own_format_with_a_lark_engine() {
     assert_eq!(engine_param(&engine).0, "json_schema");
     assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "f");
 }
+
+#[tokio::test]
+async fn forced_calls_to_tools_with_nested_models_refer_to_their_own_defs() {
+    // Two tools whose parameters each keep a `Stop` of their own in `$defs`, referred to from
+    // their root as `#/$defs/Stop` (pydantic's way); both sit inside the JSON form's list.
+    let stop = |nights: &str| {
+        json!({"$defs": {"Stop": {"type": "object", "properties": {"city": {"type": "string"}, nights: {"type": "integer"}}}},
+            "type": "object", "properties": {"stops": {"type": "array", "items": {"$ref": "#/$defs/Stop"}}}})
+    };
+    let tools = json!([
+        {"type": "function", "function": {"name": "book", "parameters": stop("nights")}},
+        {"type": "function", "function": {"name": "plan", "parameters": stop("days")}},
+    ]);
+    let out = vec![r#"[{"name": "book", "parameters": {"stops": [{"city": "Paris", "nights": 2}]}}]"#];
+    let body = json!({"messages": messages(), "tools": tools, "tool_choice": "required"});
+    let (router, engine) = app(out, false);
+    let (status, v) = post(router, "/v1/chat/completions", body.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(
+        v["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+        r#"{"stops":[{"city":"Paris","nights":2}]}"#
+    );
+    let (key, schema) = engine_param(&engine);
+    assert_eq!(key, "json_schema");
+    let schema: Value = serde_json::from_str(&schema).unwrap();
+    let at = |i: usize| format!("#/items/anyOf/{i}/properties/parameters/$defs/Stop");
+    assert_eq!(
+        schema["items"]["anyOf"][0]["properties"]["parameters"]["properties"]["stops"]["items"]["$ref"],
+        at(0)
+    );
+    assert_eq!(
+        schema["items"]["anyOf"][1]["properties"]["parameters"]["properties"]["stops"]["items"]["$ref"],
+        at(1)
+    );
+    // And in the model's own format, with an engine that takes Lark grammars.
+    let out = vec![r#"<tool_call>{"name": "plan", "arguments": {"stops": [{"city": "Lyon", "days": 1}]}}</tool_call>"#];
+    let (router, _) = app(out, true);
+    let (status, v) = post(router, "/v1/chat/completions", body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "plan");
+}

@@ -25,6 +25,8 @@
 //! - [`GrammarMatcher`]: one sequence's state, with the two traps of llguidance's `Matcher`
 //!   handled (an end token after the grammar stopped, and asking a stopped matcher for a mask,
 //!   both put it in an error state);
+//! - [`refs`]: local `$ref`s of a tool's parameters rewritten where the schema is embedded in
+//!   a forced-call schema, so that `#/$defs/...` still names the tool's own definitions;
 //! - [`check`]: the server's compile check before an engine sees a request, against a small
 //!   byte-level vocabulary (a grammar's errors do not depend on the model's tokens), cached.
 #![forbid(unsafe_code)]
@@ -32,6 +34,7 @@
 mod cache;
 pub mod check;
 mod matcher;
+pub mod refs;
 mod source;
 pub mod structural_tag;
 pub mod tools;

@@ -14,6 +14,7 @@
 use serde_json::{json, Value};
 use smgpy_parsers::ToolFormat;
 
+use crate::refs::relocate_refs;
 use crate::structural_tag::{json as json_expr, lit};
 use crate::{check, Source, StructuredError};
 
@@ -289,10 +290,14 @@ fn call_body(
     rule: &str,
     rules: &mut Vec<String>,
 ) -> Result<String, StructuredError> {
+    // The arguments sit under `properties.<args>` of the call object: their local `$ref`s
+    // (`#/$defs/...`) are rewritten to point there.
     let object = |args: &str, extra: Option<Value>| {
+        let mut arguments = schema.clone();
+        relocate_refs(&mut arguments, &["properties", args]);
         let mut properties = serde_json::Map::new();
         properties.insert("name".into(), json!({"const": name}));
-        properties.insert(args.into(), schema.clone());
+        properties.insert(args.into(), arguments);
         if let Some(extra) = extra {
             properties.insert("id".into(), extra);
         }
@@ -362,7 +367,7 @@ fn qwen_xml(
                     rules.push(format!("{v}[lazy]: TEXT {}", lit(CLOSE)));
                     v
                 }
-                None => format!("{} {}", json_expr(prop, lenient)?, lit(CLOSE)),
+                None => format!("{} {}", json_expr(&standalone(schema, prop), lenient)?, lit(CLOSE)),
             };
             let p = format!("{} {value}", lit(&format!("<parameter={key}>\n")));
             params.push(if required.contains(&key.as_str()) {
@@ -377,6 +382,36 @@ fn qwen_xml(
         lit(&format!("<function={name}>\n")),
         params.join(" ")
     ))
+}
+
+/// A parameter's schema `prop` (one of `parameters.properties`) as a document of its own, as
+/// Qwen XML writes each parameter's JSON alone. Its local `$ref`s point into the whole
+/// parameters schema (`#/$defs/Stop`), so that schema is kept beside it, under `$defs`, and the
+/// references are rewritten to point into that copy. A parameter without local references is
+/// returned as it is.
+fn standalone(parameters: &Value, prop: &Value) -> Value {
+    let mut key = String::from("smgpy_parameters");
+    while prop.get("$defs").and_then(|d| d.get(&key)).is_some() {
+        key.push('_');
+    }
+    let mut own = prop.clone();
+    relocate_refs(&mut own, &["$defs", &key]);
+    if own == *prop {
+        return own;
+    }
+    let mut whole = parameters.clone();
+    relocate_refs(&mut whole, &["$defs", &key]);
+    let Some(map) = own.as_object_mut() else {
+        return prop.clone();
+    };
+    match map.entry("$defs").or_insert_with(|| json!({})) {
+        Value::Object(defs) => {
+            defs.insert(key, whole);
+            own
+        }
+        // `$defs` that is not an object: llguidance names the problem.
+        _ => prop.clone(),
+    }
 }
 
 /// How a string parameter's raw text is constrained.

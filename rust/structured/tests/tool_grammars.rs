@@ -215,3 +215,74 @@ fn strict_tools_refuse_what_cannot_be_enforced() {
         .unwrap()
         .is_none());
 }
+
+/// Arguments with a nested model, as pydantic and the agent SDKs write them: the model sits in
+/// `$defs` and is referred to as `#/$defs/Stop` from the schema's root.
+fn booking() -> Value {
+    json!({
+        "$defs": {"Stop": {"type": "object", "properties": {
+            "city": {"type": "string"}, "nights": {"type": "integer"}}, "required": ["city", "nights"]}},
+        "type": "object",
+        "properties": {"stops": {"type": "array", "items": {"$ref": "#/$defs/Stop"}}},
+        "required": ["stops"]})
+}
+
+/// `(format, one call to "book" as the chat template writes it)`, with `args` as the arguments.
+fn booking_cases(args: &str) -> Vec<(ToolFormat, String)> {
+    let call = format!(r#"{{"name": "book", "arguments": {args}}}"#);
+    let stops = args.trim_start_matches(r#"{"stops": "#).trim_end_matches('}');
+    vec![
+        (ToolFormat::Hermes, format!("<tool_call>\n{call}\n</tool_call>")),
+        (ToolFormat::LongCat, format!("<longcat_tool_call>{call}</longcat_tool_call>")),
+        (ToolFormat::Llama3Json, call.replace("arguments", "parameters")),
+        (ToolFormat::Granite, format!("<|tool_call|>[{call}]")),
+        (ToolFormat::Jamba, format!("<tool_calls>[{call}]</tool_calls>")),
+        (ToolFormat::NemotronJson, format!("<TOOLCALL>[{call}]</TOOLCALL>")),
+        (ToolFormat::Phi4Mini, format!("functools[{call}]")),
+        (ToolFormat::Mistral, format!("[TOOL_CALLS]book[ARGS]{args}")),
+        (
+            ToolFormat::Mistral,
+            format!(r#"[TOOL_CALLS][{{"name": "book", "arguments": {args}, "id": "a1b2c3d4e"}}]"#),
+        ),
+        (
+            ToolFormat::DeepSeekV31,
+            format!("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>book<｜tool▁sep｜>{args}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+        ),
+        (
+            ToolFormat::Qwen3Coder,
+            format!("<tool_call>\n<function=book>\n<parameter=stops>\n{stops}\n</parameter>\n</function>\n</tool_call>"),
+        ),
+    ]
+}
+
+#[test]
+fn nested_models_in_defs_are_enforced_in_every_format_and_mode() {
+    let b = booking();
+    let tools = [ToolSpec {
+        name: "book",
+        parameters: Some(&b),
+        strict: true,
+    }];
+    let good = booking_cases(r#"{"stops": [{"city": "Paris", "nights": 2}]}"#);
+    let bad = booking_cases(r#"{"stops": [{"city": "Paris", "nights": "two"}]}"#);
+    for ((format, text), (_, wrong)) in good.into_iter().zip(bad) {
+        for mode in [
+            Mode::Required { parallel: false },
+            Mode::Named("book"),
+            Mode::Auto { parallel: false },
+        ] {
+            let Some(lark) = grammar(format, &tools, mode).unwrap() else {
+                assert!(matches!(mode, Mode::Auto { .. }), "{format:?} {mode:?}");
+                continue;
+            };
+            assert!(
+                accepts(&mut matcher(lark.clone()), &text),
+                "{format:?} {mode:?} rejects\n{text}\n{lark}"
+            );
+            assert!(
+                !accepts(&mut matcher(lark), &wrong),
+                "{format:?} {mode:?} accepts\n{wrong}"
+            );
+        }
+    }
+}
