@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -130,3 +131,22 @@ def test_an_output_for_a_choice_that_does_not_exist_fails_the_request_cleanly() 
     assert r.status_code == 500
     err = r.json()["error"]
     assert "index" not in err["message"]  # engine-side detail stays in the log
+
+
+def test_a_slow_reader_holds_the_engine_back_and_loses_nothing() -> None:
+    # 3,000 outputs from an engine that never awaits: far more than a request's channel holds
+    # (1,024), so the pump must wait for room (woken by the server, not by polling) and resume.
+    script = [f"<{i}>" for i in range(3000)]
+    engine = GroupEngine(script)
+    with serve_in_thread(engine) as url:
+        body = {"model": "m", "messages": ASK, "n": 2, "stream": True}
+        text = ["", ""]
+        with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as r:
+            for i, line in enumerate(r.iter_lines()):
+                if i % 500 == 0:
+                    time.sleep(0.05)  # a reader that lags behind
+                if line.startswith("data: {"):
+                    for c in json.loads(line[6:])["choices"]:
+                        text[c["index"]] += c["delta"].get("content") or ""
+    assert text == ["".join(f"[{i}]{t}" for t in script) for i in range(2)]
+    assert engine.aborted == []

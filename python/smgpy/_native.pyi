@@ -328,6 +328,9 @@ class OutputSink:
 
     def push(self, out: dict[str, Any]) -> int:
         """Forward one engine output dict: 0 sent, 1 buffer full (await, then `flush`), 2 client gone."""
+    def wait_for_room(self) -> None:
+        """After `push` returned 1: report this request's rid in `Server.take_work()`'s third list once
+        the channel has room again (the pump awaits that instead of polling)."""
     def flush(self) -> int:
         """Retry the output that did not fit; same codes as `push`."""
     def fail(self, kind: FailKind, message: str) -> int:
@@ -419,8 +422,8 @@ class Server:
         """Names of the tool and reasoning parsers in effect (after `"auto"` resolution)."""
     def wake_fd(self) -> int:
         """File descriptor to watch with `loop.add_reader`; readable when work is queued."""
-    def take_work(self) -> tuple[list[tuple[str, dict[str, Any], OutputSink]], list[str]]:
-        """Queued work: new requests `(rid, fields, sink)` and cancelled rids."""
+    def take_work(self) -> tuple[list[tuple[str, dict[str, Any], OutputSink]], list[str], list[str]]:
+        """Queued work: new requests `(rid, fields, sink)`, cancelled rids, rids whose full sink has room."""
     def start(self) -> tuple[str, int]:
         """Bind and start serving in the background; returns the bound `(host, port)`."""
     @property

@@ -39,9 +39,11 @@ class _Pump:
         self._native = native
         self._request_class = request_class
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        # Pumps waiting for room in their request's full output channel (a slow client).
+        self._room: dict[str, asyncio.Future[None]] = {}
 
     def on_wake(self) -> None:
-        starts, cancels = self._native.take_work()
+        starts, cancels, ready = self._native.take_work()
         loop = asyncio.get_running_loop()
         for rid, fields, sink in starts:
             self._tasks[rid] = loop.create_task(self._run(rid, fields, sink), name=f"smgpy-{rid}")
@@ -49,6 +51,10 @@ class _Pump:
             task = self._tasks.get(rid)
             if task is not None:
                 task.cancel()
+        for rid in ready:
+            room = self._room.get(rid)
+            if room is not None and not room.done():
+                room.set_result(None)
 
     def cancel_all(self) -> list[asyncio.Task[None]]:
         tasks = list(self._tasks.values())
@@ -75,8 +81,14 @@ class _Pump:
                 code = push(out)
                 if code == _OK:
                     continue
-                while code == _FULL:  # slow client: wait for the HTTP side to drain
-                    await asyncio.sleep(0.002)
+                while code == _FULL:  # slow client: sleep until the HTTP side has room
+                    room = asyncio.get_running_loop().create_future()
+                    self._room[rid] = room
+                    try:
+                        sink.wait_for_room()
+                        await room
+                    finally:
+                        self._room.pop(rid, None)
                     code = sink.flush()
                 if code == _CLOSED:
                     break

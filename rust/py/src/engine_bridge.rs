@@ -42,6 +42,8 @@ struct Pending {
 struct Queues {
     starts: Vec<Pending>,
     cancels: Vec<String>,
+    /// Requests whose full output channel has room again (see `OutputSink.wait_for_room`).
+    ready: Vec<String>,
 }
 
 /// Shared between the server's engine handle and the Python-facing `Server`.
@@ -91,6 +93,13 @@ impl Bridge {
     fn cancel(&self, rid: String) {
         if let Ok(mut q) = self.queues.lock() {
             q.cancels.push(rid);
+        }
+        self.wake();
+    }
+
+    fn room(&self, rid: String) {
+        if let Ok(mut q) = self.queues.lock() {
+            q.ready.push(rid);
         }
         self.wake();
     }
@@ -215,13 +224,18 @@ impl Engine for PyEngine {
     }
 }
 
-/// Take queued starts and cancellations: `([(rid, fields, sink), ...], [rid, ...])`.
-pub fn take_work<'py>(py: Python<'py>, bridge: &Bridge) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+/// Take queued starts, cancellations and wake-ups for full sinks:
+/// `([(rid, fields, sink), ...], [rid, ...], [rid, ...])`.
+#[allow(clippy::type_complexity)]
+pub fn take_work<'py>(
+    py: Python<'py>,
+    bridge: &Arc<Bridge>,
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
     let q = bridge.take();
     let starts = PyList::empty(py);
     for p in q.starts {
         let fields = request_fields(py, &p.req)?;
-        let sink = Py::new(py, OutputSink::new(p.txs))?;
+        let sink = Py::new(py, OutputSink::new(p.txs, bridge.clone(), p.req.rid.clone()))?;
         starts.append(PyTuple::new(
             py,
             [
@@ -232,7 +246,8 @@ pub fn take_work<'py>(py: Python<'py>, bridge: &Bridge) -> PyResult<(Bound<'py, 
         )?)?;
     }
     let cancels = PyList::new(py, q.cancels)?;
-    Ok((starts, cancels))
+    let ready = PyList::new(py, q.ready)?;
+    Ok((starts, cancels, ready))
 }
 
 /// The `GenerateReqInput` fields of a request, as keyword arguments.
@@ -321,6 +336,9 @@ pub struct OutputSink {
     choices: Vec<ChoiceSink>,
     /// An output that did not fit in its choice's channel; the pump retries with `flush`.
     stash: Option<(usize, EngineEvent)>,
+    /// Told when a full channel has room again, so the pump waits without polling.
+    bridge: Arc<Bridge>,
+    rid: String,
 }
 
 struct ChoiceSink {
@@ -337,7 +355,7 @@ const FULL: u8 = 1;
 const CLOSED: u8 = 2;
 
 impl OutputSink {
-    fn new(txs: Vec<mpsc::Sender<EngineEvent>>) -> Self {
+    fn new(txs: Vec<mpsc::Sender<EngineEvent>>, bridge: Arc<Bridge>, rid: String) -> Self {
         Self {
             choices: txs
                 .into_iter()
@@ -348,6 +366,8 @@ impl OutputSink {
                 })
                 .collect(),
             stash: None,
+            bridge,
+            rid,
         }
     }
 
@@ -406,6 +426,29 @@ impl OutputSink {
             None => return Ok(OK),
         };
         Ok(self.send(index, ev))
+    }
+
+    /// After `push` returned 1 (full): have the server's wake-up report this request's rid in
+    /// `Server.take_work()`'s third list once the channel has room (or its reader is gone), so
+    /// the pump awaits that instead of polling. A no-op when nothing is waiting to be sent.
+    fn wait_for_room(&self) -> PyResult<()> {
+        let Some((index, _)) = &self.stash else {
+            return Ok(());
+        };
+        let Some(choice) = self.choices.get(*index) else {
+            return Ok(());
+        };
+        let tx = choice.tx.clone();
+        let bridge = self.bridge.clone();
+        let rid = self.rid.clone();
+        crate::server::runtime()?.spawn(async move {
+            // A permit is a free slot; dropping it frees the slot again for the pump's `flush`.
+            // An error means the reader is gone, which `flush` then reports.
+            drop(tx.reserve().await);
+            drop(tx);
+            bridge.room(rid);
+        });
+        Ok(())
     }
 
     /// Retry the output that did not fit; same return codes as `push`.

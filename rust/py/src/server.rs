@@ -45,7 +45,7 @@ fn init_logging(level: &str) -> PyResult<()> {
 }
 
 /// The tokio runtime every server of this process runs on, started on first use.
-fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
     static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
     if let Some(rt) = RUNTIME.get() {
         return Ok(rt);
@@ -247,8 +247,12 @@ impl Server {
         self.bridge.wake_fd()
     }
 
-    /// Queued work: `([(rid, fields, sink), ...], [cancelled rid, ...])`.
-    fn take_work<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    /// Queued work: `([(rid, fields, sink), ...], [cancelled rid, ...], [rid with room again, ...])`.
+    #[allow(clippy::type_complexity)]
+    fn take_work<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
         take_work(py, &self.bridge)
     }
 

@@ -91,11 +91,18 @@ where
     resp
 }
 
-/// Inserts a comment frame whenever `inner` has been idle for `period`.
+/// Inserts a comment frame when `inner` sent nothing for a whole `period`.
+///
+/// The timer is not reset per frame (that would re-register it with the timer wheel, and read the
+/// clock, for every token); it fires once per period and only sends a comment if no frame went out
+/// since it last fired. So an idle stream gets its first comment between one and two periods after
+/// its last frame, and one per period from then on.
 struct KeepAlive<S> {
     inner: S,
     period: Duration,
     sleep: Pin<Box<Sleep>>,
+    /// A frame went out since the timer last fired.
+    active: bool,
 }
 
 impl<S> KeepAlive<S> {
@@ -104,6 +111,7 @@ impl<S> KeepAlive<S> {
             inner,
             period,
             sleep: Box::pin(tokio::time::sleep(period)),
+            active: false,
         }
     }
 }
@@ -113,18 +121,21 @@ impl<S: Stream<Item = Bytes> + Unpin> Stream for KeepAlive<S> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         let this = &mut *self;
-        match this.inner.poll_next_unpin(cx) {
-            Poll::Ready(item) => {
-                this.sleep.as_mut().reset(Instant::now() + this.period);
-                Poll::Ready(item)
-            }
-            Poll::Pending => match this.sleep.as_mut().poll(cx) {
+        if let Poll::Ready(item) = this.inner.poll_next_unpin(cx) {
+            this.active = true;
+            return Poll::Ready(item);
+        }
+        loop {
+            match this.sleep.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
                 Poll::Ready(()) => {
                     this.sleep.as_mut().reset(Instant::now() + this.period);
-                    Poll::Ready(Some(Bytes::from_static(b": keep-alive\n\n")))
+                    if !std::mem::take(&mut this.active) {
+                        return Poll::Ready(Some(Bytes::from_static(b": keep-alive\n\n")));
+                    }
+                    // Traffic since the last tick: poll the new deadline, which registers the waker.
                 }
-                Poll::Pending => Poll::Pending,
-            },
+            }
         }
     }
 }

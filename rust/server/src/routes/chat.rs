@@ -282,7 +282,8 @@ fn choice_events(
         sse::data(&c)
     };
     let prefix = ctx.content_prefix(index);
-    let rest = stream::unfold(Some((driver, ctx, usage, prefix)), move |st| async move {
+    // Boxed: `unfold` moves its state in and out on every step, and a driver is large.
+    let rest = stream::unfold(Some((Box::new(driver), ctx, usage, prefix)), move |st| async move {
         let (mut d, ctx, usage, prefix) = st?;
         loop {
             let Some(step) = d.next().await else {

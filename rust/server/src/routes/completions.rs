@@ -236,7 +236,7 @@ fn choice_events(
         };
         vec![sse::data(&ctx.response(vec![choice], None))]
     };
-    let rest = stream::unfold(Some((driver, ctx, usage, echo.len())), |st| async move {
+    let rest = stream::unfold(Some((Box::new(driver), ctx, usage, echo.len())), |st| async move {
         let (mut d, ctx, usage, offset) = st?;
         loop {
             let Some(step) = d.next().await else {

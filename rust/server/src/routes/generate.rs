@@ -118,7 +118,7 @@ async fn collect(rid: String, mut d: ChoiceDriver, logprobs: bool) -> Result<Val
 
 fn stream_response(state: &AppState, rid: String, driver: ChoiceDriver) -> Response {
     let started = Instant::now();
-    let events = stream::unfold(Some((driver, String::new())), move |st| {
+    let events = stream::unfold(Some((Box::new(driver), String::new())), move |st| {
         let rid = rid.clone();
         async move {
             let (mut d, mut text) = st?;

@@ -280,7 +280,7 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
         blocks: Blocks::new(block_id),
         started: false,
     };
-    let events = stream::unfold(Some(st), |st| async move {
+    let events = stream::unfold(Some(Box::new(st)), |st| async move {
         let mut st = st?;
         loop {
             let step = st.driver.next().await?;

@@ -544,7 +544,7 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
         items: Items::new(),
         started: false,
     };
-    let events = stream::unfold(Some(st), |st| async move {
+    let events = stream::unfold(Some(Box::new(st)), |st| async move {
         let mut st = st?;
         loop {
             let mut out = Vec::new();
