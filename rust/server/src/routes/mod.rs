@@ -65,6 +65,9 @@ pub fn image_data(state: &AppState, images: &[smgpy_protocol::images::ImageRef])
     }
 }
 
+/// Prompts up to this many bytes are tokenized on the request's own task (see [`prompt_of`]).
+const INLINE_ENCODE_BYTES: usize = 8 * 1024;
+
 /// The prompt as the engine gets it: token ids made here from the rendered text, when the
 /// server has the model's tokenizer in Rust and the engine takes ids (so the engine's event loop
 /// never spends time encoding), else the text itself.
@@ -73,10 +76,17 @@ pub async fn prompt_of(state: &AppState, text: String) -> Result<(Option<String>
     let Some(tok) = cfg.tokenizer.clone().filter(|_| cfg.prompt_ids) else {
         return Ok((Some(text), None));
     };
-    let ids = tokio::task::spawn_blocking(move || tok.encode_prompt(&text))
-        .await
-        .map_err(|e| ApiError::Internal(format!("tokenizer task failed: {e}")))?
-        .map_err(|e| ApiError::bad_request(None, e.to_string()))?;
+    // A short prompt is encoded right here (tens of microseconds); handing it to the blocking
+    // pool would cost two thread switches, more than the encoding. A long one moves off the
+    // async workers so that it does not hold up other requests' streams.
+    let ids = if text.len() <= INLINE_ENCODE_BYTES {
+        tok.encode_prompt(&text)
+    } else {
+        tokio::task::spawn_blocking(move || tok.encode_prompt(&text))
+            .await
+            .map_err(|e| ApiError::Internal(format!("tokenizer task failed: {e}")))?
+    }
+    .map_err(|e| ApiError::bad_request(None, e.to_string()))?;
     Ok((None, Some(ids.into_iter().map(i64::from).collect())))
 }
 
