@@ -14,52 +14,15 @@ Run: ``python benches/n_prefill.py [--rounds 3] [--words 60]``.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import statistics
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-
-@contextlib.contextmanager
-def served(engine: Any) -> Iterator[str]:
-    """Serve ``engine`` on a free port in a background thread."""
-    import smgpy
-
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-    loop = asyncio.new_event_loop()
-
-    def on_ready(host: str, port: int) -> None:
-        box["url"] = f"http://{host}:{port}"
-        ready.set()
-
-    async def main() -> None:
-        box["task"] = asyncio.current_task()
-        await smgpy.serve_oai_async(engine, port=0, on_ready=on_ready, log_level="warn")
-
-    def run() -> None:
-        with contextlib.suppress(BaseException):
-            loop.run_until_complete(main())
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    if not ready.wait(60):
-        raise RuntimeError("server did not start")
-    try:
-        yield box["url"]
-    finally:
-        loop.call_soon_threadsafe(box["task"].cancel)
-        thread.join(30)
 
 
 def prompt(words: int) -> list[dict[str, str]]:
@@ -95,7 +58,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--words", type=int, default=60, help="facts in the system prompt (~16 tokens each)")
     args = ap.parse_args()
-    from conftest import demo_gguf  # the demo model, fetched once into smgpy's cache
+    from conftest import demo_gguf, serve_in_thread  # the demo model (fetched once), a server thread
     from smgpy.mlx import MLXEngine
 
     engine = MLXEngine.from_pretrained(str(demo_gguf()), max_running=8)
@@ -109,7 +72,7 @@ def main() -> None:
                 else (("n requests", False), ("one prefill", True))
             ):
                 engine.accepts_n = mode[1]
-                with served(engine) as url:
+                with serve_in_thread(engine) as url:
                     ttft(url, 1, 8)  # warm-up
                     for n in (1, 4):
                         t = ttft(url, n, args.words)
