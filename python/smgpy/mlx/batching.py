@@ -136,6 +136,11 @@ class Scheduler:
             "prefilled_tokens": self.prefilled_tokens,
         }
 
+    @property
+    def prefix_cache_bytes(self) -> int:
+        """The prefix cache's byte budget."""
+        return self._cache.max_bytes
+
     def flush_cache(self) -> None:
         """Drop the prefix cache (asynchronously, on the MLX thread)."""
         self._inbox.put(("flush", None))

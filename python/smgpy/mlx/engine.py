@@ -352,6 +352,6 @@ class MLXEngine:
             "context_length": self.context_length,
             "max_running": self._sched.max_running,
             "max_waiting": self.max_waiting,
-            "prefix_cache_bytes": self._sched._cache.max_bytes,
+            "prefix_cache_bytes": self._sched.prefix_cache_bytes,
             "config": json.dumps({k: self._config.get(k) for k in ("model_type", "hidden_size", "num_hidden_layers")}),
         }

@@ -277,11 +277,6 @@ pub fn install(library: &str) -> Result<(), BlasError> {
     Ok(())
 }
 
-/// Whether [`install`] has succeeded.
-pub fn installed() -> bool {
-    !GEMM.load(Ordering::Acquire).is_null()
-}
-
 /// How many products went through `gemv` or the skinny kernel so far (to check that MLX's calls arrive here).
 pub fn forwarded() -> u64 {
     FORWARDED.load(Ordering::Relaxed)
