@@ -68,6 +68,15 @@ pub fn image_data(state: &AppState, images: &[smgpy_protocol::images::ImageRef])
 /// Prompts up to this many bytes are tokenized on the request's own task (see [`prompt_of`]).
 const INLINE_ENCODE_BYTES: usize = 8 * 1024;
 
+/// Long prompts tokenized at once: one less than the machine's cores, at least one.
+fn long_encode_slots() -> &'static tokio::sync::Semaphore {
+    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    SLOTS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+        tokio::sync::Semaphore::new(cores.saturating_sub(1).max(1))
+    })
+}
+
 /// The prompt as the engine gets it: token ids made here from the rendered text, when the
 /// server has the model's tokenizer in Rust and the engine takes ids (so the engine's event loop
 /// never spends time encoding), else the text itself.
@@ -82,6 +91,12 @@ pub async fn prompt_of(state: &AppState, text: String) -> Result<(Option<String>
     let ids = if text.len() <= INLINE_ENCODE_BYTES {
         tok.encode_prompt(&text)
     } else {
+        // Long prompts take turns on all but one core, so a burst of them leaves a core to the
+        // engine's event loop and the streams it feeds.
+        let _turn = long_encode_slots()
+            .acquire()
+            .await
+            .map_err(|e| ApiError::Internal(format!("tokenizer slots closed: {e}")))?;
         tokio::task::spawn_blocking(move || tok.encode_prompt(&text))
             .await
             .map_err(|e| ApiError::Internal(format!("tokenizer task failed: {e}")))?
