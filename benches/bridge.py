@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import psutil
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
+from _servers import free_port, running  # noqa: E402
 from fast_engine import FastEngine  # noqa: E402
 
 SMGPY_SERVER = """
@@ -35,29 +37,16 @@ smgpy.serve_oai(FastEngine(), port={port}, log_level="warn")
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start(kind: str) -> tuple[subprocess.Popen[bytes], str]:
+@contextmanager
+def start(kind: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
     if kind == "smgpy":
         cmd = [sys.executable, "-c", SMGPY_SERVER.format(here=str(HERE), port=port)]
     else:
         cmd = [sys.executable, str(HERE / "python_server.py"), str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"{kind} server did not start")
+    with running(cmd, url + "/health", name=f"{kind} server", startup_timeout=60, poll=0.1) as proc:
+        yield proc, url
 
 
 async def load(url: str, requests: int, concurrency: int, tokens: int) -> int:
@@ -85,8 +74,7 @@ async def load(url: str, requests: int, concurrency: int, tokens: int) -> int:
 
 
 def measure_server(kind: str, requests: int, concurrency: int, tokens: int) -> dict[str, float]:
-    proc, url = start(kind)
-    try:
+    with start(kind) as (proc, url):
         p = psutil.Process(proc.pid)
         asyncio.run(load(url, 4, 4, 200))  # warm-up
         c0 = p.cpu_times()
@@ -98,9 +86,6 @@ def measure_server(kind: str, requests: int, concurrency: int, tokens: int) -> d
         if n != requests * tokens:
             raise RuntimeError(f"{kind}: received {n} tokens, expected {requests * tokens}")
         return {"cpu_us_per_token": cpu / n * 1e6, "tokens_per_s": n / wall, "tokens": n}
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def measure_engine(requests: int, concurrency: int, tokens: int) -> float:

@@ -29,9 +29,7 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -41,56 +39,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from _servers import QUESTIONS, free_port, running
 
 MAX_TOKENS = 64
 CONCURRENCY = (1, 4, 8)
-QUESTIONS = [
-    "Tell me a long story about a dragon.",
-    "Explain how a car engine works.",
-    "Describe the city of Paris in detail.",
-    "Write a poem about the sea.",
-    "Explain photosynthesis step by step.",
-    "What are the benefits of exercise?",
-    "Describe a day in the life of a farmer.",
-    "How do computers store data?",
-]
 REQUEST_TIMEOUT = 600.0
 STARTUP_TIMEOUT = 300.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def server(cmd: list[str], port: int, log_path: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    """Start a server subprocess and wait (bounded) until ``/v1/models`` answers."""
+    """Start a server subprocess and wait (bounded) until ``/v1/models`` answers; yields its base URL."""
     base = f"http://127.0.0.1:{port}"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        try:
-            deadline = time.monotonic() + STARTUP_TIMEOUT
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"{cmd[0:4]} exited with {proc.returncode}; see {log_path}")
-                try:
-                    if httpx.get(base + "/v1/models", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"server did not start in {STARTUP_TIMEOUT}s; see {log_path}")
-                time.sleep(0.5)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+    with running(
+        cmd, base + "/v1/models", name=str(cmd[0:4]), log_path=log_path, env=env, startup_timeout=STARTUP_TIMEOUT
+    ):
+        yield base
 
 
 @dataclass

@@ -36,30 +36,19 @@ import json
 import os
 import resource
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _servers import QUESTIONS, free_port, running
+
 CONCURRENCY = (1, 8, 32)
-QUESTIONS = [
-    "Tell me a long story about a dragon.",
-    "Explain how a car engine works.",
-    "Describe the city of Paris in detail.",
-    "Write a poem about the sea.",
-    "Explain photosynthesis step by step.",
-    "What are the benefits of exercise?",
-    "Describe a day in the life of a farmer.",
-    "How do computers store data?",
-]
 TINY = {
     "num_hidden_layers": 2,
     "hidden_size": 64,
@@ -133,39 +122,12 @@ def forward_step_rates(model_dir: Path, batch_sizes: tuple[int, ...], steps: int
 # ----- the servers -----
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def server(cmd: list[str], port: int, log_path: str, env: dict[str, str] | None = None) -> Iterator[int]:
-    """Start a server subprocess and wait (bounded) until ``/v1/models`` answers."""
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        try:
-            deadline = time.monotonic() + STARTUP_TIMEOUT
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"{cmd[2]} exited with {proc.returncode}; see {log_path}")
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"server did not start in {STARTUP_TIMEOUT}s; see {log_path}")
-                time.sleep(0.5)
-            yield proc.pid
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+    """Start a server subprocess and wait (bounded) until ``/v1/models`` answers; yields its pid."""
+    url = f"http://127.0.0.1:{port}/v1/models"
+    with running(cmd, url, name=cmd[2], log_path=log_path, env=env, startup_timeout=STARTUP_TIMEOUT) as proc:
+        yield proc.pid
 
 
 # ----- the client: plain asyncio streams, so the load generator costs little per token -----

@@ -24,14 +24,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import psutil
+from _servers import free_port, running
 
 HERE = Path(__file__).resolve().parent
 MAX_TOKENS = 16
@@ -108,12 +110,6 @@ MESSAGES = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def model_files() -> dict[str, str]:
     sys.path.insert(0, str(HERE.parent / "tests"))
     from smgpy.mlx import demo_gguf_path, resolve_model
@@ -128,20 +124,15 @@ def model_files() -> dict[str, str]:
     }
 
 
-def start(kind: str, files: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+@contextmanager
+def start(kind: str, files: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
     code = (SMGPY_SERVER if kind == "smgpy" else PYTHON_SERVER).format(here=str(HERE), port=port, **files)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"{kind} server did not start")
+    with running(
+        [sys.executable, "-c", code], url + "/health", name=f"{kind} server", startup_timeout=60, poll=0.1
+    ) as proc:
+        yield proc, url
 
 
 async def load(url: str, requests: int, clients: int) -> tuple[int, str]:
@@ -164,8 +155,7 @@ async def load(url: str, requests: int, clients: int) -> tuple[int, str]:
 
 
 def measure(kind: str, files: dict[str, str], requests: int, clients: int) -> dict[str, float]:
-    proc, url = start(kind, files)
-    try:
+    with start(kind, files) as (proc, url):
         p = psutil.Process(proc.pid)
         asyncio.run(load(url, clients * 2, clients))  # warm-up
         c0 = p.cpu_times()
@@ -177,9 +167,6 @@ def measure(kind: str, files: dict[str, str], requests: int, clients: int) -> di
             raise RuntimeError(f"{kind}: unexpected answer {sample!r}")
         cpu = (c1.user - c0.user) + (c1.system - c0.system)
         return {"requests_per_s": n / wall, "cpu_us_per_request": cpu / n * 1e6}
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def main() -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -110,6 +113,32 @@ def serve_in_thread(engine: Any, **opts: Any) -> Iterator[str]:
         loop.close()
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_health(url: str, timeout: float = 30.0) -> None:
+    """Poll the server at `url` until `/health` answers 200, for at most `timeout` seconds; the
+    requests that follow show whether it came up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health").status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+
+
 @pytest.fixture
 def serve() -> Any:
     return serve_in_thread
+
+
+@pytest.fixture(scope="module")
+def mlx_url(mlx_engine: Any) -> Iterator[str]:
+    """The shared demo MLXEngine served over HTTP for one module; the base URL."""
+    with serve_in_thread(mlx_engine) as url:
+        yield url

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from typing import Any
 
 import anthropic
 import httpx
 import openai
 import pytest
-from conftest import REPO, serve_in_thread
+from conftest import REPO, free_port, serve_in_thread, wait_for_health
 from engines import ScriptedEngine
 
 KEY = "sk-test-123"
@@ -115,9 +113,7 @@ def test_request_timeout_is_504() -> None:
 
 def test_access_log_line() -> None:
     """`serve_oai(log_level="info")` writes one structured line per request, with token counts."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     code = textwrap.dedent(
         f"""
         import sys; sys.path.insert(0, {str(REPO / "tests")!r})
@@ -129,13 +125,7 @@ def test_access_log_line() -> None:
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        wait_for_health(url)
         assert httpx.post(url + "/v1/completions", json={"prompt": "x"}).status_code == 200
         assert httpx.post(url + "/v1/completions", json={"prompt": 3}).status_code == 400
         proc.send_signal(signal.SIGTERM)

@@ -44,6 +44,20 @@ def client(url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
 
 
+def streamed_and_complete(url: str) -> tuple[list[str], Any, Any]:
+    """Ask for `MSG` with `TOOLS` streamed through the SDK's `.stream()` helper, then complete:
+    the streamed argument deltas, the streamed final completion and the complete one."""
+    c = client(url)
+    fragments = []
+    with c.chat.completions.stream(model="x", messages=MSG, tools=TOOLS) as s:  # type: ignore[arg-type]
+        for event in s:
+            if event.type == "tool_calls.function.arguments.delta":
+                fragments.append(event.arguments_delta)
+        final = s.get_final_completion()
+    r = c.chat.completions.create(model="x", messages=MSG, tools=TOOLS)  # type: ignore[arg-type]
+    return fragments, final, r
+
+
 def test_tool_calls_non_streaming_and_stream_helper_agree() -> None:
     engine = ScriptedEngine(tokens(HERMES_TWO_CALLS))
     with serve_in_thread(engine, tool_parser="hermes") as url:
@@ -97,14 +111,7 @@ def test_arguments_stream_incrementally() -> None:
     out = f"<tool_call>\n{call}\n</tool_call>"
     engine = ScriptedEngine(tokens(out, 4), delay=0.003)
     with serve_in_thread(engine, tool_parser="hermes") as url:
-        c = client(url)
-        fragments = []
-        with c.chat.completions.stream(model="x", messages=MSG, tools=TOOLS) as s:  # type: ignore[arg-type]
-            for event in s:
-                if event.type == "tool_calls.function.arguments.delta":
-                    fragments.append(event.arguments_delta)
-            final = s.get_final_completion()
-        r = c.chat.completions.create(model="x", messages=MSG, tools=TOOLS)  # type: ignore[arg-type]
+        fragments, final, r = streamed_and_complete(url)
     assert len(fragments) >= 10, fragments
     streamed = final.choices[0].message.tool_calls
     complete = r.choices[0].message.tool_calls
@@ -118,14 +125,7 @@ def test_qwen_xml_string_parameter_streams() -> None:
     city = "Paris, France; the city of light " * 4
     out = f"<tool_call>\n<function=get_weather>\n<parameter=city>\n{city}\n</parameter>\n</function>\n</tool_call>"
     with serve_in_thread(ScriptedEngine(tokens(out, 4), delay=0.003), tool_parser="qwen3_coder") as url:
-        c = client(url)
-        fragments = []
-        with c.chat.completions.stream(model="x", messages=MSG, tools=TOOLS) as s:  # type: ignore[arg-type]
-            for event in s:
-                if event.type == "tool_calls.function.arguments.delta":
-                    fragments.append(event.arguments_delta)
-            final = s.get_final_completion()
-        r = c.chat.completions.create(model="x", messages=MSG, tools=TOOLS)  # type: ignore[arg-type]
+        fragments, final, r = streamed_and_complete(url)
     assert len(fragments) >= 10, fragments
     streamed, complete = final.choices[0].message.tool_calls, r.choices[0].message.tool_calls
     assert streamed is not None and complete is not None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import smgpy
+from conftest import free_port
 from smgpy.cli import build_parser, main, parse_bytes
 
 
@@ -114,12 +114,6 @@ def test_demo_model_is_fetched_once_and_checked(monkeypatch: pytest.MonkeyPatch,
     assert demo.demo_gguf_path() == path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_smgpy_serve_with_no_model_answers_the_capital_of_france(tmp_path: Path) -> None:
     """The README's first command: `smgpy serve` serves the demo model and answers correctly."""
     try:
@@ -135,7 +129,7 @@ def test_smgpy_serve_with_no_model_answers_the_capital_of_france(tmp_path: Path)
         pytest.skip("smgpy.serve_oai is not in this build yet")
     openai = pytest.importorskip("openai")
 
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     with log.open("w") as out:
         proc = subprocess.Popen(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -20,7 +19,6 @@ openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 pydantic = pytest.importorskip("pydantic")
 jsonschema = pytest.importorskip("jsonschema")
-from conftest import serve_in_thread  # noqa: E402
 from smgpy import _native  # noqa: E402
 from smgpy.engine import EngineRequestError  # noqa: E402
 from smgpy.mlx.structured import constraint_of, token_bytes  # noqa: E402
@@ -53,14 +51,8 @@ def engine(mlx_engine: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def url(engine: Any) -> Iterator[str]:
-    with serve_in_thread(engine) as u:
-        yield u
-
-
-@pytest.fixture(scope="module")
-def client(url: str) -> Any:
-    return openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=120)
+def client(mlx_url: str) -> Any:
+    return openai.OpenAI(base_url=mlx_url + "/v1", api_key="x", max_retries=0, timeout=120)
 
 
 def chat(client: Any, messages: Any = CAPITAL, max_tokens: int = 60, **extra: Any) -> Any:
@@ -112,14 +104,14 @@ def test_responses_parse_with_a_pydantic_model(client: Any) -> None:
     assert r.output_parsed == Capital(capital="Paris")
 
 
-def test_anthropic_sdk_parse_with_a_pydantic_model(url: str) -> None:
+def test_anthropic_sdk_parse_with_a_pydantic_model(mlx_url: str) -> None:
     """`messages.parse(output_format=Model)` sends `output_config.format`; the answer is the
     model's JSON (issue #22: it was ignored and the model answered in prose)."""
 
     class Capital(pydantic.BaseModel):  # type: ignore[misc]
         capital: str
 
-    c = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0)
+    c = anthropic.Anthropic(base_url=mlx_url, api_key="x", max_retries=0)
     r = c.messages.parse(
         model="m", max_tokens=40, messages=CAPITAL, output_format=Capital, extra_body={"temperature": 0}
     )
@@ -155,14 +147,14 @@ def test_json_in_every_request_shape(client: Any) -> None:
         assert json.loads(chat(client, max_tokens=40, **extra).message.content) == {"capital": "Paris"}, extra
 
 
-def test_completions_generate_and_structural_tags(client: Any, url: str) -> None:
+def test_completions_generate_and_structural_tags(client: Any, mlx_url: str) -> None:
     r = client.completions.create(
         model="m", prompt="The year the Eiffel Tower was finished:", max_tokens=8, temperature=0,
         extra_body={"regex": "[12][0-9]{3}"},
     )  # fmt: skip
     assert re.fullmatch("[12][0-9]{3}", r.choices[0].text)
     body = {"text": "Paris is in", "sampling_params": {"max_new_tokens": 8, "temperature": 0, "regex": " [A-Z][a-z]+"}}
-    out = httpx.post(url + "/generate", json=body, timeout=120).json()
+    out = httpx.post(mlx_url + "/generate", json=body, timeout=120).json()
     assert re.fullmatch(" [A-Z][a-z]+", out["text"]), out
     tag = {
         "type": "structural_tag",
@@ -175,7 +167,7 @@ def test_completions_generate_and_structural_tags(client: Any, url: str) -> None
         assert '<city>"Paris"</city>' in text
 
 
-def test_invalid_constraints_are_400_naming_the_field_on_every_endpoint(client: Any, url: str) -> None:
+def test_invalid_constraints_are_400_naming_the_field_on_every_endpoint(client: Any, mlx_url: str) -> None:
     unique = {"type": "array", "uniqueItems": True}
     bad = {"type": "json_schema", "json_schema": {"name": "x", "schema": unique}}
     with pytest.raises(openai.BadRequestError) as e:
@@ -197,7 +189,7 @@ def test_invalid_constraints_are_400_naming_the_field_on_every_endpoint(client: 
             model="m", input="x", text={"format": {"type": "json_schema", "name": "x", "schema": {"type": "strnig"}}}
         )
     assert e.value.body["param"] == "text.format.schema"
-    r = httpx.post(url + "/generate", json={"text": "x", "sampling_params": {"regex": "(?<=a)b"}})
+    r = httpx.post(mlx_url + "/generate", json={"text": "x", "sampling_params": {"regex": "(?<=a)b"}})
     assert r.status_code == 400 and r.json()["error"]["param"] == "sampling_params.regex"
     body = {
         "model": "m",
@@ -205,7 +197,7 @@ def test_invalid_constraints_are_400_naming_the_field_on_every_endpoint(client: 
         "messages": CAPITAL,
         "output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "not": {}}}},
     }
-    r = httpx.post(url + "/v1/messages", json=body)
+    r = httpx.post(mlx_url + "/v1/messages", json=body)
     assert r.status_code == 400 and r.json()["type"] == "error"
     assert "not" in r.json()["error"]["message"]
     with pytest.raises(openai.BadRequestError, match="response_format.type"):

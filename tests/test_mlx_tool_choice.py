@@ -57,12 +57,6 @@ def engine(mlx_engine: Any) -> Any:
     return mlx_engine
 
 
-@pytest.fixture(scope="module")
-def base(engine: Any) -> Iterator[str]:
-    with serve_in_thread(engine) as url:
-        yield url
-
-
 # The demo model served as if it were trained on another tool format: the server's parser and
 # the grammar of forced calls follow that format, so its output is that format's syntax and the
 # normal (not forced) parser reads it. (Qwen3-Coder XML, whose string values are raw text the
@@ -112,8 +106,8 @@ def test_strict_tools_under_auto_follow_their_schema_once_called(formatted: Any)
 
 
 @pytest.fixture(scope="module")
-def client(base: str) -> Any:
-    return openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=120)
+def client(mlx_url: str) -> Any:
+    return openai.OpenAI(base_url=mlx_url + "/v1", api_key="x", max_retries=0, timeout=120)
 
 
 def follows(name: str, arguments: str) -> dict[str, Any]:
@@ -244,8 +238,8 @@ def test_a_truncated_call_is_reported_as_far_as_it_was_written(client: Any) -> N
         json.loads(args)
 
 
-def test_anthropic_any_and_tool(base: str) -> None:
-    client = anthropic.Anthropic(base_url=base, api_key="x", max_retries=0, timeout=120)
+def test_anthropic_any_and_tool(mlx_url: str) -> None:
+    client = anthropic.Anthropic(base_url=mlx_url, api_key="x", max_retries=0, timeout=120)
     tools = [
         {"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
         for f in (t["function"] for t in TOOLS)
@@ -280,9 +274,9 @@ def test_responses_required(client: Any) -> None:
     follows("get_weather", calls[0].arguments)
 
 
-def test_required_without_tools_is_a_400(base: str) -> None:
+def test_required_without_tools_is_a_400(mlx_url: str) -> None:
     r = httpx.post(
-        base + "/v1/chat/completions",
+        mlx_url + "/v1/chat/completions",
         json={"model": "m", "messages": ASK, "tool_choice": "required"},
         timeout=30,
     )
@@ -290,8 +284,8 @@ def test_required_without_tools_is_a_400(base: str) -> None:
     assert r.json()["error"]["param"] == "tool_choice"
 
 
-def test_anthropic_streamed_forced_call_equals_complete(base: str) -> None:
-    client = anthropic.Anthropic(base_url=base, api_key="x", max_retries=0, timeout=120)
+def test_anthropic_streamed_forced_call_equals_complete(mlx_url: str) -> None:
+    client = anthropic.Anthropic(base_url=mlx_url, api_key="x", max_retries=0, timeout=120)
     tools = [{"name": f["name"], "input_schema": f["parameters"]} for f in (t["function"] for t in TOOLS)]
     args: dict[str, Any] = dict(
         model="m",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -15,7 +14,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from conftest import REPO, serve_in_thread
+from conftest import REPO, free_port, serve_in_thread, wait_for_health
 from engines import ScriptedEngine
 
 MSG = [{"role": "user", "content": "Say hello"}]
@@ -249,9 +248,7 @@ def test_request_class_and_sampling_params() -> None:
 
 def test_serve_oai_blocking_sigterm() -> None:
     """`serve_oai` in its own process: serves, then SIGTERM shuts it down gracefully."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     code = textwrap.dedent(
         f"""
         import sys; sys.path.insert(0, {str(REPO / "tests")!r})
@@ -264,13 +261,7 @@ def test_serve_oai_blocking_sigterm() -> None:
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        wait_for_health(url)
         r = client(url).chat.completions.create(model="x", messages=MSG)
         assert r.choices[0].message.content == "Hello, world!"
         proc.send_signal(signal.SIGTERM)

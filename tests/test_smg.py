@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ if shutil.which("smg") is None:
 
 import anthropic  # noqa: E402
 import openai  # noqa: E402
+from conftest import free_port  # noqa: E402
 
 HERE = Path(__file__).parent
 TOOLS = [
@@ -43,12 +43,6 @@ TOOLS = [
     }
 ]
 MSG = [{"role": "user", "content": "hi"}]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(check: Any, seconds: float, what: str) -> None:

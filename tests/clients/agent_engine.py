@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from engines import ScriptedEngine
+from pydantic import BaseModel
 
 # ChatML with the tools in a system block, calls in Hermes form and tool results wrapped, as
 # Qwen's and Hermes' templates render them.
@@ -96,3 +97,29 @@ class AgentEngine(ScriptedEngine):
         self.script = tokens(reply)
         async for out in super().generate_request(obj):
             yield out
+
+
+# What the framework tests share: the structured output they parse into ``City``, the tool they
+# declare (``get_weather``), and a plain chat with a system instruction.
+
+
+class City(BaseModel):
+    name: str
+    country: str
+    population: int
+
+
+PARIS = {"name": "Paris", "country": "France", "population": 2102650}
+
+
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny and 21 C in {city}"
+
+
+def assert_plain_chat_prompt(engine: AgentEngine) -> None:
+    """The first prompt carries the system instruction "Answer in one sentence." and ends with the
+    question "What is the capital of France?" and the assistant's turn, in ChatML."""
+    prompt = engine.requests[0].text
+    assert "<|im_start|>system\nAnswer in one sentence.<|im_end|>" in prompt
+    assert prompt.endswith("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 
+import agent_engine
 import pytest
-from agent_engine import AgentEngine
+from agent_engine import PARIS, AgentEngine, City, assert_plain_chat_prompt
 from conftest import serve_in_thread
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
-from pydantic import BaseModel
 
 APIS = ["chat", "responses"]
 
@@ -28,19 +28,7 @@ def chat_model(url: str, api: str, **kwargs: object) -> ChatOpenAI:
     )
 
 
-@tool
-def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny and 21 C in {city}"
-
-
-class City(BaseModel):
-    name: str
-    country: str
-    population: int
-
-
-PARIS = {"name": "Paris", "country": "France", "population": 2102650}
+get_weather = tool(agent_engine.get_weather)
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -53,9 +41,7 @@ def test_plain_chat(api: str) -> None:
     assert reply.usage_metadata is not None
     assert reply.usage_metadata["input_tokens"] == 7 and reply.usage_metadata["output_tokens"] == 11
     assert reply.usage_metadata["total_tokens"] == 18
-    prompt = engine.requests[0].text
-    assert "<|im_start|>system\nAnswer in one sentence.<|im_end|>" in prompt
-    assert prompt.endswith("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
+    assert_plain_chat_prompt(engine)
 
 
 @pytest.mark.parametrize("api", APIS)

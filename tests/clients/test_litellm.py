@@ -12,9 +12,8 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
 import litellm  # noqa: E402
 import pytest  # noqa: E402
-from agent_engine import AgentEngine  # noqa: E402
+from agent_engine import PARIS, AgentEngine, City  # noqa: E402
 from conftest import serve_in_thread  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
 
 # A module litellm imports on first use declares `ReadOnly` TypedDict items, which pydantic warns about.
 pytestmark = pytest.mark.filterwarnings("ignore:Items? .* (is|are) using the `ReadOnly` qualifier:UserWarning")
@@ -42,13 +41,6 @@ TOOLS = [
 ]
 
 
-class City(BaseModel):
-    name: str
-    country: str
-    population: int
-
-
-PARIS = {"name": "Paris", "country": "France", "population": 2102650}
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 

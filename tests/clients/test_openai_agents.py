@@ -8,7 +8,7 @@ import asyncio
 import json
 
 import pytest
-from agent_engine import AgentEngine
+from agent_engine import PARIS, AgentEngine, City, assert_plain_chat_prompt
 from agents import Agent, ItemHelpers, OpenAIProvider, RunConfig, Runner, function_tool
 from agents.items import MessageOutputItem, ReasoningItem, ToolCallItem, ToolCallOutputItem
 from conftest import serve_in_thread
@@ -35,15 +35,6 @@ def get_weather(city: str) -> str:
     return f"sunny and 21 C in {city}"
 
 
-class City(BaseModel):
-    name: str
-    country: str
-    population: int
-
-
-PARIS = {"name": "Paris", "country": "France", "population": 2102650}
-
-
 def test_the_default_model_speaks_the_responses_api() -> None:
     # No use_responses: the provider takes the SDK's default, which is the Responses API.
     engine = AgentEngine(text="Bonjour!")
@@ -65,9 +56,7 @@ def test_plain_chat(api: str) -> None:
     [response] = result.raw_responses
     assert response.usage.input_tokens == 7 and response.usage.output_tokens > 0
     assert response.usage.total_tokens == response.usage.input_tokens + response.usage.output_tokens
-    prompt = engine.requests[0].text
-    assert "<|im_start|>system\nAnswer in one sentence.<|im_end|>" in prompt
-    assert prompt.endswith("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
+    assert_plain_chat_prompt(engine)
 
 
 @pytest.mark.parametrize("api", APIS)

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from agent_engine import AgentEngine
+from agent_engine import PARIS, AgentEngine, City, assert_plain_chat_prompt, get_weather
 from conftest import serve_in_thread
 from pydantic import BaseModel
 from pydantic_ai import Agent, NativeOutput, PromptedOutput, ToolOutput
@@ -29,20 +29,6 @@ def model(url: str, api: str) -> Model:
     )
 
 
-class City(BaseModel):
-    name: str
-    country: str
-    population: int
-
-
-PARIS = {"name": "Paris", "country": "France", "population": 2102650}
-
-
-def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny and 21 C in {city}"
-
-
 @pytest.mark.parametrize("api", APIS)
 def test_plain_chat(api: str) -> None:
     engine = AgentEngine(text="Paris is the capital of France.")
@@ -52,9 +38,7 @@ def test_plain_chat(api: str) -> None:
     assert result.output == "Paris is the capital of France."
     usage = result.usage
     assert usage.requests == 1 and usage.input_tokens == 7 and usage.output_tokens > 0
-    prompt = engine.requests[0].text
-    assert "<|im_start|>system\nAnswer in one sentence.<|im_end|>" in prompt
-    assert prompt.endswith("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
+    assert_plain_chat_prompt(engine)
 
 
 @pytest.mark.parametrize("api", APIS)

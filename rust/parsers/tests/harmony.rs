@@ -4,9 +4,11 @@
 //! each is checked complete and streamed char by char (and the chain under two-way splits).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod reasoning_common;
 mod tool_common;
 
 use proptest::prelude::*;
+use reasoning_common::stream_chars;
 use smgpy_parsers::reasoning::{self, ReasoningFormat, ReasoningOptions, ReasoningParser};
 use smgpy_parsers::tool::{parse_complete, ToolCallParser, ToolFormat, ToolParseResult};
 use tool_common::{check_streaming, stream_through};
@@ -25,16 +27,8 @@ fn reason_with(text: &str, keep: bool) -> (String, String) {
     let mut whole = ReasoningParser::new(f, ReasoningOptions::default()).keep_tool_calls(keep);
     let mut full = whole.push(text);
     full.append(&whole.finish());
-    let mut p = ReasoningParser::new(f, ReasoningOptions::default()).keep_tool_calls(keep);
-    let (mut r, mut c) = (String::new(), String::new());
-    for ch in text.chars() {
-        let d = p.push(ch.encode_utf8(&mut [0; 4]));
-        r += &d.reasoning;
-        c += &d.content;
-    }
-    let d = p.finish();
-    r += &d.reasoning;
-    c += &d.content;
+    let p = ReasoningParser::new(f, ReasoningOptions::default()).keep_tool_calls(keep);
+    let (r, c) = stream_chars(p, text);
     assert_eq!(
         (&full.reasoning, &full.content),
         (&r, &c),

@@ -1,5 +1,9 @@
 //! Real-looking outputs per reasoning format, complete and streamed char by char.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod reasoning_common;
+
+use reasoning_common::stream_chars;
 use smgpy_parsers::reasoning::{self, prompt_state, ReasoningFormat, ReasoningOptions, ReasoningParser};
 
 fn opts(opened: bool, disabled: bool) -> ReasoningOptions {
@@ -13,16 +17,7 @@ fn opts(opened: bool, disabled: bool) -> ReasoningOptions {
 fn run(name: &str, text: &str, o: ReasoningOptions) -> (String, String) {
     let f: ReasoningFormat = name.parse().unwrap();
     let full = reasoning::parse_complete(text, f, o.clone());
-    let mut p = ReasoningParser::new(f, o);
-    let (mut r, mut c) = (String::new(), String::new());
-    for ch in text.chars() {
-        let d = p.push(ch.encode_utf8(&mut [0; 4]));
-        r += &d.reasoning;
-        c += &d.content;
-    }
-    let d = p.finish();
-    r += &d.reasoning;
-    c += &d.content;
+    let (r, c) = stream_chars(ReasoningParser::new(f, o), text);
     assert_eq!(
         (&full.reasoning, &full.content),
         (&r, &c),

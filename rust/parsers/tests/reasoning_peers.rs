@@ -3,8 +3,10 @@
 //! reasoning-to-tool chain for those formats. Complete and streamed char by char.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod reasoning_common;
 mod tool_common;
 
+use reasoning_common::stream_chars;
 use smgpy_parsers::reasoning::{self, ReasoningFormat, ReasoningOptions, ReasoningParser};
 use smgpy_parsers::tool::{ToolCallParser, ToolFormat};
 use tool_common::stream_through;
@@ -13,19 +15,8 @@ use tool_common::stream_through;
 fn run(name: &str, text: &str) -> (String, String) {
     let f: ReasoningFormat = name.parse().unwrap();
     let full = reasoning::parse_complete(text, f, ReasoningOptions::default());
-    let mut p = ReasoningParser::new(f, ReasoningOptions::default());
-    let (mut r, mut c) = (String::new(), String::new());
-    for ch in text.chars() {
-        let d = p.push(ch.encode_utf8(&mut [0; 4]));
-        r += &d.reasoning;
-        c += &d.content;
-    }
-    let d = p.finish();
-    assert_eq!(
-        (full.reasoning, full.content),
-        (r + &d.reasoning, c + &d.content),
-        "{name}: {text:?}"
-    );
+    let streamed = stream_chars(ReasoningParser::new(f, ReasoningOptions::default()), text);
+    assert_eq!((full.reasoning, full.content), streamed, "{name}: {text:?}");
     let full = reasoning::parse_complete(text, f, ReasoningOptions::default());
     (full.reasoning, full.content)
 }

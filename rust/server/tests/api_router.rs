@@ -2,66 +2,22 @@
 //! a scripted engine, no Python, no socket.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::{Arc, Mutex};
+mod common;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
+use common::Scripted;
 use serde_json::{json, Value};
-use smgpy_server::engine::{Abort, EngineFinish, EngineStream, GenerateRequest};
-use smgpy_server::{AppState, Engine, EngineError, EngineEvent, EngineOutput, ServerConfig};
-use tokio::sync::mpsc;
-use tower::ServiceExt;
+use std::sync::Arc;
 
-/// Answers every request with `tokens`, one delta each; records the requests.
-struct Fake {
-    tokens: Vec<&'static str>,
-    requests: Mutex<Vec<GenerateRequest>>,
-}
-
-struct NoAbort;
-impl Abort for NoAbort {
-    fn abort(self: Box<Self>) {}
-}
-
-impl Engine for Fake {
-    fn generate(&self, req: GenerateRequest) -> Result<EngineStream, EngineError> {
-        let (tx, rx) = mpsc::channel(1024);
-        let n = self.tokens.len();
-        for (i, t) in self.tokens.iter().enumerate() {
-            let out = EngineOutput {
-                text_delta: (*t).to_string(),
-                token_ids: vec![i as i64],
-                prompt_tokens: Some(5),
-                completion_tokens: Some(i as u32 + 1),
-                cached_tokens: Some(2),
-                finish: (i + 1 == n).then_some(EngineFinish::Stop { matched: None }),
-                logprobs: Vec::new(),
-            };
-            tx.try_send(EngineEvent::Output(out)).unwrap();
-        }
-        self.requests.lock().unwrap().push(req);
-        Ok(EngineStream::new(rx, Box::new(NoAbort)))
-    }
-}
-
-fn app_with(tokens: Vec<&'static str>, api_key: Option<&str>) -> (axum::Router, Arc<Fake>) {
-    let engine = Arc::new(Fake {
-        tokens,
-        requests: Mutex::new(Vec::new()),
-    });
-    let template = smgpy_template::ChatTemplate::new(
-        "{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}\n{% endfor %}[assistant]",
-        serde_json::Map::new(),
-    )
-    .unwrap();
-    let config = ServerConfig {
-        model_name: "m".into(),
-        chat_template: Some(template),
+/// An engine answering every request with `tokens` (5 prompt tokens, 2 of them cached), behind
+/// `api_key` when given.
+fn app_with(tokens: Vec<&'static str>, api_key: Option<&str>) -> (axum::Router, Arc<Scripted>) {
+    let config = smgpy_server::ServerConfig {
         api_key: api_key.map(str::to_string),
-        ..ServerConfig::default()
+        ..common::config()
     };
-    (smgpy_server::router(AppState::new(engine.clone(), config)), engine)
+    common::router(Scripted::new(tokens, 5, 2), config)
 }
 
 async fn call(
@@ -79,10 +35,7 @@ async fn call(
         req = req.header("x-api-key", k);
     }
     let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
-    let resp = app.clone().oneshot(req.body(body).unwrap()).await.unwrap();
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8(bytes.to_vec()).unwrap())
+    common::respond(app.clone(), req.body(body).unwrap()).await
 }
 
 fn json_of(s: &str) -> Value {

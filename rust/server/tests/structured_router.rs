@@ -2,83 +2,25 @@
 //! reaches the engine, for client constraints and forced tool calls.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::{Arc, Mutex};
+mod common;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
+use common::Scripted;
 use serde_json::{json, Value};
-use smgpy_server::engine::{Abort, EngineFinish, EngineStream, GenerateRequest};
-use smgpy_server::{AppState, Engine, EngineError, EngineEvent, EngineOutput, ServerConfig};
-use tokio::sync::mpsc;
-use tower::ServiceExt;
-
-/// Sends `tokens` as deltas; records requests and aborts.
-struct Scripted {
-    tokens: Vec<&'static str>,
-    requests: Mutex<Vec<GenerateRequest>>,
-    aborted: Arc<Mutex<Vec<String>>>,
-}
-
-struct RecordAbort(Arc<Mutex<Vec<String>>>, String);
-impl Abort for RecordAbort {
-    fn abort(self: Box<Self>) {
-        self.0.lock().unwrap().push(self.1);
-    }
-}
-
-impl Engine for Scripted {
-    fn generate(&self, req: GenerateRequest) -> Result<EngineStream, EngineError> {
-        let (tx, rx) = mpsc::channel(1024);
-        let n = self.tokens.len();
-        for (i, t) in self.tokens.iter().enumerate() {
-            let out = EngineOutput {
-                text_delta: (*t).to_string(),
-                token_ids: vec![i as i64],
-                prompt_tokens: Some(3),
-                completion_tokens: Some(i as u32 + 1),
-                cached_tokens: Some(1),
-                finish: (i + 1 == n).then_some(EngineFinish::Stop { matched: None }),
-                logprobs: Vec::new(),
-            };
-            tx.try_send(EngineEvent::Output(out)).unwrap();
-        }
-        let rid = req.rid.clone();
-        self.requests.lock().unwrap().push(req);
-        Ok(EngineStream::new(rx, Box::new(RecordAbort(self.aborted.clone(), rid))))
-    }
-}
+use std::sync::Arc;
 
 fn app(tokens: Vec<&'static str>, lark: bool) -> (axum::Router, Arc<Scripted>) {
-    let engine = Arc::new(Scripted {
-        tokens,
-        requests: Mutex::new(Vec::new()),
-        aborted: Arc::default(),
-    });
-    let template = smgpy_template::ChatTemplate::new(
-        "{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}\n{% endfor %}[assistant]",
-        serde_json::Map::new(),
-    )
-    .unwrap();
-    let config = ServerConfig {
-        model_name: "m".into(),
-        chat_template: Some(template),
+    let config = smgpy_server::ServerConfig {
         tool_format: Some(smgpy_parsers::ToolFormat::Hermes),
         lark_grammars: lark,
-        ..ServerConfig::default()
+        ..common::config()
     };
-    (smgpy_server::router(AppState::new(engine.clone(), config)), engine)
+    common::router(Scripted::new(tokens, 3, 1), config)
 }
 
 async fn post(app: axum::Router, path: &str, body: Value) -> (StatusCode, Value) {
-    let req = Request::post(path)
-        .header("content-type", "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    let resp = app.oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap())
+    let (status, text) = common::post(app, path, body).await;
+    (status, serde_json::from_str(&text).unwrap())
 }
 
 fn engine_param(engine: &Scripted) -> (&'static str, String) {

@@ -22,14 +22,7 @@ fn main() {
     ] {
         tokens.insert(k.into(), Value::String(v.into()));
     }
-    let now = DateTime {
-        year: 2025,
-        month: 1,
-        day: 15,
-        hour: 10,
-        minute: 30,
-        second: 0,
-    };
+    let now = DateTime::FIXTURE;
     let (mut same, mut total, mut ok_total) = (0, 0, 0);
     for (tpl, results) in expected.as_object().unwrap() {
         if !tpl.contains(&filter) {

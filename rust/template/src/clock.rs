@@ -45,6 +45,18 @@ const WEEKDAYS: [&str; 7] = [
 ];
 
 impl DateTime {
+    /// 2025-01-15 10:30:00, a Wednesday: the frozen date the differential fixtures were rendered with
+    /// (`strftime_now` in their expected outputs prints this), so tests and examples that compare against
+    /// them freeze a template's clock here.
+    pub const FIXTURE: Self = Self {
+        year: 2025,
+        month: 1,
+        day: 15,
+        hour: 10,
+        minute: 30,
+        second: 0,
+    };
+
     /// The current UTC time.
     pub fn now_utc() -> Self {
         let secs = SystemTime::now()
@@ -168,14 +180,7 @@ mod tests {
 
     #[test]
     fn formats_like_python() {
-        let t = DateTime {
-            year: 2025,
-            month: 1,
-            day: 15,
-            hour: 10,
-            minute: 30,
-            second: 0,
-        };
+        let t = DateTime::FIXTURE;
         assert_eq!(t.strftime("%d %b %Y"), "15 Jan 2025");
         assert_eq!(t.strftime("%B %d, %Y"), "January 15, 2025");
         assert_eq!(

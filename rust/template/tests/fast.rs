@@ -50,14 +50,7 @@ fn fast_renders_equal_minijinja_on_every_fixture() {
     let mut paths = Vec::new();
     templates(&root.join("chat_templates"), &mut paths);
     paths.sort();
-    let now = DateTime {
-        year: 2025,
-        month: 1,
-        day: 15,
-        hour: 10,
-        minute: 30,
-        second: 0,
-    };
+    let now = DateTime::FIXTURE;
     let (mut compiled, mut fast, mut handed_over, mut pairs) = (0, 0, 0, 0);
     let mut where_handed_over: std::collections::BTreeMap<String, usize> = Default::default();
     let mut unsupported: std::collections::BTreeMap<String, usize> = Default::default();

@@ -131,16 +131,7 @@ fn generation_blocks_render_their_body() {
 #[test]
 fn strftime_now_can_be_frozen() {
     let t = ChatTemplate::new("{{ strftime_now('%d %b %Y') }}", Map::new()).unwrap();
-    let t = t
-        .with_now(DateTime {
-            year: 2025,
-            month: 1,
-            day: 15,
-            hour: 10,
-            minute: 30,
-            second: 0,
-        })
-        .unwrap();
+    let t = t.with_now(DateTime::FIXTURE).unwrap();
     assert_eq!(t.render(&RenderArgs::default()).unwrap(), "15 Jan 2025");
 }
 

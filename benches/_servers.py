@@ -1,0 +1,82 @@
+"""Running a server for a bench: a free port, and a subprocess that is waited for until it answers;
+and the questions the MLX serving benches ask.
+
+Benches run as scripts (``python benches/<name>.py``), so this folder is on ``sys.path`` and they
+import this module as ``_servers``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# The prompts the MLX serving benches cycle through.
+QUESTIONS = [
+    "Tell me a long story about a dragon.",
+    "Explain how a car engine works.",
+    "Describe the city of Paris in detail.",
+    "Write a poem about the sea.",
+    "Explain photosynthesis step by step.",
+    "What are the benefits of exercise?",
+    "Describe a day in the life of a farmer.",
+    "How do computers store data?",
+]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def answers(url: str, timeout: float = 2.0) -> bool:
+    """Whether ``GET url`` returns 200 within ``timeout`` seconds."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+@contextmanager
+def running(
+    cmd: list[str],
+    ready_url: str,
+    *,
+    name: str,
+    log_path: str | None = None,
+    env: dict[str, str] | None = None,
+    startup_timeout: float = 300.0,
+    poll: float = 0.5,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``cmd`` for the duration of the block, entering it once ``GET ready_url`` answers 200.
+
+    Output goes to ``log_path``, or is discarded. Raises ``RuntimeError`` if the process exits before
+    it answers and ``TimeoutError`` if it has not answered after ``startup_timeout`` seconds. On
+    leaving, the process is terminated (and killed if it has not stopped 30 s later).
+    """
+    see = f"; see {log_path}" if log_path else ""
+    with open(log_path or os.devnull, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + startup_timeout
+            while not answers(ready_url):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {proc.returncode}{see}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{name} did not start in {startup_timeout}s{see}")
+                time.sleep(poll)
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
