@@ -20,19 +20,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
-
-HERE = Path(__file__).resolve().parent
+from _servers import free_port, running
 
 SERVER = """
 import asyncio
+import json
 import smgpy
 from smgpy import Tokenizer
 from tokenizers import Tokenizer as HFTokenizer
@@ -70,41 +69,16 @@ smgpy.serve_oai(PacedEngine({server_tokenizes}), port={port}, log_level="warn", 
 STREAMS = 16
 LONG = 8
 TOKENS = 400
+JSON = {"content-type": "application/json"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def model_files() -> dict[str, str]:
-    from smgpy.mlx import demo_gguf_path, resolve_model
-
-    model_dir = resolve_model(str(demo_gguf_path()))[0]
-    config = json.loads(Path(model_dir, "tokenizer_config.json").read_text())
-    return {
-        "model_dir": model_dir,
-        "template": config["chat_template"],
-        "bos": config.get("bos_token") or "",
-        "eos": config.get("eos_token") or "",
-    }
-
-
-def start(server_tokenizes: bool, files: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+@contextmanager
+def start(server_tokenizes: bool, files: dict[str, str]) -> Iterator[str]:
     port = free_port()
     code = SERVER.format(port=port, server_tokenizes=server_tokenizes, **files)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("server did not start")
+    with running([sys.executable, "-c", code], url + "/health", name="server", startup_timeout=60, poll=0.1):
+        yield url
 
 
 def long_prompt(i: int) -> str:
@@ -141,17 +115,23 @@ async def run_round(url: str) -> dict[str, list[float]]:
                         gaps["undisturbed"].append(now - last)
                     last = now
 
+        # Encoded up front: this process measures the gaps, so it must not stall encoding 400 KB of JSON.
+        bodies = [
+            json.dumps({"messages": [{"role": "user", "content": long_prompt(i)}], "max_tokens": 1}).encode()
+            for i in range(LONG)
+        ]
+
         async def long_requests() -> None:
             await streaming.wait()
             await asyncio.sleep(0.5)  # an undisturbed stretch first
             burst["at"] = time.perf_counter()
             burst["until"] = float("inf")
 
-            async def one(i: int) -> None:
-                body = {"messages": [{"role": "user", "content": long_prompt(i)}], "max_tokens": 1}
-                (await client.post(url + "/v1/chat/completions", json=body)).raise_for_status()
+            async def one(body: bytes) -> None:
+                r = await client.post(url + "/v1/chat/completions", content=body, headers=JSON)
+                r.raise_for_status()
 
-            await asyncio.gather(*(one(i) for i in range(LONG)))
+            await asyncio.gather(*(one(b) for b in bodies))
             burst["until"] = time.perf_counter() + 0.05
 
         await asyncio.gather(*(stream(k) for k in range(STREAMS)), long_requests())
@@ -167,18 +147,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    from request_rate import model_files  # the demo model's template and tokenizer
+
     files = model_files()
     modes = {"on-loop": False, "server": True}
     results: dict[str, dict[str, list[float]]] = {m: {"undisturbed": [], "disturbed": []} for m in modes}
     for r in range(args.rounds):
         for mode in modes if r % 2 == 0 else reversed(list(modes)):
-            proc, url = start(modes[mode], files)
-            try:
+            with start(modes[mode], files) as url:
                 asyncio.run(run_round(url))  # warm-up
                 gaps = asyncio.run(run_round(url))
-            finally:
-                proc.terminate()
-                proc.wait(30)
             for k in gaps:
                 results[mode][k].append(pct(gaps[k], 0.99))
             print(
