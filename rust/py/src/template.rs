@@ -270,7 +270,7 @@ impl PyChatTemplate {
         let inner = &self.inner;
         py.detach(|| {
             if normalize {
-                messages = smgpy_template::normalize_messages(&messages, inner.info());
+                messages = smgpy_template::normalize_messages(messages, inner.info());
                 tools = tools.map(|t| smgpy_template::normalize_tools(&t));
             }
             let args = RenderArgs {
@@ -311,7 +311,7 @@ fn normalize_messages<'py>(
             mentions_tools: true,
         },
     };
-    value_to_py(py, &Value::Array(smgpy_template::normalize_messages(&messages, &info)))
+    value_to_py(py, &Value::Array(smgpy_template::normalize_messages(messages, &info)))
 }
 
 /// Nest Responses-API flat function tools as `{"type": "function", "function": {...}}`.

@@ -273,7 +273,7 @@ pub fn render(state: &AppState, p: ChatPrompt) -> Result<String, ApiError> {
              a chat template (serve_oai(..., chat_template=...) or --chat-template), or use /v1/completions",
         )
     })?;
-    let messages = smgpy_template::normalize_messages(&p.messages, template.info());
+    let messages = smgpy_template::normalize_messages(p.messages, template.info());
     let tools = p.tools.map(|t| smgpy_template::normalize_tools(&t));
     let args = RenderArgs {
         messages,

@@ -22,16 +22,19 @@
 use crate::inspect::TemplateInfo;
 use serde_json::{Map, Value};
 
-/// Apply rules 1-3 to `messages` for a template described by `info`.
-pub fn normalize_messages(messages: &[Value], info: &TemplateInfo) -> Vec<Value> {
-    messages.iter().map(|m| normalize_message(m, info)).collect()
+/// Apply rules 1-3 to `messages` for a template described by `info`, in place: the caller's
+/// conversation is reshaped, not copied (a request's messages can be megabytes).
+pub fn normalize_messages(mut messages: Vec<Value>, info: &TemplateInfo) -> Vec<Value> {
+    for m in &mut messages {
+        normalize_message(m, info);
+    }
+    messages
 }
 
-fn normalize_message(message: &Value, info: &TemplateInfo) -> Value {
+fn normalize_message(message: &mut Value, info: &TemplateInfo) {
     let Value::Object(map) = message else {
-        return message.clone();
+        return;
     };
-    let mut map = map.clone();
     if let Some(content) = map.get_mut("content") {
         normalize_content(content, info);
     }
@@ -53,7 +56,6 @@ fn normalize_message(message: &Value, info: &TemplateInfo) -> Value {
     {
         map.insert("content".into(), Value::String(String::new()));
     }
-    Value::Object(map)
 }
 
 /// Rule 2.
@@ -149,12 +151,12 @@ mod tests {
         let m = [
             json!({"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}),
         ];
-        let out = normalize_messages(&m, &info(false, false, true));
+        let out = normalize_messages(m.to_vec(), &info(false, false, true));
         assert_eq!(out[0]["tool_calls"][0]["function"]["arguments"], json!({"a": 1}));
-        let out = normalize_messages(&m, &info(false, false, false));
+        let out = normalize_messages(m.to_vec(), &info(false, false, false));
         assert_eq!(out[0]["tool_calls"][0]["function"]["arguments"], json!("{\"a\": 1}"));
         let bad = [json!({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "not json"}}]})];
-        assert_eq!(normalize_messages(&bad, &info(false, false, true))[0], bad[0]);
+        assert_eq!(normalize_messages(bad.to_vec(), &info(false, false, true))[0], bad[0]);
     }
 
     #[test]
@@ -163,10 +165,10 @@ mod tests {
             json!({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {}}, {"type": "input_text", "text": "b"}]}),
         ];
         assert_eq!(
-            normalize_messages(&m, &info(false, false, false))[0]["content"],
+            normalize_messages(m.to_vec(), &info(false, false, false))[0]["content"],
             json!("a\nb")
         );
-        let kept = normalize_messages(&m, &info(true, false, false));
+        let kept = normalize_messages(m.to_vec(), &info(true, false, false));
         assert_eq!(kept[0]["content"][2]["type"], json!("text"));
         assert_eq!(kept[0]["content"].as_array().map(Vec::len), Some(3));
     }
@@ -177,15 +179,15 @@ mod tests {
             json!({"role": "assistant", "content": null, "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}),
         ];
         assert_eq!(
-            normalize_messages(&m, &info(false, true, false))[0]["content"],
+            normalize_messages(m.to_vec(), &info(false, true, false))[0]["content"],
             json!("")
         );
         assert_eq!(
-            normalize_messages(&m, &info(false, false, false))[0]["content"],
+            normalize_messages(m.to_vec(), &info(false, false, false))[0]["content"],
             json!(null)
         );
         let user = [json!({"role": "user"})];
-        assert_eq!(normalize_messages(&user, &info(false, true, false))[0], user[0]);
+        assert_eq!(normalize_messages(user.to_vec(), &info(false, true, false))[0], user[0]);
     }
 
     #[test]

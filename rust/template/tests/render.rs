@@ -251,7 +251,7 @@ proptest! {
         for src in sources {
             let t = ChatTemplate::new(&src, tokens()).unwrap();
             let _ = t.render(&RenderArgs { messages: messages.clone(), tools: tools.clone(), add_generation_prompt: true, ..RenderArgs::default() });
-            let _ = smgpy_template::normalize_messages(&messages, t.info());
+            let _ = smgpy_template::normalize_messages(messages.clone(), t.info());
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::state::{unix_now, AppState};
 
 pub async fn chat_completions(
     State(state): State<AppState>,
-    ApiJson(req): ApiJson<ChatCompletionRequest>,
+    ApiJson(mut req): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let tool_choice = req.validate()?;
     let images = super::image_data(&state, &smgpy_protocol::images::in_chat_messages(&req.messages))?;
@@ -39,7 +39,8 @@ pub async fn chat_completions(
     let text = prompt::render(
         &state,
         ChatPrompt {
-            messages: req.messages.clone(),
+            // Moved, not copied: nothing after rendering reads the conversation.
+            messages: std::mem::take(&mut req.messages),
             tools: prompt::tools_for_template(req.tools.as_deref(), &tool_choice),
             documents: req.documents.clone(),
             add_generation_prompt: req.generation_prompt(),
