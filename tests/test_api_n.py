@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -150,3 +151,36 @@ def test_a_slow_reader_holds_the_engine_back_and_loses_nothing() -> None:
                         text[c["index"]] += c["delta"].get("content") or ""
     assert text == ["".join(f"[{i}]{t}" for t in script) for i in range(2)]
     assert engine.aborted == []
+
+
+def test_many_streams_behind_lagging_readers_all_end_complete() -> None:
+    # Outputs are held until the end of the event loop's turn, channels fill behind slow readers,
+    # pumps sleep until there is room, and the engine (which never awaits) finishes while outputs
+    # are still held: every stream must still get every token, the last ones included.
+    script = [f"<{i}>" for i in range(2500)]
+    engine = ScriptedEngine(script)
+    body = {"model": "m", "messages": ASK, "stream": True}
+
+    async def read(client: httpx.AsyncClient, url: str) -> tuple[str, str | None]:
+        text, finish = "", None
+        async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
+            i = 0
+            async for line in r.aiter_lines():
+                i += 1
+                if i % 400 == 0:
+                    await asyncio.sleep(0.02)  # readers that lag behind
+                if line.startswith("data: {"):
+                    for c in json.loads(line[6:])["choices"]:
+                        text += c["delta"].get("content") or ""
+                        finish = c["finish_reason"] or finish
+        return text, finish
+
+    async def main(url: str) -> list[tuple[str, str | None]]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            return await asyncio.gather(*(read(client, url) for _ in range(16)))
+
+    with serve_in_thread(engine) as url:
+        results = asyncio.run(main(url))
+    assert results == [("".join(script), "stop")] * 16
+    assert engine.aborted == []
+

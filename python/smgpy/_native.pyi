@@ -327,12 +327,12 @@ class OutputSink:
     """Receives one request's outputs from its Python pump task (created by the server, not by users)."""
 
     def push(self, out: dict[str, Any]) -> int:
-        """Forward one engine output dict: 0 sent, 1 buffer full (await, then `flush`), 2 client gone."""
+        """Forward one engine output dict: 0 taken, 1 buffer full (await, then `flush`), 2 client gone."""
     def wait_for_room(self) -> None:
         """After `push` returned 1: report this request's rid in `Server.take_work()`'s third list once
         the channel has room again (the pump awaits that instead of polling)."""
     def flush(self) -> int:
-        """Retry the output that did not fit; same codes as `push`."""
+        """Hand held outputs over now: 0 none left, 1 a channel is full (await `wait_for_room`), 2 client gone."""
     def fail(self, kind: FailKind, message: str) -> int:
         """Report that the engine raised; `kind` says how the client is answered."""
     @property
@@ -416,12 +416,15 @@ class Server:
         lark_grammars: bool = False,
         prompt_ids: bool = False,
         accepts_n: bool = False,
+        http_threads: int = 1,
     ) -> Server: ...
     @property
     def parsers(self) -> tuple[str | None, str | None]:
         """Names of the tool and reasoning parsers in effect (after `"auto"` resolution)."""
     def wake_fd(self) -> int:
         """File descriptor to watch with `loop.add_reader`; readable when work is queued."""
+    def bind_loop(self, call_soon: Any) -> None:
+        """Hand engine outputs to the HTTP side once per turn of the loop whose `call_soon` this is."""
     def take_work(self) -> tuple[list[tuple[str, dict[str, Any], OutputSink]], list[str], list[str]]:
         """Queued work: new requests `(rid, fields, sink)`, cancelled rids, rids whose full sink has room."""
     def start(self) -> tuple[str, int]:

@@ -131,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="on SIGTERM, seconds running requests get to finish before they are cut off (default 10)",
     )
+    s.add_argument(
+        "--http-threads",
+        type=int,
+        default=1,
+        help="worker threads of the HTTP side (default 1; more only for very high request rates)",
+    )
     s.add_argument("--worker-id", help="this server's name in /metrics and /server_info (behind a router)")
     s.add_argument("--api-key", default=os.environ.get("SMGPY_API_KEY"), help="require this bearer token")
     s.add_argument("--allowed-origins", nargs="*", help="CORS origins allowed to call the API")
@@ -232,6 +238,7 @@ def _serve(args: argparse.Namespace) -> int:
         "response_store_bytes": args.response_store_size,
         "shutdown_timeout": args.shutdown_timeout,
         "worker_id": args.worker_id,
+        "http_threads": args.http_threads,
     }
     try:
         serve_oai(engine, args.host, args.port, **opts)

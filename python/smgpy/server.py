@@ -81,19 +81,14 @@ class _Pump:
                 code = push(out)
                 if code == _OK:
                     continue
-                while code == _FULL:  # slow client: sleep until the HTTP side has room
-                    room = asyncio.get_running_loop().create_future()
-                    self._room[rid] = room
-                    try:
-                        sink.wait_for_room()
-                        await room
-                    finally:
-                        self._room.pop(rid, None)
-                    code = sink.flush()
+                if code == _FULL:  # slow client: sleep until the HTTP side has room
+                    code = await self._drain(rid, sink)
                 if code == _CLOSED:
                     break
             else:
                 finished = True
+                # The last outputs may still be held for the end of this loop turn: send them.
+                await self._drain(rid, sink)
         except asyncio.CancelledError:
             pass
         except ContextLengthExceeded as e:
@@ -119,6 +114,20 @@ class _Pump:
             if agen is not None and hasattr(agen, "aclose"):
                 with contextlib.suppress(BaseException):
                     await agen.aclose()
+
+    async def _drain(self, rid: str, sink: _native.OutputSink) -> int:
+        """Hand every output the sink holds to the HTTP side, sleeping while its channel is full."""
+        code = sink.flush()
+        while code == _FULL:
+            room = asyncio.get_running_loop().create_future()
+            self._room[rid] = room
+            try:
+                sink.wait_for_room()
+                await room
+            finally:
+                self._room.pop(rid, None)
+            code = sink.flush()
+        return code
 
     def _abort(self, rid: str) -> None:
         try:
@@ -163,6 +172,7 @@ async def serve_oai_async(
     engine_stall_timeout: float = 10.0,
     response_store_bytes: int = 256 << 20,
     worker_id: str | None = None,
+    http_threads: int = 1,
     log_level: str = "info",
     on_ready: Callable[[str, int], None] | None = None,
 ) -> None:
@@ -181,6 +191,10 @@ async def serve_oai_async(
     ``lark_grammars = True`` says the engine enforces llguidance Lark grammars sent as ``ebnf`` (tool
     calls are then constrained in the model's own format).
     ``port=0`` picks a free port; ``on_ready(host, port)`` is called once listening.
+    ``http_threads``: worker threads of the HTTP side (one by default: it keeps up with tens of
+    thousands of requests or hundreds of thousands of streamed tokens per second, and each extra
+    worker costs wake-ups per token; see ``benches/README.md``). It is fixed by the first server of
+    the process.
 
     Limits: ``request_timeout`` (seconds per request, streams included; None for none),
     ``header_read_timeout`` (a request head must arrive in time; also closes idle keep-alive
@@ -241,6 +255,7 @@ async def serve_oai_async(
         lark_grammars=bool(getattr(engine, "lark_grammars", False)),
         prompt_ids=getattr(engine, "accepts_input_ids", False) is True,
         accepts_n=getattr(engine, "accepts_n", False) is True,
+        http_threads=http_threads,
     )
     pump = _Pump(engine, native, request_class)
     stopped: asyncio.Future[None] = loop.create_future()
@@ -250,6 +265,7 @@ async def serve_oai_async(
         if native.stopped and not stopped.done():
             stopped.set_result(None)
 
+    native.bind_loop(loop.call_soon)
     fd = native.wake_fd()
     loop.add_reader(fd, on_wake)
     beat: asyncio.TimerHandle | None = None

@@ -3,10 +3,12 @@
 //! Per request, Rust never takes the GIL: `generate` puts the request on a queue and writes one
 //! byte to a socket pair that the asyncio loop watches (`loop.add_reader`). The Python side
 //! (`smgpy.server`) drains the queue on the loop thread, starts one pump task per request, and
-//! the pump pushes each engine output into an [`OutputSink`], whose synchronous `push` converts
-//! the dict (no JSON) and hands it to a bounded tokio channel. Dropping the Rust stream (client
-//! gone, stop string matched, shutdown) queues a cancellation the same way; the pump task is
-//! cancelled and calls `engine.abort_request(rid)`.
+//! the pump pushes each engine output into an [`OutputSink`](crate::output_sink::OutputSink),
+//! whose synchronous `push` converts the dict (no JSON) and hands it to a bounded tokio channel,
+//! at the latest when the loop's turn ends. Dropping the Rust stream (client gone, stop string
+//! matched, shutdown) queues a cancellation the same way; the pump task is cancelled and calls
+//! `engine.abort_request(rid)`. A start or cancel writes a wake-up byte only when none is pending,
+//! so a burst of requests wakes the loop once.
 //!
 //! An engine that samples `n` choices from one prefill (`accepts_n`) gets one request with `n`
 //! in its sampling parameters; its outputs carry `index`, and the sink sends each to its
@@ -16,17 +18,16 @@
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
-use smgpy_server::engine::{
-    Abort, EngineError, EngineEvent, EngineFinish, EngineOutput, EngineStream, GenerateRequest, MatchedBy,
-    TokenLogprobs, Tokenizer,
-};
+use smgpy_server::engine::{Abort, EngineError, EngineEvent, EngineStream, GenerateRequest, Tokenizer};
 use smgpy_server::Engine;
 use tokio::sync::mpsc;
+
+use crate::output_sink::OutputSink;
 
 /// Outputs buffered per request before the pump is asked to wait (back-pressure).
 const CHANNEL_CAPACITY: usize = 1024;
@@ -51,6 +52,12 @@ pub struct Bridge {
     queues: Mutex<Queues>,
     wake_tx: UnixStream,
     wake_rx: UnixStream,
+    /// A wake-up byte is written and not yet drained: later work needs no other.
+    wake_pending: AtomicBool,
+    /// Sinks holding outputs for the next flush (touched on the loop thread only, GIL held).
+    pub(crate) dirty: Mutex<Vec<Py<OutputSink>>>,
+    /// The serving loop's `call_soon`; without it every push is handed over at once.
+    pub(crate) call_soon: OnceLock<Py<PyAny>>,
     tokenizer: Option<Arc<dyn Tokenizer>>,
     load: Option<Py<PyAny>>,
     flush: Option<Py<PyAny>>,
@@ -72,11 +79,19 @@ impl Bridge {
             queues: Mutex::new(Queues::default()),
             wake_tx,
             wake_rx,
+            wake_pending: AtomicBool::new(false),
+            dirty: Mutex::new(Vec::new()),
+            call_soon: OnceLock::new(),
             tokenizer,
             load,
             flush,
             accepts_n,
         }))
+    }
+
+    /// Hand outputs over once per turn of the loop whose `call_soon` this is (set once).
+    pub fn bind_loop(&self, call_soon: Py<PyAny>) -> bool {
+        self.call_soon.set(call_soon).is_ok()
     }
 
     /// File descriptor the asyncio loop watches.
@@ -86,8 +101,11 @@ impl Bridge {
     }
 
     pub(crate) fn wake(&self) {
-        // A full socket buffer means a wake-up is already pending: nothing is lost.
-        let _ = (&self.wake_tx).write(&[1]);
+        // Work queued before this call is seen by the `take` that clears the flag, so a byte
+        // already pending covers it. A full socket buffer likewise means one is pending.
+        if !self.wake_pending.swap(true, Ordering::AcqRel) {
+            let _ = (&self.wake_tx).write(&[1]);
+        }
     }
 
     fn cancel(&self, rid: String) {
@@ -97,7 +115,7 @@ impl Bridge {
         self.wake();
     }
 
-    fn room(&self, rid: String) {
+    pub(crate) fn room(&self, rid: String) {
         if let Ok(mut q) = self.queues.lock() {
             q.ready.push(rid);
         }
@@ -108,6 +126,9 @@ impl Bridge {
     fn take(&self) -> Queues {
         let mut buf = [0u8; 256];
         while matches!((&self.wake_rx).read(&mut buf), Ok(n) if n > 0) {}
+        // Cleared after the socket is drained and before the queues are read: work queued before
+        // this line is in the queues read below, work queued after it writes a new byte.
+        self.wake_pending.store(false, Ordering::Release);
         self.queues
             .lock()
             .map(|mut q| std::mem::take(&mut *q))
@@ -329,308 +350,16 @@ pub enum FailKind {
     Internal,
 }
 
-/// Receives one request's outputs from its Python pump task.
-#[pyclass(module = "smgpy._native", name = "OutputSink")]
-pub struct OutputSink {
-    /// One per choice; an output goes to the choice its `index` names (0 when absent).
-    choices: Vec<ChoiceSink>,
-    /// An output that did not fit in its choice's channel; the pump retries with `flush`.
-    stash: Option<(usize, EngineEvent)>,
-    /// Told when a full channel has room again, so the pump waits without polling.
-    bridge: Arc<Bridge>,
-    rid: String,
-}
-
-struct ChoiceSink {
-    tx: mpsc::Sender<EngineEvent>,
-    /// Bytes of cumulative text already forwarded (engines that yield `text`).
-    seen_text: usize,
-    /// Token ids already forwarded (engines that yield cumulative `output_ids`).
-    seen_ids: usize,
-}
-
-/// `push` / `flush` results.
-const OK: u8 = 0;
-const FULL: u8 = 1;
-const CLOSED: u8 = 2;
-
-impl OutputSink {
-    fn new(txs: Vec<mpsc::Sender<EngineEvent>>, bridge: Arc<Bridge>, rid: String) -> Self {
-        Self {
-            choices: txs
-                .into_iter()
-                .map(|tx| ChoiceSink {
-                    tx,
-                    seen_text: 0,
-                    seen_ids: 0,
-                })
-                .collect(),
-            stash: None,
-            bridge,
-            rid,
-        }
-    }
-
-    fn all_closed(&self) -> bool {
-        self.choices.iter().all(|c| c.tx.is_closed())
-    }
-
-    fn send(&mut self, index: usize, ev: EngineEvent) -> u8 {
-        let Some(choice) = self.choices.get(index) else {
-            return OK;
-        };
-        match choice.tx.try_send(ev) {
-            Ok(()) => OK,
-            Err(mpsc::error::TrySendError::Full(ev)) => {
-                self.stash = Some((index, ev));
-                FULL
-            }
-            // This choice is gone (its client, or a stop string); its siblings may still listen.
-            Err(mpsc::error::TrySendError::Closed(_)) if self.all_closed() => CLOSED,
-            Err(mpsc::error::TrySendError::Closed(_)) => OK,
-        }
-    }
-
-    /// The choice an output belongs to: its `index`, 0 when it has none.
-    fn index_of(&self, d: &Bound<'_, PyDict>) -> PyResult<usize> {
-        let Some(i) = d.get_item(intern!(d.py(), "index"))?.filter(|i| !i.is_none()) else {
-            return Ok(0);
-        };
-        let i: usize = i.extract()?;
-        if i >= self.choices.len() {
-            return Err(crate::errors::misuse(format!(
-                "engine output has index {i}, but the request asked for {} choices",
-                self.choices.len()
-            )));
-        }
-        Ok(i)
-    }
-}
-
-#[pymethods]
-impl OutputSink {
-    /// Forward one engine output dict. Returns 0 (sent), 1 (buffer full: await a little and call
-    /// `flush` until it returns 0) or 2 (the client is gone: stop generating).
-    fn push(&mut self, out: &Bound<'_, PyAny>) -> PyResult<u8> {
-        if self.stash.is_some() {
-            return Err(crate::errors::misuse(
-                "OutputSink.push called while full: call flush() first",
-            ));
-        }
-        let d = out
-            .cast::<PyDict>()
-            .map_err(|_| crate::errors::wrong_type("engine outputs must be dicts (see smgpy.engine)"))?;
-        let index = self.index_of(d)?;
-        let ev = match self.choices.get_mut(index) {
-            Some(c) => EngineEvent::Output(c.convert(d)?),
-            None => return Ok(OK),
-        };
-        Ok(self.send(index, ev))
-    }
-
-    /// After `push` returned 1 (full): have the server's wake-up report this request's rid in
-    /// `Server.take_work()`'s third list once the channel has room (or its reader is gone), so
-    /// the pump awaits that instead of polling. A no-op when nothing is waiting to be sent.
-    fn wait_for_room(&self) -> PyResult<()> {
-        let Some((index, _)) = &self.stash else {
-            return Ok(());
-        };
-        let Some(choice) = self.choices.get(*index) else {
-            return Ok(());
-        };
-        let tx = choice.tx.clone();
-        let bridge = self.bridge.clone();
-        let rid = self.rid.clone();
-        crate::server::runtime()?.spawn(async move {
-            // A permit is a free slot; dropping it frees the slot again for the pump's `flush`.
-            // An error means the reader is gone, which `flush` then reports.
-            drop(tx.reserve().await);
-            drop(tx);
-            bridge.room(rid);
-        });
-        Ok(())
-    }
-
-    /// Retry the output that did not fit; same return codes as `push`.
-    fn flush(&mut self) -> u8 {
-        match self.stash.take() {
-            None => OK,
-            Some((index, ev)) => self.send(index, ev),
-        }
-    }
-
-    /// Report that the engine raised; `kind` says how the client is answered (every choice).
-    fn fail(&mut self, kind: PyRef<'_, FailKind>, message: String) -> u8 {
-        let e = match *kind {
+impl FailKind {
+    /// The error the client is answered with.
+    pub(crate) fn error(&self, message: String) -> EngineError {
+        match self {
             FailKind::BadRequest => EngineError::BadRequest(message),
             FailKind::ContextLength => EngineError::ContextLength(message),
             FailKind::Overloaded => EngineError::Overloaded(message),
             FailKind::Internal => EngineError::Internal(message),
-        };
-        self.stash = None;
-        // A full channel drops the error; its stream then ends at the sink's drop, which the
-        // request reports as a failure too.
-        for c in &self.choices {
-            let _ = c.tx.try_send(EngineEvent::Error(e.clone()));
-        }
-        if self.all_closed() {
-            CLOSED
-        } else {
-            OK
         }
     }
-
-    /// Whether the receiving side (every choice's HTTP request) is gone.
-    #[getter]
-    fn closed(&self) -> bool {
-        self.all_closed()
-    }
-}
-
-impl ChoiceSink {
-    fn convert(&mut self, d: &Bound<'_, PyDict>) -> PyResult<EngineOutput> {
-        let py = d.py();
-        let mut o = EngineOutput::default();
-        let delta_mode;
-        if let Some(delta) = d.get_item(intern!(py, "delta"))? {
-            delta_mode = true;
-            if !delta.is_none() {
-                o.text_delta = delta.extract()?;
-            }
-        } else {
-            delta_mode = false;
-            if let Some(text) = d.get_item(intern!(py, "text"))? {
-                if !text.is_none() {
-                    let s: pyo3::pybacked::PyBackedStr = text.extract()?;
-                    o.text_delta = new_suffix(&s, &mut self.seen_text).to_string();
-                }
-            }
-        }
-        if let Some(ids) = d.get_item(intern!(py, "output_ids"))? {
-            if !ids.is_none() {
-                let ids: Vec<i64> = ids.extract()?;
-                if delta_mode {
-                    o.token_ids = ids;
-                } else {
-                    o.token_ids = ids.get(self.seen_ids..).map(<[i64]>::to_vec).unwrap_or_default();
-                    self.seen_ids = self.seen_ids.max(ids.len());
-                }
-            }
-        }
-        if let Some(meta) = d.get_item(intern!(py, "meta_info"))? {
-            if let Ok(meta) = meta.cast::<PyDict>() {
-                self.convert_meta(meta, &mut o, delta_mode)?;
-            }
-        }
-        Ok(o)
-    }
-
-    fn convert_meta(&mut self, meta: &Bound<'_, PyDict>, o: &mut EngineOutput, delta_mode: bool) -> PyResult<()> {
-        let py = meta.py();
-        let get_u32 = |k: &Bound<'_, pyo3::types::PyString>| -> PyResult<Option<u32>> {
-            match meta.get_item(k)? {
-                Some(v) if !v.is_none() => Ok(Some(v.extract()?)),
-                _ => Ok(None),
-            }
-        };
-        o.prompt_tokens = get_u32(intern!(py, "prompt_tokens"))?;
-        o.completion_tokens = get_u32(intern!(py, "completion_tokens"))?;
-        o.cached_tokens = get_u32(intern!(py, "cached_tokens"))?;
-        if let Some(f) = meta.get_item(intern!(py, "finish_reason"))? {
-            o.finish = finish_of(&f)?;
-        }
-        if let Some(lp) = meta.get_item(intern!(py, "output_token_logprobs"))? {
-            if !lp.is_none() {
-                let tops = meta.get_item(intern!(py, "output_top_logprobs"))?;
-                o.logprobs = logprobs_of(&lp, tops.as_ref(), delta_mode, o.token_ids.len())?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The part of cumulative `text` not forwarded yet (tolerates an engine that re-decoded the tail).
-fn new_suffix<'a>(text: &'a str, seen: &mut usize) -> &'a str {
-    let start = if text.is_char_boundary(*seen) && *seen <= text.len() {
-        *seen
-    } else {
-        text.len()
-    };
-    *seen = text.len().max(*seen);
-    &text[start..]
-}
-
-fn finish_of(f: &Bound<'_, PyAny>) -> PyResult<Option<EngineFinish>> {
-    if f.is_none() {
-        return Ok(None);
-    }
-    let py = f.py();
-    let (kind, matched, message): (String, Option<Bound<'_, PyAny>>, Option<String>) = if let Ok(d) = f.cast::<PyDict>()
-    {
-        let kind = d
-            .get_item(intern!(py, "type"))?
-            .map(|k| k.extract::<String>())
-            .transpose()?
-            .unwrap_or_default();
-        let matched = d.get_item(intern!(py, "matched"))?.filter(|m| !m.is_none());
-        let message = d
-            .get_item(intern!(py, "message"))?
-            .filter(|m| !m.is_none())
-            .map(|m| m.str().map(|s| s.to_string()))
-            .transpose()?;
-        (kind, matched, message)
-    } else {
-        (f.extract::<String>()?, None, None)
-    };
-    let matched = match matched {
-        None => None,
-        Some(m) => match m.extract::<i64>() {
-            Ok(t) => Some(MatchedBy::Token(t)),
-            Err(_) => Some(MatchedBy::Text(m.str()?.to_string())),
-        },
-    };
-    Ok(Some(match kind.as_str() {
-        "length" => EngineFinish::Length,
-        "abort" => EngineFinish::Abort { message },
-        _ => EngineFinish::Stop { matched },
-    }))
-}
-
-fn logprobs_of(
-    lp: &Bound<'_, PyAny>,
-    tops: Option<&Bound<'_, PyAny>>,
-    delta_mode: bool,
-    new_tokens: usize,
-) -> PyResult<Vec<TokenLogprobs>> {
-    type Entry = (f64, i64, Option<String>);
-    let all: Vec<Entry> = lp.extract()?;
-    let tops: Vec<Option<Vec<Entry>>> = match tops {
-        Some(t) if !t.is_none() => t.extract()?,
-        _ => Vec::new(),
-    };
-    let skip = if delta_mode {
-        0
-    } else {
-        all.len().saturating_sub(new_tokens)
-    };
-    Ok(all
-        .into_iter()
-        .enumerate()
-        .skip(skip)
-        .map(|(i, (logprob, token_id, token))| TokenLogprobs {
-            token_id,
-            token,
-            logprob: logprob as f32,
-            top: tops
-                .get(i)
-                .cloned()
-                .flatten()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(l, id, t)| (id, t, l as f32))
-                .collect(),
-        })
-        .collect())
 }
 
 /// A Python tokenizer (`encode(text) -> list[int]`, `decode(ids) -> str`).

@@ -6,7 +6,9 @@ use pyo3::prelude::*;
 mod blas;
 pub mod convert;
 mod engine_bridge;
+mod engine_output;
 mod errors;
+mod output_sink;
 mod parsers;
 mod reasoning;
 mod server;
@@ -14,6 +16,15 @@ mod stop;
 mod structured;
 mod template;
 mod tokenizer;
+
+/// Rust allocations of this extension (not Python's, nor the process's `malloc`) go to mimalloc.
+/// Serving a request allocates many small, short-lived buffers on several threads (tokenizer
+/// offsets, rendered text, JSON); under load glibc's allocator took about a fifth of the HTTP
+/// threads' time, in arena locking and consolidation (benches/README.md, "Per-request cost").
+/// `local_dynamic_tls`: this library is loaded with `dlopen`, where the initial-exec TLS model
+/// can fail to load.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -16,7 +16,7 @@ use crate::engine_bridge::{take_work, Bridge, PyEngine, PyTokenizer};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Server>()?;
-    m.add_class::<crate::engine_bridge::OutputSink>()?;
+    m.add_class::<crate::output_sink::OutputSink>()?;
     m.add_class::<crate::engine_bridge::FailKind>()?;
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
     Ok(())
@@ -44,18 +44,38 @@ fn init_logging(level: &str) -> PyResult<()> {
     Ok(())
 }
 
-/// The tokio runtime every server of this process runs on, started on first use.
-pub(crate) fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
-    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
-    if let Some(rt) = RUNTIME.get() {
+/// The tokio runtime every server of this process runs on, with the HTTP worker thread count
+/// it was started with.
+static RUNTIME: std::sync::OnceLock<(tokio::runtime::Runtime, usize)> = std::sync::OnceLock::new();
+
+/// The process's HTTP runtime, started with `threads` workers on first use. A later server that
+/// asks for another count shares the running one (a warning says so).
+pub(crate) fn runtime_with(threads: usize) -> PyResult<&'static tokio::runtime::Runtime> {
+    if let Some((rt, running)) = RUNTIME.get() {
+        if *running != threads {
+            tracing::warn!(
+                requested = threads,
+                running,
+                "the HTTP runtime is already running; this server shares its worker threads"
+            );
+        }
         return Ok(rt);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
         .thread_name("smgpy-http")
         .enable_all()
         .build()
         .map_err(|e| crate::errors::os(format!("cannot start the HTTP runtime: {e}")))?;
-    Ok(RUNTIME.get_or_init(|| rt))
+    Ok(&RUNTIME.get_or_init(|| (rt, threads.max(1))).0)
+}
+
+/// The process's HTTP runtime (a server has started it; otherwise it starts with one worker).
+pub(crate) fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+    match RUNTIME.get() {
+        Some((rt, _)) => Ok(rt),
+        None => runtime_with(1),
+    }
 }
 
 /// An HTTP server bound to one engine.
@@ -72,6 +92,8 @@ pub struct Server {
     health: Option<Arc<smgpy_server::health::Health>>,
     /// Names of the parsers in effect, kept when `start` takes the configuration.
     parser_names: (Option<&'static str>, Option<&'static str>),
+    /// HTTP worker threads (see `runtime_with`).
+    http_threads: usize,
 }
 
 fn parse_tool(name: Option<&str>) -> PyResult<Option<ToolFormat>> {
@@ -105,7 +127,8 @@ impl Server {
         header_read_timeout = 30.0, body_read_timeout = 60.0, max_connections = 1024,
         engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
         response_store_bytes = 268_435_456, flush_cache = None, worker_id = None, model_path = None,
-        max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false, accepts_n = false))]
+        max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false, accepts_n = false,
+        http_threads = 1))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -139,7 +162,11 @@ impl Server {
         lark_grammars: bool,
         prompt_ids: bool,
         accepts_n: bool,
+        http_threads: usize,
     ) -> PyResult<Self> {
+        if http_threads == 0 {
+            return Err(crate::errors::invalid("http_threads must be at least 1"));
+        }
         let template = match chat_template {
             None => None,
             Some(t) => Some(crate::template::template_from_py(t, special_tokens)?),
@@ -233,6 +260,7 @@ impl Server {
                 tool_format.map(ToolFormat::name),
                 reasoning_format.map(ReasoningFormat::name),
             ),
+            http_threads,
         })
     }
 
@@ -245,6 +273,16 @@ impl Server {
     /// File descriptor to watch with `loop.add_reader`; readable when work is queued.
     fn wake_fd(&self) -> i32 {
         self.bridge.wake_fd()
+    }
+
+    /// Hand engine outputs to the HTTP side once per turn of the serving loop, whose `call_soon`
+    /// this is, instead of once per push (fewer thread wake-ups). Call once, before `start`.
+    fn bind_loop(&self, call_soon: Py<PyAny>) -> PyResult<()> {
+        if self.bridge.bind_loop(call_soon) {
+            Ok(())
+        } else {
+            Err(crate::errors::misuse("this server is already bound to a loop"))
+        }
     }
 
     /// Queued work: `([(rid, fields, sink), ...], [cancelled rid, ...], [rid with room again, ...])`.
@@ -266,7 +304,7 @@ impl Server {
             .done_tx
             .take()
             .ok_or_else(|| crate::errors::misuse("this server was already started"))?;
-        let rt = runtime()?;
+        let rt = runtime_with(self.http_threads)?;
         let bind = self.bind.clone();
         let (listener, addr) = py
             .detach(|| rt.block_on(smgpy_server::bind(&bind)))
