@@ -176,6 +176,15 @@ def test_unknown_parser_fails_at_startup_listing_the_choices(option: str, kind: 
         pass
 
 
+
+def test_zero_http_threads_fails_at_startup() -> None:
+    async def start() -> None:
+        await smgpy.serve_oai_async(ScriptedEngine(), port=0, log_level="warn", http_threads=0)
+
+    with pytest.raises(ValueError, match="http_threads must be at least 1"):
+        asyncio.run(start())
+
+
 QWEN_XML_CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>"
 HERMES_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
 # A template that writes Qwen-XML tool calls into the history and has a `<think>` switch.

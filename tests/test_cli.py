@@ -51,6 +51,8 @@ def test_serve_flags_follow_vllm_names() -> None:
     assert (args.max_running, args.max_waiting, args.prefix_cache_bytes) == (4, 2, 1 << 30)
     assert (args.api_key, args.context_length) == ("k", 2048)
     assert build_parser().parse_args(["serve"]).prefix_cache_bytes == 2 << 30
+    assert build_parser().parse_args(["serve"]).http_threads == 1
+    assert build_parser().parse_args(["serve", "--http-threads", "4"]).http_threads == 4
     sampling = build_parser().parse_args(
         ["serve", "--temp", "0.3", "--top-p", "0.9", "--top-k", "20", "--min-p", "0.05", "--repetition-penalty", "1.1"]
     )

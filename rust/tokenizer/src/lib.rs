@@ -15,8 +15,12 @@
 //!   longer ends in a partial character), over an owned, shareable tokenizer.
 #![forbid(unsafe_code)]
 
+mod segments;
+
 use std::path::Path;
 use std::sync::Arc;
+
+pub use segments::Segments;
 
 /// Errors of loading or running a tokenizer.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +38,9 @@ pub enum TokenizerError {
 pub struct Tokenizer {
     inner: Arc<tokenizers::Tokenizer>,
     bos: Option<String>,
+    /// Ids of segments between added tokens seen before; `None` when the tokenizer's segments
+    /// cannot be encoded on their own (see [`Segments`]).
+    segments: Option<Arc<Segments>>,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -54,10 +61,7 @@ impl Tokenizer {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        Ok(Self {
-            inner: Arc::new(inner),
-            bos: bos.filter(|b| !b.is_empty()),
-        })
+        Self::new(inner, bos, &path.display().to_string())
     }
 
     /// Load from the JSON text of a `tokenizer.json`.
@@ -66,18 +70,53 @@ impl Tokenizer {
             path: "<json>".into(),
             reason: e.to_string(),
         })?;
+        Self::new(inner, bos, "<json>")
+    }
+
+    fn new(mut inner: tokenizers::Tokenizer, bos: Option<String>, path: &str) -> Result<Self, TokenizerError> {
+        // A tokenizer.json may carry the truncation and padding it was trained or exported with;
+        // transformers turns both off for every call that does not ask for them (as
+        // `apply_chat_template` does not), so a prompt is never cut or padded here either.
+        inner
+            .with_truncation(None)
+            .map_err(|e| TokenizerError::Load {
+                path: path.to_string(),
+                reason: e.to_string(),
+            })?
+            .with_padding(None);
+        let segments = Segments::for_tokenizer(&inner, segments::BUDGET_BYTES).map(Arc::new);
         Ok(Self {
             inner: Arc::new(inner),
             bos: bos.filter(|b| !b.is_empty()),
+            segments,
         })
     }
 
     /// Ids of `text`; `add_special_tokens` applies the tokenizer's post-processing (BOS, ...).
+    /// Segments between added tokens seen before are not encoded again (see [`Segments`]).
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TokenizerError> {
+        let ids = match &self.segments {
+            Some(s) => s.encode(&self.inner, text, add_special_tokens),
+            None => self
+                .inner
+                .encode_fast(text, add_special_tokens)
+                .map(|e| e.get_ids().to_vec()),
+        };
+        ids.map_err(|e| TokenizerError::Encode(e.to_string()))
+    }
+
+    /// Ids of `text` straight from `tokenizers`, no segment reused (the reference the cached
+    /// path is tested against).
+    pub fn encode_uncached(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TokenizerError> {
         self.inner
             .encode_fast(text, add_special_tokens)
             .map(|e| e.get_ids().to_vec())
             .map_err(|e| TokenizerError::Encode(e.to_string()))
+    }
+
+    /// Segments cached now: `(entries, bytes)`; `None` when this tokenizer caches none.
+    pub fn cached_segments(&self) -> Option<(usize, usize)> {
+        self.segments.as_ref().map(|s| s.usage())
     }
 
     /// Ids of a prompt, as the engine would make them: special tokens are added unless the text
