@@ -27,23 +27,23 @@ import psutil
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from _servers import free_port, running  # noqa: E402
-from fast_engine import FastEngine  # noqa: E402
+from fast_engine import ENGINES, make_engine  # noqa: E402
 
 SMGPY_SERVER = """
 import sys; sys.path.insert(0, {here!r})
 import smgpy
-from fast_engine import FastEngine
-smgpy.serve_oai(FastEngine(), port={port}, log_level="warn")
+import fast_engine
+smgpy.serve_oai(fast_engine.make_engine({engine!r}), port={port}, log_level="warn")
 """
 
 
 @contextmanager
-def start(kind: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def start(kind: str, engine: str = "fast") -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
     if kind == "smgpy":
-        cmd = [sys.executable, "-c", SMGPY_SERVER.format(here=str(HERE), port=port)]
+        cmd = [sys.executable, "-c", SMGPY_SERVER.format(here=str(HERE), port=port, engine=engine)]
     else:
-        cmd = [sys.executable, str(HERE / "python_server.py"), str(port)]
+        cmd = [sys.executable, str(HERE / "python_server.py"), str(port), engine]
     url = f"http://127.0.0.1:{port}"
     with running(cmd, url + "/health", name=f"{kind} server", startup_timeout=60, poll=0.1) as proc:
         yield proc, url
@@ -73,8 +73,8 @@ async def load(url: str, requests: int, concurrency: int, tokens: int) -> int:
     return sum(counts)
 
 
-def measure_server(kind: str, requests: int, concurrency: int, tokens: int) -> dict[str, float]:
-    with start(kind) as (proc, url):
+def measure_server(kind: str, engine: str, requests: int, concurrency: int, tokens: int) -> dict[str, float]:
+    with start(kind, engine) as (proc, url):
         p = psutil.Process(proc.pid)
         asyncio.run(load(url, 4, 4, 200))  # warm-up
         c0 = p.cpu_times()
@@ -88,8 +88,8 @@ def measure_server(kind: str, requests: int, concurrency: int, tokens: int) -> d
         return {"cpu_us_per_token": cpu / n * 1e6, "tokens_per_s": n / wall, "tokens": n}
 
 
-def measure_engine(requests: int, concurrency: int, tokens: int) -> float:
-    engine = FastEngine(tokens)
+def measure_engine(kind: str, requests: int, concurrency: int, tokens: int) -> float:
+    engine = make_engine(kind, tokens)
 
     class Obj:
         sampling_params: dict[str, Any] = {}
@@ -117,15 +117,21 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--tokens", type=int, default=2500)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--engine",
+        choices=sorted(ENGINES),
+        default="fast",
+        help="fast: yields as fast as it can; stepped: a token per stream every 2 ms from a thread",
+    )
     args = ap.parse_args()
     rows: dict[str, list[dict[str, float]]] = {"smgpy": [], "python": []}
     engine_us = []
     for _ in range(args.rounds):  # interleaved, so both see the same machine noise
-        engine_us.append(measure_engine(args.requests, args.concurrency, args.tokens))
+        engine_us.append(measure_engine(args.engine, args.requests, args.concurrency, args.tokens))
         for kind in rows:
             for attempt in range(3):
                 try:
-                    rows[kind].append(measure_server(kind, args.requests, args.concurrency, args.tokens))
+                    rows[kind].append(measure_server(kind, args.engine, args.requests, args.concurrency, args.tokens))
                     break
                 except (httpx.HTTPError, RuntimeError) as e:
                     print(f"{kind}: attempt {attempt + 1} failed: {e!r}", file=sys.stderr)

@@ -18,8 +18,10 @@ tokens (EOS, padding, chat markers) are zero, so with tied embeddings their logi
 largest of ~49k random logits is positive, and greedy decoding never stops early. Neither server
 is asked to ignore EOS (``mlx_lm.server`` has no such option); the bench checks the token counts.
 
-The model's own cost is measured too, in this process: one decode step of the bare model
-(``model(x)`` + argmax + ``mx.eval``) at each batch size, which bounds any server's tokens/s.
+The model's own cost is measured too, in this process: the bare model's decode step (``model(x)``
++ argmax) at each batch size, one step at a time and pipelined (the next step queued before the
+current one is read, as mlx-lm's generators do). The pipelined rate bounds any server's tokens/s,
+so ``bare / mlx_lm.server`` is the largest ratio any server could reach against it here.
 With the CPU as it is installed (``--cpu-blas off``, the servers' default) the 49,152-wide output
 product runs on MLX's bundled reference BLAS and costs more than the rest of a step; ``--cpu-blas
 auto`` gives both servers OpenBLAS (``mlx_lm.server`` through ``LD_PRELOAD``) and smgpy its
@@ -96,8 +98,12 @@ def build_tiny_model(out: Path, seed: int) -> Path:
     return out
 
 
-def forward_step_rates(model_dir: Path, batch_sizes: tuple[int, ...], steps: int = 40) -> dict[int, float]:
-    """Tokens/s of the bare model's decode step (forward + argmax + eval) at each batch size."""
+def forward_step_rates(
+    model_dir: Path, batch_sizes: tuple[int, ...], steps: int = 40
+) -> dict[int, tuple[float, float]]:
+    """Tokens/s of the bare model's decode step (forward + argmax) at each batch size: evaluated
+    one step at a time, and pipelined (the next step queued with ``mx.async_eval`` before the
+    current one is read, as mlx-lm's generators do), which bounds any server's tokens/s."""
     import mlx.core as mx
     from mlx_lm import load
     from mlx_lm.models.cache import make_prompt_cache
@@ -107,15 +113,27 @@ def forward_step_rates(model_dir: Path, batch_sizes: tuple[int, ...], steps: int
     for b in batch_sizes:
         cache = make_prompt_cache(model)
         mx.eval(model(mx.full((b, 24), 5, dtype=mx.int32), cache=cache))
+
+        def step(y: Any, cache: Any = cache) -> Any:
+            return mx.argmax(model(y, cache=cache)[:, -1], axis=-1)[:, None]
+
         y = mx.full((b, 1), 7, dtype=mx.int32)
         for _ in range(5):
-            y = mx.argmax(model(y, cache=cache)[:, -1], axis=-1)[:, None]
+            y = step(y)
             mx.eval(y)
         t0 = time.perf_counter()
         for _ in range(steps):
-            y = mx.argmax(model(y, cache=cache)[:, -1], axis=-1)[:, None]
+            y = step(y)
             mx.eval(y)
-        rates[b] = b * steps / (time.perf_counter() - t0)
+        synchronous = b * steps / (time.perf_counter() - t0)
+        mx.async_eval(y)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            nxt = step(y)
+            mx.async_eval(nxt)
+            y.tolist()
+            y = nxt
+        rates[b] = (synchronous, b * steps / (time.perf_counter() - t0))
     return rates
 
 
@@ -290,7 +308,11 @@ def main() -> None:
     load_before = os.getloadavg()
 
     steps = forward_step_rates(model_dir, tuple(sorted(set(args.concurrency) | {8})))
-    print("bare model decode step: " + ", ".join(f"batch {b}: {r:.0f} tok/s" for b, r in steps.items()), flush=True)
+    print(
+        "bare model decode step (one at a time / pipelined): "
+        + ", ".join(f"batch {b}: {r[0]:.0f} / {r[1]:.0f} tok/s" for b, r in steps.items()),
+        flush=True,
+    )
 
     peer_env = dict(os.environ)
     if blas:
@@ -357,10 +379,13 @@ def main() -> None:
                         for e in sorted(set(r.errors))[:3]:
                             print(f"    error: {e}", flush=True)
 
+    # The machine's speed drifts (shared hosts): measure the bound again and keep the faster reading.
+    again = forward_step_rates(model_dir, tuple(steps))
+    steps = {b: (max(r[0], again[b][0]), max(r[1], again[b][1])) for b, r in steps.items()}
     results: dict[str, Any] = {
         "blas": blas,
         "max_tokens": args.max_tokens,
-        "bare_model_tokens_per_s": {str(b): r for b, r in steps.items()},
+        "bare_model_tokens_per_s": {str(b): {"one_at_a_time": r[0], "pipelined": r[1]} for b, r in steps.items()},
         "loadavg_1m": {"before": load_before[0], "after": os.getloadavg()[0]},
     }
     for key in keys:
@@ -380,9 +405,10 @@ def main() -> None:
     if len(keys) == 2:
         print()
         print(
-            "| clients | bare model tok/s | smgpy tok/s | mlx_lm.server tok/s | ratio (range) | errors smgpy / mlx_lm |"
+            "| clients | bare model tok/s (pipelined) | smgpy tok/s | mlx_lm.server tok/s | ratio (range) "
+            "| ratio bound (bare / mlx_lm) | errors smgpy / mlx_lm |"
         )
-        print("|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
         for c in args.concurrency:
             s, m = results["smgpy"][str(c)], results["mlx_lm"][str(c)]
             ratios = [
@@ -391,9 +417,10 @@ def main() -> None:
                 if b.tokens
             ]
             ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-"
+            bound = steps[c][1] / m["tokens_per_s"] if m["tokens_per_s"] else float("nan")
             print(
-                f"| {c} | {steps[c]:.0f} | {s['tokens_per_s']:.1f} | {m['tokens_per_s']:.1f} | {ratio} "
-                f"| {s['errors']} / {m['errors']} of {s['requests']} |"
+                f"| {c} | {steps[c][1]:.0f} | {s['tokens_per_s']:.1f} | {m['tokens_per_s']:.1f} | {ratio} "
+                f"| {bound:.2f}x | {s['errors']} / {m['errors']} of {s['requests']} |"
             )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

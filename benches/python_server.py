@@ -18,9 +18,9 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fast_engine import FastEngine  # noqa: E402
+from fast_engine import make_engine  # noqa: E402
 
-engine = FastEngine()
+engine = make_engine(sys.argv[2] if len(sys.argv) > 2 else "fast")
 
 
 class Req:

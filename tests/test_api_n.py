@@ -183,4 +183,3 @@ def test_many_streams_behind_lagging_readers_all_end_complete() -> None:
         results = asyncio.run(main(url))
     assert results == [("".join(script), "stop")] * 16
     assert engine.aborted == []
-

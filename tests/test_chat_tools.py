@@ -176,7 +176,6 @@ def test_unknown_parser_fails_at_startup_listing_the_choices(option: str, kind: 
         pass
 
 
-
 def test_zero_http_threads_fails_at_startup() -> None:
     async def start() -> None:
         await smgpy.serve_oai_async(ScriptedEngine(), port=0, log_level="warn", http_threads=0)

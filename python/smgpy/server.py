@@ -72,23 +72,25 @@ class _Pump:
     async def _run(self, rid: str, fields: dict[str, Any], sink: _native.OutputSink) -> None:
         agen: Any = None
         finished = False
+        exhausted = False  # the generator ran to its end: nothing to close
         try:
             agen = self._engine.generate_request(self._build(rid, fields))
-            if inspect.isawaitable(agen) and not hasattr(agen, "__anext__"):
+            if not hasattr(agen, "__anext__") and inspect.isawaitable(agen):
                 agen = await agen
             push = sink.push
             async for out in agen:
                 code = push(out)
-                if code == _OK:
+                if not code:  # _OK, the common case
                     continue
                 if code == _FULL:  # slow client: sleep until the HTTP side has room
                     code = await self._drain(rid, sink)
                 if code == _CLOSED:
                     break
             else:
-                finished = True
+                finished = exhausted = True
                 # The last outputs may still be held for the end of this loop turn: send them.
-                await self._drain(rid, sink)
+                if sink.flush() == _FULL:
+                    await self._drain(rid, sink)
         except asyncio.CancelledError:
             pass
         except ContextLengthExceeded as e:
@@ -111,7 +113,7 @@ class _Pump:
             self._tasks.pop(rid, None)
             if not finished:
                 self._abort(rid)
-            if agen is not None and hasattr(agen, "aclose"):
+            if agen is not None and not exhausted and hasattr(agen, "aclose"):
                 with contextlib.suppress(BaseException):
                     await agen.aclose()
 

@@ -109,7 +109,7 @@ impl ChoiceDriver {
         }
         // `recv` is cancel-safe: a timeout loses nothing.
         if let Ok(ev) = tokio::time::timeout(wait, self.stream.recv()).await {
-            let step = self.handle(ev);
+            let step = self.handle(ev, Arrival::Now);
             if let Some(e) = step.error {
                 return Err(e);
             }
@@ -131,6 +131,11 @@ impl ChoiceDriver {
         if self.done {
             return None;
         }
+        // Outputs that were already waiting arrived together with the one before: they share its
+        // arrival time, so the clock is read once per wake-up, not once per token.
+        if let Some(ev) = self.stream.try_recv() {
+            return Some(self.handle(Some(ev), Arrival::WithPrevious));
+        }
         let never = std::future::pending::<()>();
         let wake = tokio::select! {
             biased;
@@ -144,7 +149,7 @@ impl ChoiceDriver {
             } => Wake::TimedOut,
         };
         Some(match wake {
-            Wake::Engine(ev) => self.handle(ev),
+            Wake::Engine(ev) => self.handle(ev, Arrival::Now),
             Wake::Stopped => self.cut_off(ApiError::Unavailable(
                 "the server is shutting down: this request was stopped before it finished".into(),
             )),
@@ -166,7 +171,7 @@ impl ChoiceDriver {
         }
     }
 
-    fn handle(&mut self, ev: Option<EngineEvent>) -> Step {
+    fn handle(&mut self, ev: Option<EngineEvent>, arrival: Arrival) -> Step {
         match ev {
             None => self.cut_off(ApiError::Unavailable(
                 "the engine ended this request without finishing it".into(),
@@ -180,7 +185,7 @@ impl ChoiceDriver {
                 }
             }
             Some(EngineEvent::Output(o)) => {
-                self.observe_tokens(o.token_ids.len());
+                self.observe_tokens(o.token_ids.len(), arrival);
                 if let Some(p) = o.prompt_tokens {
                     self.counts.prompt = p;
                 }
@@ -284,11 +289,14 @@ impl ChoiceDriver {
         }
     }
 
-    fn observe_tokens(&mut self, n: usize) {
+    fn observe_tokens(&mut self, n: usize, arrival: Arrival) {
         if n == 0 {
             return;
         }
-        let now = Instant::now();
+        let now = match (arrival, self.last_token) {
+            (Arrival::WithPrevious, Some(t)) => t,
+            _ => Instant::now(),
+        };
         let m = &self.state.0.metrics;
         m.throughput.add(n as u64);
         match self.last_token {
@@ -314,6 +322,15 @@ impl ChoiceDriver {
         m.cached_tokens
             .fetch_add(u64::from(self.counts.cached), Ordering::Relaxed);
     }
+}
+
+/// When an engine event arrived, for the latency metrics.
+#[derive(Clone, Copy)]
+enum Arrival {
+    /// Just now: the driver waited for it.
+    Now,
+    /// Already waiting when the previous one was taken: at that one's time.
+    WithPrevious,
 }
 
 impl Drop for ChoiceDriver {

@@ -106,12 +106,27 @@ impl EngineStream {
     /// Next event; `None` when the engine closed the stream.
     pub async fn recv(&mut self) -> Option<EngineEvent> {
         let ev = self.rx.recv().await;
-        match &ev {
+        self.settle(&ev);
+        ev
+    }
+
+    /// The next event if one is already waiting (`None` also when the stream is closed: `recv`
+    /// then says so).
+    pub fn try_recv(&mut self) -> Option<EngineEvent> {
+        let ev = self.rx.try_recv().ok();
+        if ev.is_some() {
+            self.settle(&ev);
+        }
+        ev
+    }
+
+    /// A finished, failed or closed stream has nothing left to abort.
+    fn settle(&mut self, ev: &Option<EngineEvent>) {
+        match ev {
             Some(EngineEvent::Output(o)) if o.finish.is_some() => self.abort = None,
             Some(EngineEvent::Error(_)) | None => self.abort = None,
             _ => {}
         }
-        ev
     }
 
     /// Abort now (e.g. a stop string matched) instead of waiting for the drop.
