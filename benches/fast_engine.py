@@ -16,6 +16,20 @@ CHATML = (
 )
 
 
+def token_output(i: int, n: int) -> dict[str, Any]:
+    """Output ``i`` of ``n``: the text " tok", finished by length at the last one."""
+    return {
+        "delta": " tok",
+        "output_ids": [i],
+        "meta_info": {
+            "prompt_tokens": 10,
+            "completion_tokens": i + 1,
+            "cached_tokens": 0,
+            "finish_reason": {"type": "length"} if i == n - 1 else None,
+        },
+    }
+
+
 class FastEngine:
     model_name = "fast"
     chat_template = CHATML
@@ -26,16 +40,7 @@ class FastEngine:
     async def generate_request(self, obj: Any) -> AsyncIterator[dict[str, Any]]:
         n = obj.sampling_params.get("max_new_tokens") or self.tokens
         for i in range(n):
-            yield {
-                "delta": " tok",
-                "output_ids": [i],
-                "meta_info": {
-                    "prompt_tokens": 10,
-                    "completion_tokens": i + 1,
-                    "cached_tokens": 0,
-                    "finish_reason": {"type": "length"} if i == n - 1 else None,
-                },
-            }
+            yield token_output(i, n)
 
     def abort_request(self, rid: str) -> None:
         pass
@@ -90,19 +95,8 @@ class SteppedEngine:
             for rid, r in list(running.items()):
                 loop, q, n, i = r
                 r[3] = i + 1
-                last = i == n - 1
-                out = {
-                    "delta": " tok",
-                    "output_ids": [i],
-                    "meta_info": {
-                        "prompt_tokens": 10,
-                        "completion_tokens": i + 1,
-                        "cached_tokens": 0,
-                        "finish_reason": {"type": "length"} if last else None,
-                    },
-                }
-                by_loop.setdefault(loop, []).append((q, out))
-                if last:
+                by_loop.setdefault(loop, []).append((q, token_output(i, n)))
+                if i == n - 1:
                     del running[rid]
             for loop, items in by_loop.items():
                 loop.call_soon_threadsafe(_deliver, items)

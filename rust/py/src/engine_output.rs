@@ -13,7 +13,6 @@ use pyo3::types::{PyDict, PyString};
 use smgpy_server::engine::{EngineFinish, EngineOutput, MatchedBy, TokenLogprobs};
 
 /// The top-level fields of an output dict, as found in one pass.
-#[derive(Default)]
 pub struct OutputFields<'py> {
     pub index: Option<Bound<'py, PyAny>>,
     delta: Option<Bound<'py, PyAny>>,
@@ -22,7 +21,6 @@ pub struct OutputFields<'py> {
     meta_info: Option<Bound<'py, PyAny>>,
 }
 
-#[derive(Default)]
 struct MetaFields<'py> {
     prompt_tokens: Option<Bound<'py, PyAny>>,
     completion_tokens: Option<Bound<'py, PyAny>>,
@@ -41,55 +39,66 @@ fn which(k: &Bound<'_, PyAny>, names: &[&Bound<'_, PyString>]) -> Option<usize> 
     names.iter().position(|n| n.to_str().ok() == Some(text))
 }
 
+/// The values of `names` in dict `d`, read in one pass over its items.
+fn read_fields<'py, const N: usize>(
+    d: &Bound<'py, PyDict>,
+    names: [&Bound<'py, PyString>; N],
+) -> [Option<Bound<'py, PyAny>>; N] {
+    let mut out: [Option<Bound<'py, PyAny>>; N] = std::array::from_fn(|_| None);
+    for (k, v) in d.iter() {
+        if let Some(slot) = which(&k, &names).and_then(|i| out.get_mut(i)) {
+            *slot = Some(v);
+        }
+    }
+    out
+}
+
 impl<'py> OutputFields<'py> {
     /// Read the fields of output dict `d` (unknown keys are ignored).
     pub fn read(d: &Bound<'py, PyDict>) -> Self {
         let py = d.py();
-        let names = [
-            intern!(py, "delta"),
-            intern!(py, "output_ids"),
-            intern!(py, "meta_info"),
-            intern!(py, "text"),
-            intern!(py, "index"),
-        ];
-        let mut f = Self::default();
-        for (k, v) in d.iter() {
-            match which(&k, &names) {
-                Some(0) => f.delta = Some(v),
-                Some(1) => f.output_ids = Some(v),
-                Some(2) => f.meta_info = Some(v),
-                Some(3) => f.text = Some(v),
-                Some(4) => f.index = Some(v),
-                _ => {}
-            }
+        let [delta, output_ids, meta_info, text, index] = read_fields(
+            d,
+            [
+                intern!(py, "delta"),
+                intern!(py, "output_ids"),
+                intern!(py, "meta_info"),
+                intern!(py, "text"),
+                intern!(py, "index"),
+            ],
+        );
+        Self {
+            index,
+            delta,
+            text,
+            output_ids,
+            meta_info,
         }
-        f
     }
 }
 
 fn read_meta<'py>(d: &Bound<'py, PyDict>) -> MetaFields<'py> {
     let py = d.py();
-    let names = [
-        intern!(py, "prompt_tokens"),
-        intern!(py, "completion_tokens"),
-        intern!(py, "finish_reason"),
-        intern!(py, "cached_tokens"),
-        intern!(py, "output_token_logprobs"),
-        intern!(py, "output_top_logprobs"),
-    ];
-    let mut m = MetaFields::default();
-    for (k, v) in d.iter() {
-        match which(&k, &names) {
-            Some(0) => m.prompt_tokens = Some(v),
-            Some(1) => m.completion_tokens = Some(v),
-            Some(2) => m.finish_reason = Some(v),
-            Some(3) => m.cached_tokens = Some(v),
-            Some(4) => m.output_token_logprobs = Some(v),
-            Some(5) => m.output_top_logprobs = Some(v),
-            _ => {}
-        }
+    let [prompt_tokens, completion_tokens, finish_reason, cached_tokens, output_token_logprobs, output_top_logprobs] =
+        read_fields(
+            d,
+            [
+                intern!(py, "prompt_tokens"),
+                intern!(py, "completion_tokens"),
+                intern!(py, "finish_reason"),
+                intern!(py, "cached_tokens"),
+                intern!(py, "output_token_logprobs"),
+                intern!(py, "output_top_logprobs"),
+            ],
+        );
+    MetaFields {
+        prompt_tokens,
+        completion_tokens,
+        cached_tokens,
+        finish_reason,
+        output_token_logprobs,
+        output_top_logprobs,
     }
-    m
 }
 
 /// What a choice has forwarded so far, for engines that yield cumulative `text` / `output_ids`.
