@@ -194,7 +194,7 @@ async def serve_oai_async(
     calls are then constrained in the model's own format).
     ``port=0`` picks a free port; ``on_ready(host, port)`` is called once listening.
     ``http_threads``: worker threads of the HTTP side (one by default: on a 2-core test machine it
-    served over 20,000 short requests/s and most of a million streamed tokens/s, and each extra worker
+    served over 20,000 short requests/s and hundreds of thousands of streamed tokens/s; each extra worker
     costs wake-ups per token; see ``benches/README.md``). The first server of the process sets it.
 
     Limits: ``request_timeout`` (seconds per request, streams included; None for none),
