@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 mod segments;
+pub mod split;
 
 use std::path::Path;
 use std::sync::Arc;

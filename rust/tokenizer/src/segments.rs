@@ -14,15 +14,21 @@
 //! normalizer) and encodes each new segment with the tokenizer's own pre-tokenizer and model. A
 //! segment encoded on its own equals the segment encoded in place unless a pre-tokenizer reads
 //! where the segment sits in the prompt, which Metaspace with `prepend_scheme: first` does; such
-//! tokenizers, and BPE with dropout (random), are not cached ([`Segments::for_tokenizer`]). Tested
-//! against the library's `encode` on arbitrary text.
+//! tokenizers, and BPE with dropout (random), are not cached ([`Segments::for_tokenizer`]). A new
+//! segment's regex split runs without `fancy-regex` where the pattern allows ([`crate::split`]).
+//! Tested against the library's `encode` on arbitrary text.
 
 use std::sync::{Arc, Mutex};
 
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::metaspace::PrependScheme;
+use tokenizers::pre_tokenizers::split::SplitPattern;
 use tokenizers::{
     Encoding, ModelWrapper, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer, PreTokenizerWrapper,
+    SplitDelimiterBehavior,
 };
+
+use crate::split::{LookaheadFree, BYTE_LEVEL_PATTERN};
 
 /// Bytes of segment text and ids kept at most (least recently used segments go first): room for
 /// the histories of a few dozen long conversations.
@@ -34,6 +40,78 @@ const ENTRY_OVERHEAD: usize = 96;
 /// The ids of segments seen before, shared by every thread that encodes with one tokenizer.
 pub struct Segments {
     cache: Mutex<Lru>,
+    /// How a new segment is pre-tokenized.
+    steps: Vec<Step>,
+}
+
+/// One pre-tokenizer of the tokenizer's, in order; regex splits with a lookahead run translated
+/// (see [`crate::split`]).
+enum Step {
+    /// Run as `tokenizers` has it.
+    Library(PreTokenizerWrapper),
+    /// `ByteLevel` with its regex: the translated split, then the library's byte mapping.
+    ByteLevel {
+        add_prefix_space: bool,
+        split: LookaheadFree,
+        map: ByteLevel,
+    },
+    /// `Split` on a regex.
+    Split {
+        split: LookaheadFree,
+        behavior: SplitDelimiterBehavior,
+    },
+}
+
+impl Step {
+    fn plan(p: &PreTokenizerWrapper, out: &mut Vec<Step>) {
+        match p {
+            PreTokenizerWrapper::Sequence(s) => s.as_ref().iter().for_each(|p| Self::plan(p, out)),
+            PreTokenizerWrapper::ByteLevel(b) if b.use_regex => {
+                out.push(match LookaheadFree::new(BYTE_LEVEL_PATTERN) {
+                    Some(split) => Step::ByteLevel {
+                        add_prefix_space: b.add_prefix_space,
+                        split,
+                        map: ByteLevel::new(false, b.trim_offsets, false),
+                    },
+                    None => Step::Library(p.clone()),
+                })
+            }
+            PreTokenizerWrapper::Split(s) if !s.invert => {
+                let split = match &s.pattern {
+                    SplitPattern::Regex(r) => LookaheadFree::new(r),
+                    SplitPattern::String(_) => None,
+                };
+                out.push(match split {
+                    Some(split) => Step::Split {
+                        split,
+                        behavior: s.behavior,
+                    },
+                    None => Step::Library(p.clone()),
+                });
+            }
+            other => out.push(Step::Library(other.clone())),
+        }
+    }
+
+    fn run(&self, pre: &mut PreTokenizedString) -> tokenizers::Result<()> {
+        match self {
+            Step::Library(p) => p.pre_tokenize(pre),
+            Step::ByteLevel {
+                add_prefix_space,
+                split,
+                map,
+            } => {
+                pre.split(|_, mut n| {
+                    if *add_prefix_space && !n.get().starts_with(' ') {
+                        n.prepend(" ");
+                    }
+                    n.split(split, SplitDelimiterBehavior::Isolated)
+                })?;
+                map.pre_tokenize(pre)
+            }
+            Step::Split { split, behavior } => pre.split(|_, n| n.split(split, *behavior)),
+        }
+    }
 }
 
 struct Lru {
@@ -66,12 +144,17 @@ impl Segments {
                 return None;
             }
         }
+        let mut steps = Vec::new();
+        if let Some(p) = tokenizer.get_pre_tokenizer() {
+            Step::plan(p, &mut steps);
+        }
         Some(Self {
             cache: Mutex::new(Lru {
                 map: lru::LruCache::unbounded(),
                 bytes: 0,
                 budget,
             }),
+            steps,
         })
     }
 
@@ -125,8 +208,8 @@ impl Segments {
             }
         }
         let mut pre = PreTokenizedString::from(text);
-        if let Some(p) = tokenizer.get_pre_tokenizer() {
-            p.pre_tokenize(&mut pre)?;
+        for step in &self.steps {
+            step.run(&mut pre)?;
         }
         pre.tokenize(|n| tokenizers::Model::tokenize(tokenizer.get_model(), n.get()))?;
         let ids: Arc<[u32]> = pre.into_encoding(None, 0, OffsetType::None)?.get_ids().into();

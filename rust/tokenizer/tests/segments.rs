@@ -21,9 +21,14 @@ fn added(id: u32, content: &str, special: bool, lstrip: bool, rstrip: bool) -> V
            "normalized": !special, "special": special})
 }
 
-/// Byte-level BPE with a few merges, GPT-2's pre-tokenizer regex, digits split one by one, a BOS
-/// template, and added tokens of every kind: special, stripping whitespace, and not special.
-fn byte_level() -> Tokenizer {
+/// Llama 3's `Split` pattern.
+const LLAMA3: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Byte-level BPE with a few merges, a BOS template, and added tokens of every kind: special,
+/// stripping whitespace, and not special. Pre-tokenized by GPT-2's regex in `ByteLevel` after
+/// digits split one by one, or by `split` (a `Split` regex, as Llama 3 has it) and then `ByteLevel`
+/// without its regex.
+fn byte_level(split: Option<&str>) -> Tokenizer {
     let mut vocab = serde_json::Map::new();
     for b in 0..=255u8 {
         vocab.insert(byte_char(b).to_string(), json!(b));
@@ -59,9 +64,14 @@ fn byte_level() -> Tokenizer {
         "added_tokens": [added(bos, "<s>", true, false, false), added(end, "<|im_end|>", true, false, true),
                          added(tool, "[TOOL]", false, true, false)],
         "normalizer": null,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Digits", "individual_digits": true},
-            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}]},
+        "pre_tokenizer": match split {
+            None => json!({"type": "Sequence", "pretokenizers": [
+                {"type": "Digits", "individual_digits": true},
+                {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}]}),
+            Some(regex) => json!({"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false},
+                {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}]}),
+        },
         "post_processor": {"type": "TemplateProcessing",
             "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
             "pair": [{"Sequence": {"id": "A", "type_id": 0}}],
@@ -113,8 +123,9 @@ fn same_both_ways(t: &Tokenizer, text: &str) -> Result<(), proptest::test_runner
 
 proptest::proptest! {
     #[test]
-    fn byte_level_ids_equal_the_library_s(text in "(the|ing|er| |  |\n|[a-z0-9]|é|€|😀|<s>|<\\|im_end\\|>| \\[TOOL\\] |'s){0,40}") {
-        same_both_ways(&byte_level(), &text)?;
+    fn byte_level_ids_equal_the_library_s(text in "(the|ing|er| |  |\n|\t|\u{a0}|\u{3000}|[a-z0-9]|é|€|😀|<s>|<\\|im_end\\|>| \\[TOOL\\] |'s|!){0,40}") {
+        same_both_ways(&byte_level(None), &text)?;
+        same_both_ways(&byte_level(Some(LLAMA3)), &text)?;
     }
 
     #[test]
@@ -126,7 +137,7 @@ proptest::proptest! {
 
 #[test]
 fn segments_seen_before_come_from_the_cache() {
-    let t = byte_level();
+    let t = byte_level(None);
     let system = "<s>system\nthe thing is in the string<|im_end|>\n";
     t.encode(&format!("{system}<s>user\nhi<|im_end|>\n"), false).unwrap();
     // "system\n..." and "user\nhi" (`<|im_end|>` takes the newline after it: rstrip)
@@ -144,7 +155,7 @@ fn segments_seen_before_come_from_the_cache() {
 #[test]
 fn the_file_s_truncation_does_not_cut_prompts() {
     // The byte-level tokenizer's file truncates at 8 ids; transformers turns that off per call.
-    let t = byte_level();
+    let t = byte_level(None);
     let text = "the thing is in the string, and the other thing is there too";
     assert!(t.encode(text, false).unwrap().len() > 8);
     assert_eq!(t.encode(text, true).unwrap(), t.encode_uncached(text, true).unwrap());
