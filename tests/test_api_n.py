@@ -183,3 +183,37 @@ def test_many_streams_behind_lagging_readers_all_end_complete() -> None:
         results = asyncio.run(main(url))
     assert results == [("".join(script), "stop")] * 16
     assert engine.aborted == []
+
+
+class BlockingEngine(ScriptedEngine):
+    """Computes each token without returning to the event loop (a plain loop around a model inside
+    its generator), and records when it hands each one over."""
+
+    def __init__(self) -> None:
+        super().__init__(["a", "b", "c"])
+        self.yielded: list[float] = []
+
+    async def generate_request(self, obj):  # type: ignore[no-untyped-def]
+        for i, tok in enumerate(self.script):
+            if i:
+                time.sleep(0.4)  # the model's step, on the loop thread
+            self.yielded.append(time.monotonic())
+            last = i == len(self.script) - 1
+            meta = {"completion_tokens": i + 1, "finish_reason": {"type": "stop"} if last else None}
+            yield {"delta": tok, "output_ids": [i], "meta_info": meta}
+
+
+def test_an_engine_that_never_yields_to_the_loop_still_streams_each_token_at_once() -> None:
+    # Outputs pushed in a burst are held to the end of the loop's turn; this engine's turn lasts its
+    # whole generation, so its outputs must go out as they come, not when it is done.
+    engine = BlockingEngine()
+    body = {"model": "m", "messages": ASK, "stream": True}
+    arrived: list[float] = []
+    with serve_in_thread(engine) as url:
+        with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=30) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: {") and json.loads(line[6:])["choices"][0]["delta"].get("content"):
+                    arrived.append(time.monotonic())
+    assert len(arrived) == 3
+    # each token reached the client before the engine had computed the next one
+    assert arrived[0] < engine.yielded[1] and arrived[1] < engine.yielded[2]

@@ -72,7 +72,7 @@ class _Pump:
     async def _run(self, rid: str, fields: dict[str, Any], sink: _native.OutputSink) -> None:
         agen: Any = None
         finished = False
-        exhausted = False  # the generator ran to its end: nothing to close
+        exhausted = False  # an async generator that ran to its end: nothing to close
         try:
             agen = self._engine.generate_request(self._build(rid, fields))
             if not hasattr(agen, "__anext__") and inspect.isawaitable(agen):
@@ -87,7 +87,8 @@ class _Pump:
                 if code == _CLOSED:
                     break
             else:
-                finished = exhausted = True
+                finished = True
+                exhausted = inspect.isasyncgen(agen)  # a generator that ended needs no aclose
                 # The last outputs may still be held for the end of this loop turn: send them.
                 if sink.flush() == _FULL:
                     await self._drain(rid, sink)

@@ -17,7 +17,7 @@
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::prelude::*;
@@ -58,6 +58,10 @@ pub struct Bridge {
     pub(crate) dirty: Mutex<Vec<Py<OutputSink>>>,
     /// The serving loop's `call_soon`; without it every push is handed over at once.
     pub(crate) call_soon: OnceLock<Py<PyAny>>,
+    /// When the last output was pushed (nanoseconds since `epoch`), to tell a burst of pushes in
+    /// one loop turn from pushes an engine spaces out (see `output_sink`).
+    pub(crate) last_push: AtomicU64,
+    pub(crate) epoch: std::time::Instant,
     tokenizer: Option<Arc<dyn Tokenizer>>,
     load: Option<Py<PyAny>>,
     flush: Option<Py<PyAny>>,
@@ -82,6 +86,8 @@ impl Bridge {
             wake_pending: AtomicBool::new(false),
             dirty: Mutex::new(Vec::new()),
             call_soon: OnceLock::new(),
+            last_push: AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
             tokenizer,
             load,
             flush,
@@ -104,7 +110,12 @@ impl Bridge {
         // Work queued before this call is seen by the `take` that clears the flag, so a byte
         // already pending covers it. A full socket buffer likewise means one is pending.
         if !self.wake_pending.swap(true, Ordering::AcqRel) {
-            let _ = (&self.wake_tx).write(&[1]);
+            match (&self.wake_tx).write(&[1]) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                // No byte went out: the next call must try again.
+                Err(_) => self.wake_pending.store(false, Ordering::Release),
+            }
         }
     }
 

@@ -2,14 +2,18 @@
 //!
 //! `push` converts one output dict (no JSON; see [`crate::engine_output`]) and hands it to the
 //! HTTP side's bounded channel for its choice. Handing over can wake a parked HTTP thread, so
-//! an output for a channel its reader has emptied (the reader is asleep) is kept until the end
-//! of the event-loop turn: the first such push of a turn schedules one flush (`loop.call_soon`),
-//! which hands every kept output over at once. A turn that gives 32 streams a token each, the
-//! usual pattern of a batching engine, then wakes the HTTP thread once instead of up to 32
+//! outputs pushed in a burst (less than [`BURST_GAP`] after the previous push, i.e. in the same
+//! turn of the event loop) into a channel its reader has emptied (the reader is asleep) are held
+//! until the end of the turn: the first such push schedules one flush (`loop.call_soon`), which
+//! hands every held output over at once. A turn that gives 32 streams a token each, the usual
+//! pattern of a batching engine, then wakes the HTTP thread once or twice instead of up to 32
 //! times (`benches/bridge.py --engine stepped`: 0.23 -> 0.12 context switches and ~10 % less
-//! server CPU per token). An output for a channel that still holds earlier ones goes at once: its
-//! reader is awake or already woken, so that costs no wake-up, and keeping it would only delay it.
-
+//! server CPU per token). Outputs go at once otherwise:
+//! - into a channel that still holds outputs: its reader is awake or already woken, so that costs
+//!   no wake-up, and holding would only delay it;
+//! - after a gap: an engine that computes between outputs without returning to the loop (a plain
+//!   loop around a model inside its generator) would otherwise see its tokens held until the
+//!   loop turns, which it does not while it computes.
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -26,6 +30,10 @@ use crate::engine_output::{OutputFields, Seen};
 /// Small, because such a pump keeps the HTTP thread busy best with frequent small hand-overs
 /// (`benches/bridge.py`: server CPU per token 1.07 us at 16, 1.11 us at 64, 1.19 us at 256).
 const KEEP_LIMIT: usize = 16;
+
+/// Pushes closer together than this belong to one burst (one turn of the loop); a push after a
+/// longer gap goes out at once. A burst's pushes are microseconds apart; a model step is longer.
+const BURST_GAP: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// `push` / `flush` results.
 const OK: u8 = 0;
@@ -75,22 +83,29 @@ impl OutputSink {
         self.choices.iter().all(|c| c.tx.is_closed())
     }
 
-    /// Move kept outputs into their channels, oldest first, until one is full. Outputs of a
-    /// choice whose reader is gone (its client, or a stop string) are dropped; its siblings may
-    /// still listen.
+    /// Move held outputs into their channels, oldest first. A choice whose channel is full keeps
+    /// its outputs, in order, without holding back its siblings'. Outputs of a choice whose reader
+    /// is gone (its client, or a stop string) are dropped; its siblings may still listen.
     fn hand_over(&mut self) {
+        let mut full: Vec<usize> = Vec::new();
+        let mut rest = VecDeque::new();
         while let Some((index, ev)) = self.kept.pop_front() {
+            if full.contains(&index) {
+                rest.push_back((index, ev));
+                continue;
+            }
             let Some(choice) = self.choices.get(index) else {
                 continue;
             };
             match choice.tx.try_send(ev) {
                 Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
                 Err(mpsc::error::TrySendError::Full(ev)) => {
-                    self.kept.push_front((index, ev));
-                    return;
+                    full.push(index);
+                    rest.push_back((index, ev));
                 }
             }
         }
+        self.kept = rest;
     }
 
     /// The result of a push: full once `KEEP_LIMIT` outputs are kept.
@@ -163,6 +178,11 @@ impl OutputSink {
             return Ok(this.state());
         };
         this.kept.push_back((index, ev));
+        if !this.bridge.in_burst() {
+            // The engine computed since the last output it held: nothing to batch this with.
+            this.hand_over();
+            return Ok(this.state());
+        }
         if this.kept.len() >= KEEP_LIMIT {
             // A pump that has not yielded to the loop for this many outputs: hand them over now.
             this.hand_over();
@@ -245,6 +265,14 @@ impl OutputSink {
 }
 
 impl Bridge {
+    /// Whether this push comes less than [`BURST_GAP`] after the previous one that could be held
+    /// (and records it).
+    fn in_burst(&self) -> bool {
+        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let last = self.last_push.swap(now, std::sync::atomic::Ordering::Relaxed);
+        last != 0 && now.saturating_sub(last) < BURST_GAP.as_nanos() as u64
+    }
+
     /// Put `sink` on the list of the next flush, scheduling that flush if it is the first.
     /// Returns false when no flush can be scheduled (no loop bound, or it is closed): the caller
     /// hands its outputs over at once instead.

@@ -134,6 +134,9 @@ impl ChoiceDriver {
         // Outputs that were already waiting arrived together with the one before: they share its
         // arrival time, so the clock is read once per wake-up, not once per token.
         if let Some(ev) = self.stream.try_recv() {
+            // `recv` would count against the task's budget; so does this, so a stream that keeps
+            // refilling still lets the thread's other connections run.
+            tokio::task::consume_budget().await;
             return Some(self.handle(Some(ev), Arrival::WithPrevious));
         }
         let never = std::future::pending::<()>();

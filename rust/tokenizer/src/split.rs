@@ -41,9 +41,15 @@ impl LookaheadFree {
         if !regex_syntax::parse(head).ok()?.properties().look_set().is_empty() {
             return None;
         }
+        let head_re = Regex::new(&format!(r"\A(?:{head})")).ok()?;
+        // A rest that matches nothing at all would make empty pieces, which this module does not
+        // step over as `tokenizers` does.
+        if head_re.is_match("") {
+            return None;
+        }
         Some(Self {
             pieces: Regex::new(&format!(r"(?:{head})|\s+")).ok()?,
-            head: Regex::new(&format!(r"\A(?:{head})")).ok()?,
+            head: head_re,
         })
     }
 
@@ -60,6 +66,9 @@ impl LookaheadFree {
                 if let Some((last, _)) = piece.char_indices().last().filter(|&(i, _)| i > 0) {
                     end = start + last;
                 }
+            }
+            if end == start {
+                break; // not reachable (`new` refuses such patterns); never loop on an empty piece
             }
             out.push((start, end));
             at = end;

@@ -59,4 +59,5 @@ fn patterns_it_cannot_translate_are_left_to_the_library() {
     assert!(LookaheadFree::new(r"\w+").is_none()); // no lookahead tail
     assert!(LookaheadFree::new(r"\b\w+|\s+(?!\S)|\s+").is_none()); // an assertion in the rest
     assert!(LookaheadFree::new(r"(?<=a)b|\s+(?!\S)|\s+").is_none()); // a look-behind
+    assert!(LookaheadFree::new(r"\p{N}{0,3}|\s+(?!\S)|\s+").is_none()); // matches nothing at all
 }
