@@ -7,8 +7,9 @@
 //! until the end of the turn: the first such push schedules one flush (`loop.call_soon`), which
 //! hands every held output over at once. A turn that gives 32 streams a token each, the usual
 //! pattern of a batching engine, then wakes the HTTP thread once or twice instead of up to 32
-//! times (`benches/bridge.py --engine stepped`: ~30 % fewer context switches and 10-40 % less
-//! server CPU per token than sending each output at once). Outputs go at once otherwise:
+//! times (`benches/bridge.py --engine stepped`, one HTTP worker: 0.19-0.23 -> 0.11-0.12 context
+//! switches and ~10 % less server CPU per token, measured before the gap rule below, which sends
+//! the first output of each step at once again). Outputs go at once otherwise:
 //! - into a channel that still holds outputs: its reader is awake or already woken, so that costs
 //!   no wake-up, and holding would only delay it;
 //! - after a gap: an engine that computes between outputs without returning to the loop (a plain
