@@ -182,6 +182,28 @@ def test_logprobs(engine: MLXEngine) -> None:
         assert top[0][1] == tok and abs(top[0][0] - lp) < 1e-5 and lp <= 0
 
 
+def test_logprobs_beside_requests_without(engine: MLXEngine) -> None:
+    """The decode step normalises only rows that report logprobs: a request asking for them in a
+    batch of requests that do not gets every token's, equal to what it gets alone."""
+    assert engine._sched.lean_step
+    prompt = chat(engine, QUESTION)
+    params = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
+    alone = run(engine, prompt, return_logprob=True, top_logprobs_num=2, **params)
+
+    async def together() -> list[dict[str, Any]]:
+        plain = [GenerateReqInput(text=chat(engine, q), sampling_params=params) for q in ("Say hi.", "Count to 3.")]
+        asking = GenerateReqInput(text=prompt, sampling_params=params, return_logprob=True, top_logprobs_num=2)
+        return await asyncio.gather(*(collect(engine, o) for o in (plain[0], asking, plain[1])))
+
+    outs = asyncio.run(together())
+    batched = [o["meta_info"]["output_token_logprobs"][0] for o in outs[1]["outs"] if o["output_ids"]]
+    want = [o["meta_info"]["output_token_logprobs"][0] for o in alone["outs"] if o["output_ids"]]
+    assert len(batched) == len(want) == 8
+    for (lp, tok, text), (lp0, tok0, text0) in zip(batched, want, strict=True):
+        assert (tok, text) == (tok0, text0) and abs(lp - lp0) < 1e-4 and lp <= 0
+    assert all("output_token_logprobs" not in o["meta_info"] for r in (outs[0], outs[2]) for o in r["outs"])
+
+
 def test_stop_token_ids_and_sampling_options(engine: MLXEngine) -> None:
     prompt = chat(engine, QUESTION)
     greedy = run(engine, prompt, temperature=0, max_new_tokens=6)["ids"]

@@ -114,3 +114,82 @@ def test_the_wired_limit_is_set_on_metal_only(monkeypatch: pytest.MonkeyPatch) -
     assert mlx_lm_api.set_recommended_wired_limit() == 12 << 30 and wired == [12 << 30]
     monkeypatch.setattr(mx, "device_info", lambda: {"memory_size": 1 << 30})
     assert mlx_lm_api.set_recommended_wired_limit() is None and wired == [12 << 30]
+
+
+def _run(
+    lean: bool, wants: set[int], samplers: list[Any], processors: list[list[Any]], steps: int = 12
+) -> dict[int, list[Any]]:
+    """Decode three prompts together with mlx-lm's stock step or smgpy's lean one; the responses by row."""
+    from mlx_lm import load
+    from smgpy.mlx import resolve_model
+
+    model, tok = load(resolve_model(str(demo_gguf()))[0])
+    gen = mlx_lm_api.new_batch_generator(
+        model, completion_batch_size=4, prefill_batch_size=4, prefill_step_size=64, stream=mx.default_stream(mx.cpu)
+    )
+    if lean:
+        assert mlx_lm_api.install_lean_step(gen, wants)
+    prompts = [tok.encode(t) for t in ("The capital of France is", "Write a haiku about rain.", "1, 2, 3,")]
+    uids = mlx_lm_api.insert(
+        gen,
+        prompts,
+        max_tokens=[steps] * 3,
+        caches=[None] * 3,
+        all_tokens=[[]] * 3,
+        samplers=samplers,
+        logits_processors=processors,
+        stop_token_ids=[[]] * 3,
+    )
+    assert uids == [0, 1, 2]
+    rows: dict[int, list[Any]] = {u: [] for u in uids}
+    while sum(len(v) for v in rows.values()) < 3 * steps:
+        for r in gen.next()[1]:
+            rows[r.uid].append(r)
+    gen.close()
+    return rows
+
+
+def test_the_lean_step_picks_the_stock_tokens_and_normalises_only_rows_that_ask() -> None:
+    """Greedy rows in one batch: the same tokens as mlx-lm's step; the row asking for logprobs
+    gets the same log-probabilities, the others none after their first token."""
+    greedy = [mlx_lm_api.greedy_sampler] * 3
+    stock = _run(False, set(), greedy, [[], [], []])
+    lean = _run(True, {1}, greedy, [[], [], []])
+    for uid in stock:
+        assert [r.token for r in lean[uid]] == [r.token for r in stock[uid]]
+    for a, b in zip(stock[1], lean[1], strict=True):
+        assert mx.allclose(a.logprobs, b.logprobs, atol=1e-5).item()
+    # The first token of every row comes from the prompt batch, which mlx-lm steps itself.
+    assert all(r.logprobs is None for uid in (0, 2) for r in lean[uid][1:])
+    from mlx_lm.generate import GenerationBatch
+
+    assert GenerationBatch._step.__module__ == "mlx_lm.generate"  # mlx-lm's class is untouched
+
+
+def test_the_lean_step_keeps_seeded_sampling_and_processors() -> None:
+    """Per-row samplers (seeded temperature, top-p, top-k, min-p) and logits processors (a bias,
+    penalties) draw the same tokens from logits as mlx-lm's step does from log-probabilities."""
+    from smgpy.mlx.sampling import SamplingParams, make_logits_processors, make_sampler
+
+    params = [
+        SamplingParams(temperature=0.8, top_p=0.9, seed=7),
+        SamplingParams(temperature=1.2, top_k=20, min_p=0.05, seed=11, logit_bias={13: 4.0}),
+        SamplingParams(temperature=0.0, repetition_penalty=1.3, frequency_penalty=0.5),
+    ]
+
+    def build() -> tuple[list[Any], list[list[Any]]]:
+        return [make_sampler(p) for p in params], [make_logits_processors(p, 4, [2]) for p in params]
+
+    stock = _run(False, set(), *build())
+    lean = _run(True, {0}, *build())
+    for uid in stock:
+        assert [r.token for r in lean[uid]] == [r.token for r in stock[uid]], uid
+
+
+def test_the_lean_step_is_not_installed_on_an_unknown_batch() -> None:
+    class Batch:
+        def _step(self) -> None:
+            pass
+
+    assert not mlx_lm_api.install_lean_step(types.SimpleNamespace(_generation_batch=Batch()), set())
+    assert not mlx_lm_api.install_lean_step(object(), set())

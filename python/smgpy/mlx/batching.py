@@ -9,7 +9,8 @@ waiting ones, so a request joins or leaves the running batch within one step.
 
 mlx-lm's ``BatchGenerator`` already pipelines: each step queues the next forward pass
 (``mx.async_eval``) before it reads the tokens of the current one, so the Python work done here
-between steps overlaps with the model's compute.
+between steps overlaps with the model's compute. Its decode step is replaced by the lean one of
+``mlx_lm_api.install_lean_step``: only sequences that report logprobs are normalised.
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ class Scheduler:
         self._gen: Any = None  # mlx-lm's BatchGenerator (untyped)
         self._stream: Any = None
         self._outbox: list[tuple[Outlet, dict[str, Any]]] = []
+        # The uids of running sequences that report logprobs: the decode step normalises only these.
+        self._wants_logprobs: set[int] = set()
+        self.lean_step = False
         self.stopped = threading.Event()
 
     # ----- called from the asyncio side -----
@@ -213,13 +217,18 @@ class Scheduler:
         mx.synchronize(self._stream)
 
     def _new_generator(self) -> Any:
-        return mlx_lm_api.new_batch_generator(
+        gen = mlx_lm_api.new_batch_generator(
             self.model,
             completion_batch_size=self.max_running,
             prefill_batch_size=min(self.max_running, 8),
             prefill_step_size=self._prefill_step,
             stream=self._stream,
         )
+        self._wants_logprobs.clear()
+        self.lean_step = mlx_lm_api.install_lean_step(gen, self._wants_logprobs)
+        if not self.lean_step:
+            log.info("mlx-lm %s: its batch differs from what smgpy knows; stock decode step", mlx_lm_api.version())
+        return gen
 
     def _drain(self, block: bool) -> bool:
         """Apply inbox commands; return False on shutdown.
@@ -261,6 +270,7 @@ class Scheduler:
             self._gen.remove(uids)
         for uid in uids:
             seq = self._by_uid.pop(uid)
+            self._wants_logprobs.discard(uid)
             self.running -= 1
             self._finish(seq, {"type": "abort"}, "")
 
@@ -319,6 +329,8 @@ class Scheduler:
             seq.uid = uid
             seq.cached_tokens = cached
             self._by_uid[uid] = seq
+            if seq.top_logprobs is not None:
+                self._wants_logprobs.add(uid)
         self.running += len(group)
 
     def _on_token(self, r: Any) -> None:
@@ -340,6 +352,7 @@ class Scheduler:
             self._emit(seq, self._output(seq, delta, [token], None, logprobs))
             return
         del self._by_uid[r.uid]
+        self._wants_logprobs.discard(r.uid)
         self.running -= 1
         if r.prompt_cache is not None and r.all_tokens:
             self._cache.insert(list(r.all_tokens), r.prompt_cache)

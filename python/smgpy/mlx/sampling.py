@@ -111,6 +111,9 @@ class SamplingParams:
 def make_sampler(params: SamplingParams, sample_index: int = 0) -> Sampler:
     """A sampler for one sequence. Greedy requests share mlx-lm's ``greedy_sampler``.
 
+    It takes a row of logits that may be off the log-probabilities by a constant (the engine
+    normalises only rows that report logprobs) and picks the same token either way.
+
     Sharing matters: ``BatchGenerator`` samples the whole batch in one call when every row has
     the same sampler object, and per row otherwise.
     """
@@ -127,7 +130,9 @@ def make_sampler(params: SamplingParams, sample_index: int = 0) -> Sampler:
         if top_k > 0:
             logprobs = apply_top_k(logprobs, top_k)
         if 0 < top_p < 1:
-            logprobs = apply_top_p(logprobs, top_p)
+            # The batch hands samplers logits (see install_lean_step); top-p sums exp() of them,
+            # so bring the row's largest to 0 first: no overflow, no all-zero mass.
+            logprobs = apply_top_p(logprobs - mx.max(logprobs, axis=-1, keepdims=True), top_p)
         if min_p > 0:
             logprobs = apply_min_p(logprobs, min_p)
         logits = logprobs * (1 / temp)
