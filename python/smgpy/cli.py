@@ -49,8 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tool-call-parser", help="tool-call format, or none (default: picked from the model name)")
     s.add_argument("--reasoning-parser", help="reasoning format, or none (default: picked from the model name)")
     s.add_argument("--chat-template", help="a Jinja chat template, or a file holding one (default: the model's)")
-    s.add_argument("--max-running", type=int, default=8, help="requests decoded together (default: 8)")
-    s.add_argument("--max-waiting", type=int, default=64, help="queued requests before answering 503 (default: 64)")
+    s.add_argument(
+        "--max-running", type=int, default=32, help="requests decoded together (default: 32, as mlx_lm.server)"
+    )
+    s.add_argument("--max-waiting", type=int, default=64, help="queued requests before answering 429 (default: 64)")
     s.add_argument(
         "--prefix-cache-bytes", type=parse_bytes, default="2G", help="prefix KV cache budget, e.g. 512M (0 disables)"
     )

@@ -137,7 +137,7 @@ class MLXEngine:
         model_path: str,
         *,
         model_name: str | None = None,
-        max_running: int = 8,
+        max_running: int = 32,
         max_waiting: int = 64,
         prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
         context_length: int | None = None,
