@@ -193,3 +193,71 @@ def test_the_lean_step_is_not_installed_on_an_unknown_batch() -> None:
 
     assert not mlx_lm_api.install_lean_step(types.SimpleNamespace(_generation_batch=Batch()), set())
     assert not mlx_lm_api.install_lean_step(object(), set())
+
+
+def test_the_lean_step_stands_in_only_for_a_step_it_was_checked_against() -> None:
+    """A new mlx-lm whose decode step differs keeps its own step (the digest list names the checked ones)."""
+    generate = importlib.import_module("mlx_lm.generate")
+    assert mlx_lm_api._source_digest(generate.GenerationBatch._step) in mlx_lm_api._KNOWN_STEPS
+
+    class Changed(generate.GenerationBatch):  # type: ignore[misc, name-defined]
+        def _step(self) -> Any:
+            return super()._step()
+
+    batch = Changed.__new__(Changed)
+    assert not mlx_lm_api.install_lean_step(types.SimpleNamespace(_generation_batch=batch), set())
+
+
+def test_a_dropped_batch_is_freed_without_the_cycle_collector() -> None:
+    import gc
+    import weakref
+
+    from mlx_lm import load
+    from smgpy.mlx import resolve_model
+
+    model, _ = load(resolve_model(str(demo_gguf()))[0])
+    gen = mlx_lm_api.new_batch_generator(
+        model, completion_batch_size=2, prefill_batch_size=2, prefill_step_size=64, stream=mx.default_stream(mx.cpu)
+    )
+    assert mlx_lm_api.install_lean_step(gen, set())
+    batch = weakref.ref(gen._generation_batch)
+    gc.disable()
+    try:
+        del gen
+        assert batch() is None
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"temperature": 0.8, "top_p": 0.9},
+        {"temperature": 1.0, "top_k": 40, "min_p": 0.02},
+        {"temperature": 0.7},
+    ],
+)
+def test_samplers_pick_the_same_tokens_from_logits_as_from_logprobs(params: dict[str, float]) -> None:
+    """The lean step hands samplers logits, far from log-probabilities (here +200: exp() of them
+    overflows float32); seeded samplers draw the same tokens from both."""
+    from smgpy.mlx.sampling import SamplingParams, make_sampler
+
+    mx.random.seed(0)
+    logits = mx.random.normal((1, 1000)) * 3 + 200
+    logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+    a = make_sampler(SamplingParams(seed=5, **params))  # type: ignore[arg-type]
+    b = make_sampler(SamplingParams(seed=5, **params))  # type: ignore[arg-type]
+    drawn = [int(a(logits).item()) for _ in range(32)]
+    assert drawn == [int(b(logprobs).item()) for _ in range(32)]
+    assert len(set(drawn)) > 1  # really sampled, not collapsed to one token
+
+
+def test_a_small_temperature_on_fp16_logits_picks_the_largest() -> None:
+    """fp16 logits of ~20 over a temperature of 1e-4 would overflow to +inf unless shifted first."""
+    from smgpy.mlx.sampling import SamplingParams, make_sampler
+
+    mx.random.seed(1)
+    logits = (mx.random.uniform(15, 25, (1, 500))).astype(mx.float16)
+    logits[0, 7] = 30.0
+    sample = make_sampler(SamplingParams(temperature=1e-4, seed=3))
+    assert [int(sample(logits).item()) for _ in range(16)] == [7] * 16

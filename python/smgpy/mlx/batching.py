@@ -347,7 +347,9 @@ class Scheduler:
             finish = {"type": "length"}
         # A matched stop token id is reported, not shown; EOS and padding are dropped by the decoder.
         delta = "" if finish and finish.get("matched") is not None else seq.decoder.push(token)
-        logprobs = self._logprobs(seq, token, r.logprobs) if seq.top_logprobs is not None else None
+        # A row that asks for logprobs always has them; the guard keeps a surprise from ending the thread.
+        wants = seq.top_logprobs is not None and r.logprobs is not None
+        logprobs = self._logprobs(seq, token, r.logprobs) if wants else None
         if finish is None:
             self._emit(seq, self._output(seq, delta, [token], None, logprobs))
             return

@@ -18,14 +18,16 @@ On a 49,152-word vocabulary that was ~30 % of a step where the model costs littl
 model of ``benches/mlx_tiny.py``, in-process: 580 -> 797 tokens/s at batch 8, 601 -> 842 at
 batch 32), which is the case of small models on Apple GPUs. The lean step keeps the stock step's
 contract (same pipelining, same processors, same sampler rule) and normalises only the rows that
-report logprobs; where mlx-lm's batch does not look as expected it is not installed and the stock
-step runs.
+report logprobs. It is installed only over a stock step whose source it was checked against
+(``_KNOWN_STEPS``); any other mlx-lm keeps its own step, slower but never wrong.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
+import weakref
 from collections.abc import Callable, Container, Sequence
 from typing import Any
 
@@ -202,17 +204,42 @@ def install_lean_step(generator: Any, wants_logprobs: Container[int]) -> bool:
 
     The other rows' ``Response.logprobs`` is None, and samplers receive the processed logits
     (log-probabilities up to a constant per row), so they must not depend on that constant:
-    argmax, categorical sampling, top-k and min-p do not; top-p must shift the row first.
-    Returns False, leaving the stock step, when the installed mlx-lm's batch lacks a field the
-    lean step uses. The step is set on this generator's batch only, never on mlx-lm's class.
+    argmax, categorical sampling, top-k and min-p do not; top-p and a small temperature want
+    the row shifted to a maximum of 0 first (``sampling.make_sampler`` does that).
+    Returns False, leaving the stock step, when the installed mlx-lm's step is not one the lean
+    step was checked against, or its batch lacks a field the lean step uses. The step is set on
+    this generator's batch only, never on mlx-lm's class.
     """
     batch = getattr(generator, "_generation_batch", None)
-    if batch is None or not callable(getattr(type(batch), "_step", None)):
+    if batch is None or _source_digest(getattr(type(batch), "_step", None)) not in _KNOWN_STEPS:
         return False
     if any(not hasattr(batch, name) for name in _BATCH_FIELDS):
         return False
-    batch._step = lambda: _lean_step(batch, wants_logprobs)
+    # A weak reference: a closure holding the batch, stored on the batch, would be a cycle that
+    # keeps a dropped batch's KV caches alive until the cycle collector runs.
+    ref = weakref.ref(batch)
+
+    def step() -> tuple[list[int], list[Any]]:
+        live = ref()
+        assert live is not None  # only the batch itself calls its step
+        return _lean_step(live, wants_logprobs)
+
+    batch._step = step
     return True
+
+
+# The digests of the mlx-lm decode steps the lean step stands in for: 0.32.0 to 0.32.2. Another
+# step (a new mlx-lm may do more in it) keeps mlx-lm's own, until checked and added here.
+_KNOWN_STEPS = frozenset({"d7513c503102"})
+
+
+def _source_digest(func: Any) -> str | None:
+    """A short digest of ``func``'s source, or None when it has none to read."""
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError):
+        return None
+    return hashlib.sha256(source.encode()).hexdigest()[:12]
 
 
 def _lean_step(batch: Any, wants_logprobs: Container[int]) -> tuple[list[int], list[Any]]:

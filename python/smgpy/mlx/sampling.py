@@ -127,12 +127,14 @@ def make_sampler(params: SamplingParams, sample_index: int = 0) -> Sampler:
         key = [mx.random.key((params.seed + sample_index * 7919) % (1 << 64))]
 
     def sampler(logprobs: mx.array) -> mx.array:
+        # The batch may hand over logits (see install_lean_step). Bring each row's largest to 0,
+        # as in log-probabilities: top-p sums exp() of the row (no overflow, no all-zero mass),
+        # and a small temperature cannot scale a large fp16 logit to +inf.
+        logprobs = logprobs - mx.max(logprobs, axis=-1, keepdims=True)
         if top_k > 0:
             logprobs = apply_top_k(logprobs, top_k)
         if 0 < top_p < 1:
-            # The batch hands samplers logits (see install_lean_step); top-p sums exp() of them,
-            # so bring the row's largest to 0 first: no overflow, no all-zero mass.
-            logprobs = apply_top_p(logprobs - mx.max(logprobs, axis=-1, keepdims=True), top_p)
+            logprobs = apply_top_p(logprobs, top_p)
         if min_p > 0:
             logprobs = apply_min_p(logprobs, min_p)
         logits = logprobs * (1 / temp)
