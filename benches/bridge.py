@@ -5,7 +5,17 @@ chat requests of 2,500 tokens, 32 at a time. Measures the *server process's* CPU
 streamed token (psutil), tokens/s delivered, and the engine's own CPU per token (draining the
 same generators with no server). Serving overhead = server CPU/token - engine CPU/token.
 
+The client matters, because it shares the machine:
+
+* ``--client httpx`` (the default): a Python client that reads and splits every event. It needs
+  about a core of its own, so on a 2-core machine the servers' threads and the client take
+  turns, and it reads more slowly than smgpy writes.
+* ``--client wrk`` (C, one thread; ``apt install wrk``): the same 32 streams, opened back to back
+  for ``--seconds``. It costs little and reads as fast as a server writes. Tokens are counted
+  from the bytes wrk read (one full response's size, framing included, is measured first).
+
     python benches/bridge.py [--requests 64] [--concurrency 32] [--tokens 2500] [--rounds 3]
+                             [--client httpx|wrk] [--seconds 8]
 """
 
 from __future__ import annotations
@@ -13,8 +23,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import re
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,17 +87,83 @@ async def load(url: str, requests: int, concurrency: int, tokens: int) -> int:
     return sum(counts)
 
 
-def measure_server(kind: str, engine: str, requests: int, concurrency: int, tokens: int) -> dict[str, float]:
+def request_body(tokens: int) -> str:
+    return json.dumps({"messages": [{"role": "user", "content": "go"}], "stream": True, "max_tokens": tokens})
+
+
+def response_size(url: str, tokens: int) -> int:
+    """Bytes on the wire of one whole streamed response (status line, headers, chunk framing and
+    events), read from a raw socket as wrk reads it."""
+    host, port = url.removeprefix("http://").split(":")
+    body = request_body(tokens).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    size = 0
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        s.sendall(head.encode() + body)
+        while chunk := s.recv(1 << 16):
+            size += len(chunk)
+    # wrk keeps connections open: its responses lack the `connection: close` header line.
+    return size - len("connection: close\r\n")
+
+
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = %s
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("BYTES %%d ERRORS %%d\\n", summary.bytes, e.connect + e.read + e.write + e.status + e.timeout))
+end
+"""
+
+
+def wrk_load(url: str, seconds: float, concurrency: int, tokens: int) -> int:
+    """Stream for ``seconds`` with wrk: the bytes it read."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(WRK_SCRIPT % json.dumps(request_body(tokens)))
+    try:
+        cmd = [
+            "wrk",
+            "-t1",
+            f"-c{concurrency}",
+            f"-d{seconds:g}s",
+            "--timeout",
+            "300s",
+            "-s",
+            f.name,
+            url + "/v1/chat/completions",
+        ]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    finally:
+        os.unlink(f.name)
+    m = re.search(r"BYTES (\d+) ERRORS (\d+)", out)
+    if m is None or int(m.group(2)):
+        raise RuntimeError(f"wrk saw failures:\n{out}")
+    return int(m.group(1))
+
+
+def measure_server(
+    kind: str, engine: str, requests: int, concurrency: int, tokens: int, client: str = "httpx", seconds: float = 8.0
+) -> dict[str, float]:
     with start(kind, engine) as (proc, url):
         p = psutil.Process(proc.pid)
         asyncio.run(load(url, 4, 4, 200))  # warm-up
+        if client == "wrk":
+            per_response = response_size(url, tokens)
+            wrk_load(url, 1.0, concurrency, tokens)  # warm-up at full concurrency
         c0 = p.cpu_times()
         t0 = time.perf_counter()
-        n = asyncio.run(load(url, requests, concurrency, tokens))
+        if client == "wrk":
+            n = round(wrk_load(url, seconds, concurrency, tokens) / per_response * tokens)
+        else:
+            n = asyncio.run(load(url, requests, concurrency, tokens))
         wall = time.perf_counter() - t0
         c1 = p.cpu_times()
         cpu = (c1.user - c0.user) + (c1.system - c0.system)
-        if n != requests * tokens:
+        if client == "httpx" and n != requests * tokens:
             raise RuntimeError(f"{kind}: received {n} tokens, expected {requests * tokens}")
         return {"cpu_us_per_token": cpu / n * 1e6, "tokens_per_s": n / wall, "tokens": n}
 
@@ -123,6 +203,8 @@ def main() -> None:
         default="fast",
         help="fast: yields as fast as it can; stepped: a token per stream every 2 ms from a thread",
     )
+    ap.add_argument("--client", choices=("httpx", "wrk"), default="httpx", help="see the module doc")
+    ap.add_argument("--seconds", type=float, default=8.0, help="length of a wrk run")
     args = ap.parse_args()
     rows: dict[str, list[dict[str, float]]] = {"smgpy": [], "python": []}
     engine_us = []
@@ -131,9 +213,13 @@ def main() -> None:
         for kind in rows:
             for attempt in range(3):
                 try:
-                    rows[kind].append(measure_server(kind, args.engine, args.requests, args.concurrency, args.tokens))
+                    rows[kind].append(
+                        measure_server(
+                            kind, args.engine, args.requests, args.concurrency, args.tokens, args.client, args.seconds
+                        )
+                    )
                     break
-                except (httpx.HTTPError, RuntimeError) as e:
+                except (httpx.HTTPError, RuntimeError, OSError, subprocess.CalledProcessError) as e:
                     print(f"{kind}: attempt {attempt + 1} failed: {e!r}", file=sys.stderr)
     eng = min(engine_us)
     result: dict[str, Any] = {"engine_cpu_us_per_token": eng}
