@@ -10,6 +10,7 @@ from typing import Any, Literal, final
 __all__ = [
     "ChatTemplate",
     "Decoder",
+    "Doorbell",
     "FailKind",
     "Grammar",
     "GrammarError",
@@ -338,6 +339,20 @@ class OutputSink:
     @property
     def closed(self) -> bool:
         """Whether the HTTP side of this request is gone."""
+
+@final
+class Doorbell:
+    """Wakes an asyncio loop from another thread without releasing the GIL: the loop watches
+    `fileno()`; a producer queues its work, then calls `ring()`; the reader calls `take()`, then
+    reads the work."""
+
+    def __init__(self) -> None: ...
+    def fileno(self) -> int:
+        """The file descriptor to watch; readable once rung."""
+    def ring(self) -> None:
+        """Wake the watcher, unless a wake-up is already pending. Keeps the GIL."""
+    def take(self) -> None:
+        """Clear the wake-up (the watcher, before it reads the work it announces)."""
 
 @final
 class Tokenizer:

@@ -2,10 +2,11 @@
 
 One thread owns every MLX call (model, caches, sampling). The asyncio side talks to it through
 a thread-safe inbox (new requests, aborts) and gets results back into each request's
-``asyncio.Queue``: the outputs of one decode step travel together, in one
-``loop.call_soon_threadsafe`` per event loop, so a batch of eight wakes the loop once, not eight
-times. Between two decode steps the thread drains the inbox, drops aborted sequences and admits
-waiting ones, so a request joins or leaves the running batch within one step.
+``asyncio.Queue``: the outputs of one decode step travel together, in one post to each event
+loop's :class:`~smgpy.mlx.mailbox.Mailbox`, so a batch of eight wakes the loop once, not eight
+times, and the MLX thread keeps the GIL to queue the next step. Between two decode steps the
+thread drains the inbox, drops aborted sequences and admits waiting ones, so a request joins or
+leaves the running batch within one step.
 
 mlx-lm's ``BatchGenerator`` already pipelines: each step queues the next forward pass
 (``mx.async_eval``) before it reads the tokens of the current one, so the Python work done here
@@ -31,6 +32,7 @@ import mlx.core as mx
 
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.detokenize import TextDecoder
+from smgpy.mlx.mailbox import Mailbox
 from smgpy.mlx.prefix_cache import PrefixCache
 from smgpy.mlx.rewrite import Rewrites, rewrite_model
 from smgpy.mlx.sampling import SamplingParams, make_logits_processors, make_sampler
@@ -45,9 +47,9 @@ _COALESCE_S = 0.01
 
 @dataclass(frozen=True, eq=False)
 class Outlet:
-    """Where one request's outputs go: an asyncio queue and the loop that owns it."""
+    """Where one request's outputs go: an asyncio queue and the mailbox of the loop that owns it."""
 
-    loop: asyncio.AbstractEventLoop
+    mailbox: Mailbox
     queue: asyncio.Queue[dict[str, Any]]
 
 
@@ -411,18 +413,9 @@ class Scheduler:
         """Hand the outputs gathered since the last flush to their loops, one wake-up per loop."""
         if not self._outbox:
             return
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Queue[dict[str, Any]], dict[str, Any]]]] = {}
+        by_loop: dict[Mailbox, list[tuple[asyncio.Queue[dict[str, Any]], dict[str, Any]]]] = {}
         for outlet, item in self._outbox:
-            by_loop.setdefault(outlet.loop, []).append((outlet.queue, item))
+            by_loop.setdefault(outlet.mailbox, []).append((outlet.queue, item))
         self._outbox.clear()
-        for loop, items in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_deliver, items)
-            except RuntimeError:
-                pass  # the event loop is gone: nobody is listening any more
-
-
-def _deliver(items: list[tuple[asyncio.Queue[dict[str, Any]], dict[str, Any]]]) -> None:
-    """Runs on the event loop: put each output into its request's queue."""
-    for q, item in items:
-        q.put_nowait(item)
+        for mailbox, items in by_loop.items():
+            mailbox.post(items)

@@ -20,6 +20,7 @@ from smgpy.engine import ContextLengthExceeded, EngineOverloaded, EngineRequestE
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.batching import Outlet, Scheduler, Sequence
 from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids
+from smgpy.mlx.mailbox import Mailboxes
 from smgpy.mlx.sampling import SamplingParams
 from smgpy.mlx.structured import StructuredOutput
 
@@ -155,6 +156,7 @@ class MLXEngine:
         # Read by the server: an `n` above it could never be scheduled, so it is refused up front.
         self.max_running_requests = max_running
         self._config: dict[str, Any] = {}
+        self._mailboxes = Mailboxes()
 
         def load() -> tuple[Any, Any]:
             model, tok, config = mlx_lm_api.load(model_path)
@@ -296,9 +298,8 @@ class MLXEngine:
         top = int(getattr(obj, "top_logprobs_num", 0) or 0) if logprobs else None
         grammar = await self._structured.grammar(requested)
 
-        loop = asyncio.get_running_loop()
         q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        outlet = Outlet(loop, q)
+        outlet = Outlet(self._mailboxes.for_running_loop(), q)
         group = [
             Sequence(
                 rid=rid,

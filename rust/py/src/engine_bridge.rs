@@ -15,8 +15,6 @@
 //! choice's channel. The request is aborted only when every choice is finished or dropped, and
 //! one of them was dropped early: a choice cut by a stop string must not end its siblings.
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -27,6 +25,7 @@ use smgpy_server::engine::{Abort, EngineError, EngineEvent, EngineStream, Genera
 use smgpy_server::Engine;
 use tokio::sync::mpsc;
 
+use crate::doorbell::Bell;
 use crate::output_sink::OutputSink;
 
 /// Outputs buffered per request before the pump is asked to wait (back-pressure).
@@ -50,10 +49,8 @@ struct Queues {
 /// Shared between the server's engine handle and the Python-facing `Server`.
 pub struct Bridge {
     queues: Mutex<Queues>,
-    wake_tx: UnixStream,
-    wake_rx: UnixStream,
-    /// A wake-up byte is written and not yet drained: later work needs no other.
-    wake_pending: AtomicBool,
+    /// Wakes the loop for queued work.
+    bell: Bell,
     /// Sinks holding outputs for the next flush (touched on the loop thread only, GIL held).
     pub(crate) dirty: Mutex<Vec<Py<OutputSink>>>,
     /// The serving loop's `call_soon`; without it every push is handed over at once.
@@ -76,14 +73,9 @@ impl Bridge {
         flush: Option<Py<PyAny>>,
         accepts_n: bool,
     ) -> std::io::Result<Arc<Self>> {
-        let (wake_tx, wake_rx) = UnixStream::pair()?;
-        wake_tx.set_nonblocking(true)?;
-        wake_rx.set_nonblocking(true)?;
         Ok(Arc::new(Self {
             queues: Mutex::new(Queues::default()),
-            wake_tx,
-            wake_rx,
-            wake_pending: AtomicBool::new(false),
+            bell: Bell::new()?,
             dirty: Mutex::new(Vec::new()),
             call_soon: OnceLock::new(),
             last_push: AtomicU64::new(0),
@@ -102,21 +94,11 @@ impl Bridge {
 
     /// File descriptor the asyncio loop watches.
     pub fn wake_fd(&self) -> i32 {
-        use std::os::fd::AsRawFd;
-        self.wake_rx.as_raw_fd()
+        self.bell.fd()
     }
 
     pub(crate) fn wake(&self) {
-        // Work queued before this call is seen by the `take` that clears the flag, so a byte
-        // already pending covers it. A full socket buffer likewise means one is pending.
-        if !self.wake_pending.swap(true, Ordering::AcqRel) {
-            match (&self.wake_tx).write(&[1]) {
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                // No byte went out: the next call must try again.
-                Err(_) => self.wake_pending.store(false, Ordering::Release),
-            }
-        }
+        self.bell.ring();
     }
 
     fn cancel(&self, rid: String) {
@@ -135,11 +117,8 @@ impl Bridge {
 
     /// Drain the wake-up bytes and the queues (called on the loop thread).
     fn take(&self) -> Queues {
-        let mut buf = [0u8; 256];
-        while matches!((&self.wake_rx).read(&mut buf), Ok(n) if n > 0) {}
-        // Cleared after the socket is drained and before the queues are read: work queued before
-        // this line is in the queues read below, work queued after it writes a new byte.
-        self.wake_pending.store(false, Ordering::Release);
+        // Before the queues are read: work queued before this is in them, later work rings again.
+        self.bell.take();
         self.queues
             .lock()
             .map(|mut q| std::mem::take(&mut *q))

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod blas;
 pub mod convert;
+mod doorbell;
 mod engine_bridge;
 mod engine_output;
 mod errors;
@@ -40,5 +41,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     structured::register(m)?;
     server::register(m)?;
     blas::register(m)?;
+    doorbell::register(m)?;
     Ok(())
 }
