@@ -90,18 +90,22 @@ def _early_deliveries(usual_way: bool, n: int = 300) -> tuple[list[int], int]:
     async def main() -> tuple[list[int], int]:
         box = Mailboxes().for_running_loop()
         if usual_way:
+            assert box._bell is not None
+            asyncio.get_running_loop().remove_reader(box._bell.fileno())
             box._bell = None
         rec = _Recorder(n)
         early = 0
 
         def produce() -> None:
             nonlocal early
+            pause = threading.Event()
             for i in range(n):
+                while len(rec.got) < i and not pause.wait(0.0002):
+                    pass  # the loop delivers the previous output before the next post
                 box.post([(rec, {"i": i})])  # type: ignore[list-item]
                 # Only Python between the post and this check: the loop cannot deliver in between
                 # unless the post let go of the GIL.
                 early += len(rec.got) > i
-                threading.Event().wait(0.0005)  # the loop delivers before the next post
 
         t = threading.Thread(target=produce)
         t.start()
@@ -124,16 +128,65 @@ def test_the_poster_keeps_the_gil(long_switch_interval: None) -> None:
     print(f"call_soon_threadsafe: {early_usual} of 300 delivered before the poster went on")
 
 
-def test_a_closed_loop_drops_posts() -> None:
-    async def make() -> Mailbox:
-        return Mailboxes().for_running_loop()
+def test_posts_a_closed_loop_never_took_are_dropped() -> None:
+    """What a closed loop never delivered is let go (its queues would keep the loop alive), and the
+    registry drops the mailboxes of closed loops."""
+    boxes = Mailboxes()
 
-    box = asyncio.run(make())  # asyncio.run closes its loop
+    async def make() -> Mailbox:
+        return boxes.for_running_loop()
+
+    loop = asyncio.new_event_loop()
+    box = loop.run_until_complete(make())
     q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    for _ in range(10):
+    box.post([(q, {"x": 1})])  # the loop is not running: the batch waits
+    assert len(box._batches) == 1
+    loop.close()
+    box.post([(q, {"x": 2})])
+    assert not box._batches and q.empty()
+    asyncio.run(make())
+    assert loop not in boxes._by_loop
+
+
+def test_a_delivery_that_raises_does_not_strand_later_outputs() -> None:
+    class Broken:
+        def put_nowait(self, item: dict[str, Any]) -> None:
+            raise RuntimeError("a broken queue")
+
+    async def main() -> list[BaseException]:
+        errors: list[BaseException] = []
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx["exception"]))
+        box = Mailboxes().for_running_loop()
+        q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        box.post([(Broken(), {"i": 0})])  # type: ignore[list-item]
+        box.post([(q, {"i": 1})])
+        assert (await asyncio.wait_for(q.get(), 10))["i"] == 1
+        return errors
+
+    errors = asyncio.run(main())
+    assert [str(e) for e in errors] == ["a broken queue"]
+
+
+def test_closing_mailboxes_stops_watching_their_doorbells() -> None:
+    """An engine shutting down closes its mailboxes from its own thread: each loop stops watching."""
+
+    async def main() -> None:
+        boxes = Mailboxes()
+        box = boxes.for_running_loop()
+        assert box._bell is not None
+        fd = box._bell.fileno()
+        t = threading.Thread(target=boxes.close)
+        t.start()
+        t.join()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not asyncio.get_running_loop().remove_reader(fd), "the reader was removed already"
+        q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         box.post([(q, {"x": 1})])
-    assert q.empty()
-    assert not box._batches
+        assert not box._batches
+
+    asyncio.run(main())
 
 
 def test_a_loop_without_readers_is_woken_the_usual_way() -> None:

@@ -346,7 +346,7 @@ class Doorbell:
     `fileno()`; a producer queues its work, then calls `ring()`; the reader calls `take()`, then
     reads the work."""
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> Doorbell: ...
     def fileno(self) -> int:
         """The file descriptor to watch; readable once rung."""
     def ring(self) -> None:

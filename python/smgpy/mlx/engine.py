@@ -344,6 +344,7 @@ class MLXEngine:
         """Stop the MLX thread; running and waiting requests end with an abort."""
         self._sched.shutdown()
         self._sched.stopped.wait(timeout)
+        self._mailboxes.close()
 
     def info(self) -> dict[str, Any]:
         """A summary for logs: name, path, context, limits."""

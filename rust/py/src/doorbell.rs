@@ -5,10 +5,14 @@
 //! Ringing keeps the GIL. `loop.call_soon_threadsafe` writes its byte with the GIL released, so
 //! the loop thread it wakes takes the GIL and runs its whole turn while the ringer waits to get
 //! it back. The MLX thread rang after every decode step and waited out the loop's turn before it
-//! could queue the next step: 160-170 us per step at one client on the tiny model of
+//! could queue the next step: 170-180 us per step at one client on the tiny model of
 //! `benches/mlx_tiny.py`. Holding the GIL, the ringer goes on at once; the loop runs when the
 //! ringer next releases the GIL (MLX does while it waits for the model), when the model's work
 //! and the loop's overlap.
+//!
+//! `pending` is cleared before the reader reads the queued work, and set before a writer's byte:
+//! with the work behind a lock (the server's bridge) or the GIL (`smgpy.mlx.mailbox`, an abi3
+//! extension, so never free-threaded), every ring either finds its work read or writes a byte.
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
