@@ -2,9 +2,9 @@
 //!
 //! Every parser is a synchronous state machine: `push(delta)` returns what can be emitted now,
 //! `finish()` flushes what is held. A complete parse is `push(whole); finish()`, so streaming
-//! equals complete by construction; the one exception, a tool call a stream started and that
-//! never completed, is reported (`tool::Abandoned`) so a caller can set it aside. [`policy`] lists
-//! every deliberate difference from peer servers and the truncation policy.
+//! equals complete by construction, for tool calls cut off or broken too (they are partial calls
+//! in both, listed in `tool::Abandoned`). [`policy`] lists every deliberate difference from peer
+//! servers and the truncation policy; `docs/parsers.md` has the tables for users.
 #![forbid(unsafe_code)]
 
 mod harmony;

@@ -8,36 +8,41 @@
 //!
 //! # Calls that never complete (truncation)
 //!
-//! A **complete parse** reports a tool region as calls only if it reads whole. When the output
-//! ends inside a region (cut at `max_tokens`, no end marker), the region is calls only if every
-//! call's arguments closed and nothing but whitespace follows them; a missing end marker after
-//! that is tolerated, since it is often a stop token the server cut (vLLM's Hermes parser,
-//! llama.cpp's gpt-oss parser). Otherwise the region's text, verbatim, is normal text and none of
-//! its calls are reported: SMG, vLLM's Hermes parser and llama.cpp's final (non-partial) parse
-//! all return the text of a call cut off inside its arguments; vLLM's Kimi and Qwen3-Coder
-//! parsers and llama.cpp's partial mode report a partial call instead. A call's arguments are
-//! never closed up into valid JSON as if the call were whole.
+//! One rule for a complete parse and every chunking of the stream (`docs/parsers.md` has the
+//! table). A call goes live as soon as its name and the start of its arguments are read, and a
+//! stream cannot take back what it sent. So a call that went live and then was cut off (at
+//! `max_tokens`) or whose arguments broke (invalid JSON, a malformed parameter) is a **partial
+//! call**: its name and its arguments as far as they were valid, never closed up into JSON that
+//! looks whole. The rest of its region is dropped. It is listed in
+//! [`crate::tool::Abandoned`] (`ToolCallParser::abandoned`), which the server uses to report
+//! `finish_reason: "length"` and incomplete items. A complete parse reports exactly the same:
+//! it is the stream pushed whole. (vLLM's Kimi and Qwen3-Coder parsers and llama.cpp's partial
+//! mode report partial calls too; SMG, vLLM's Hermes parser and llama.cpp's final parse give the
+//! text back, which a client that streamed the call never sees.)
 //!
-//! A **stream** cannot take back a call it started: the name and the argument fragments so far
-//! were sent. When the output ends inside that call's arguments, or its arguments break
-//! (invalid JSON, a malformed parameter), the stream sends nothing more for it (the arguments stop
-//! where the valid text stopped) and lists the call in [`crate::tool::Abandoned`]
-//! (`ToolCallParser::abandoned`), with the region's text where a complete parse has it.
-//! `Abandoned::apply` turns what a stream accumulated into the complete parse, so streaming equals
-//! complete for every output (the property tests check exactly that). The server reports
-//! `finish_reason: "length"` when `max_tokens` cut the output.
+//! A region cut off before any call went live is text, verbatim, unless every call in it reads
+//! whole (a missing end marker is tolerated: it is often a stop token the server cut), in which
+//! case the calls are reported and text after them is normal text. A GLM call cut off right
+//! after a closed value is whole. Output that `tool_choice` forced (the `[{"name": ...` list)
+//! and that was cut off before a call went live is neither calls nor content.
 //!
 //! # Differences from peers
 //!
 //! | Case | smgpy | Peers | Why |
 //! |---|---|---|---|
-//! | Output ends inside a call | text (complete); abandoned call (stream) | SMG, vLLM Hermes, llama.cpp final parse: text. vLLM Kimi / Qwen3-Coder, llama.cpp partial: partial call | majority; a partial call looks whole to a client |
+//! | Output ends inside a call that went live | partial call, arguments as far as valid (complete and stream) | vLLM Kimi / Qwen3-Coder, llama.cpp partial: partial call. SMG, vLLM Hermes, llama.cpp final parse: text | a stream cannot take back a call it sent; complete must equal the stream |
+//! | Output ends inside a call that never went live | text | SMG, vLLM: text | nothing was sent |
+//! | Complete calls, end marker missing, text after them | calls, then the text | vLLM Hermes: text. Llama 3 `<|python_tag|>` peers: call | the call was sent whole |
 //! | Arguments complete, end marker missing | call | vLLM Hermes, llama.cpp gpt-oss: call | end markers are often stop tokens |
-//! | Arguments that break after the call started streaming | call abandoned; its region is text if no sibling completed | vLLM Kimi, Harmony: call kept with raw arguments; SMG: call skipped | a stream cannot take back the start; a complete parse must not invent a whole call |
-//! | One malformed call among several (bad JSON, empty or unreadable name, non-finite number) | skipped, siblings kept | SMG, vLLM pythonic and Qwen3-Coder: skipped. vLLM Kimi: kept raw | majority; "one bad call must not swallow its siblings" |
+//! | Arguments that break after the call started streaming | partial call, arguments up to the break | vLLM Kimi, Harmony: call kept with raw arguments; SMG: call skipped | a stream cannot take back the start; nothing is closed up |
+//! | One malformed call among several (bad JSON, empty or unreadable name, non-finite number) | skipped, siblings kept; one that broke after going live stays partial | SMG, vLLM pythonic and Qwen3-Coder: skipped. vLLM Kimi: kept raw | "one bad call must not swallow its siblings" |
+//! | Unreadable JSON left in a call region after its calls (a malformed sibling) | dropped | SMG, vLLM Cohere: the well-formed call only | it is markup, not text |
 //! | End marker inside a JSON string | not an end | SMG (Cohere): not an end | the JSON is still open; only JSON bodies track strings (XML and Python text has stray quotes) |
 //! | Text after the calls | kept as normal text | vLLM, llama.cpp, SGLang pythonic: kept. SMG, SGLang gpt-oss: dropped | nothing the model wrote is lost |
-//! | Whitespace before a call | kept verbatim | vLLM: kept. SMG (DSML): trimmed. vLLM ERNIE: trimmed | text is never rewritten |
+//! | Whitespace-only text before, between or after calls | not content | vLLM, SGLang: only the text before the first call, stripped | a `"\n"` content beside calls becomes an empty message in clients |
+//! | Other text before a call | kept verbatim, whitespace included | vLLM: kept. SGLang, SMG (DSML), vLLM ERNIE: trimmed | text is never rewritten |
+//! | Qwen3-Coder bare `<function=` (no `<tool_call>`) | a call only at the start of output | vLLM: anywhere. SGLang: never | a misspelled wrapper (`<too_call>`) is no call |
+//! | DSML `string="false"` | JSON (`"celsius"` is `celsius`) | DeepSeek's encoding, vLLM | the mark says the text is JSON |
 //! | Python call list after prose (`Let me check: [f(x=1)]`) | calls | SMG, SGLang: calls. vLLM: text (anchored at the start) | Llama 4 writes it; a `[` opens a call only before `NAME(` |
 //! | XML value whitespace | Qwen3-Coder / Seed-OSS: one newline each side. MiniMax M2, GLM: all | vLLM Qwen3-Coder (= Qwen's reference): one newline. llama.cpp, SMG: all | each model's own reference parser |
 //! | XML value without a schema | text (Qwen3-Coder, Seed-OSS, MiniMax M2); JSON-or-literal (GLM, Step-3) | vLLM, SGLang (reference parsers): text. SMG: typed | each model's own reference parser |
@@ -47,6 +52,8 @@
 //! | Kimi id without `:N` (`functions.x.0`) | call skipped | vLLM: skipped | vLLM's tests |
 //! | Kimi bare counter id (`0`) | named after the one declared tool, else skipped | vLLM: also infers from argument keys among several | inferring from keys guesses |
 //! | Call to an undeclared tool (`tools` given) | the region stays text | vLLM, SGLang: reported anyway | a client cannot run it |
+//! | Reasoning markers after reasoning closed, with thinking disabled, or a close with no reasoning open | content, verbatim (Gemma 4 reopens its thought channel) | vLLM, SGLang, SMG: split at the first close only | they are the model's text |
+//! | Nested opening marker inside reasoning | reasoning text | vLLM, SGLang, SMG | same |
 //! | Tool call opened inside `<think>` | ends reasoning; the call reaches the tool parser | SGLang (Qwen3, GLM, Kimi, Hunyuan): same. llama.cpp, SMG: stays reasoning | models do open calls there (issue class 8) |
 //! | `kimi_k2`, `glm47` reasoning without `<think>` | reasoning (implied open) | vLLM: implied. SGLang: per flag | their templates open the block |
 //! | Harmony preamble (commentary, no recipient) | content | llama.cpp, SGLang: content. vLLM: content only without a final. SMG: reasoning | it is addressed to the user |

@@ -10,6 +10,7 @@ fn opts(opened: bool, disabled: bool) -> ReasoningOptions {
     ReasoningOptions {
         prompt_opened_reasoning: opened,
         thinking_disabled: disabled,
+        reasoning_not_started: false,
     }
 }
 
@@ -45,7 +46,11 @@ fn think_written_by_model() {
         );
         check(name, "no thinking here", "", "no thinking here");
         check(name, "<think>cut off at max_tokens", "cut off at max_tokens", "");
-        check(name, "<think>a</think>b<think>c</think>d", "ac", "bd");
+        // Once reasoning has closed, later tags are the model's text, kept verbatim (vLLM's
+        // DeepSeek-R1 / Qwen3 parsers and SGLang's detectors split at the first close only).
+        check(name, "<think>a</think>b<think>c</think>d", "a", "b<think>c</think>d");
+        // Inside reasoning a nested opening is reasoning text; the first close ends it.
+        check(name, "<think>a<think>b</think>c</think>d", "a<think>b", "c</think>d");
         check(
             name,
             "x < y and </thinking> is text",
@@ -58,10 +63,17 @@ fn think_written_by_model() {
         run("qwen3", "plan</think>ans", opts(true, false)),
         ("plan".into(), "ans".into())
     );
-    // Thinking off: a stray close is dropped, an opening is plain text.
+    // Thinking off: every marker is plain text, verbatim (SGLang and SMG leave output without
+    // reasoning untouched).
     assert_eq!(
         run("qwen3", "</think>ans <think>", opts(false, true)),
-        ("".into(), "ans <think>".into())
+        ("".into(), "</think>ans <think>".into())
+    );
+    // The prompt did not open reasoning: a stray close is text too (SGLang's Qwen3 detector with
+    // `force_reasoning=False`, SMG's base parser: text without `<think>` comes back unchanged).
+    assert_eq!(
+        run("qwen3", "ans</think> more", opts(false, false)),
+        ("".into(), "ans</think> more".into())
     );
 }
 
@@ -146,6 +158,13 @@ fn other_delimiters() {
 
 #[test]
 fn cohere() {
+    // The turn's end token never reaches content (vLLM's Cohere parsers keep special tokens).
+    check(
+        "cohere_command3",
+        "<|START_RESPONSE|>Hi.<|END_RESPONSE|><|END_OF_TURN_TOKEN|>",
+        "",
+        "Hi.",
+    );
     for name in ["cohere_command3", "cohere_command4", "cohere_cmd"] {
         check(
             name,
@@ -196,6 +215,55 @@ fn gemma4() {
         "xy",
     );
     check("gemma4", "<|channel>thoughtless", "less", "");
+    // vLLM's Gemma 4 reasoning parser: a channel opened without its `thought` header is
+    // thinking too; `run` also streams it char by char, so `<|channel>` arrives split.
+    check("gemma4", "<|channel>plan it<channel|>Answer", "plan it", "Answer");
+    check("gemma4", "<|channel>\nplan<channel|>A<|tool_response>", "\nplan", "A");
+}
+
+/// Reasoning markers once reasoning has ended, with thinking disabled, or with no reasoning
+/// open are the model's text (vLLM's DeepSeek-R1 / Qwen3 / OLMo 3 parsers, SGLang's detectors
+/// and SMG's base parser split at the first close only and return text without an opening
+/// unchanged).
+#[test]
+fn markers_after_reasoning_are_content() {
+    for name in ["deepseek_r1", "qwen3", "olmo3", "nemotron_v3", "glm45"] {
+        let (r, c) = run(
+            name,
+            "<think>plan</think>Use <think> and </think> tags.",
+            opts(false, false),
+        );
+        assert_eq!(
+            (r.as_str(), c.as_str()),
+            ("plan", "Use <think> and </think> tags."),
+            "{name}"
+        );
+        let (r, c) = run(name, "Use </think> here.", opts(false, true));
+        assert_eq!((r.as_str(), c.as_str()), ("", "Use </think> here."), "{name}");
+    }
+    // DeepSeek-R1: the prompt opened the block and the model writes `<think>` again at once
+    // (dropped), then a nested one later (kept).
+    assert_eq!(
+        run("deepseek_r1", "<think>a <think> b</think>c", opts(true, false)),
+        ("a <think> b".into(), "c".into())
+    );
+    // A prompt state that says reasoning was not started is honoured over the implied opening.
+    let not_started = ReasoningOptions {
+        reasoning_not_started: true,
+        ..ReasoningOptions::default()
+    };
+    assert_eq!(
+        run("deepseek_r1", "Hello</think>", not_started.clone()),
+        ("".into(), "Hello</think>".into())
+    );
+    assert_eq!(
+        run("deepseek_r1", "<think>x</think>y", not_started),
+        ("x".into(), "y".into())
+    );
+    assert_eq!(
+        run("deepseek_r1", "Hello</think>", ReasoningOptions::default()),
+        ("Hello".into(), "".into())
+    );
 }
 
 #[test]

@@ -142,6 +142,7 @@ fn implied_reasoning_of_peers_parsers() {
     let off = ReasoningOptions {
         prompt_opened_reasoning: false,
         thinking_disabled: true,
+        reasoning_not_started: false,
     };
     assert_eq!(
         reasoning::parse_complete("plain", "kimi_k2".parse().unwrap(), off).content,

@@ -12,10 +12,13 @@ fn format_strategy() -> impl Strategy<Value = ReasoningFormat> {
 }
 
 fn opts_strategy() -> impl Strategy<Value = ReasoningOptions> {
-    (any::<bool>(), any::<bool>()).prop_map(|(prompt_opened_reasoning, thinking_disabled)| ReasoningOptions {
-        prompt_opened_reasoning,
-        thinking_disabled,
-    })
+    (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+        |(prompt_opened_reasoning, thinking_disabled, reasoning_not_started)| ReasoningOptions {
+            prompt_opened_reasoning,
+            thinking_disabled,
+            reasoning_not_started: reasoning_not_started && !prompt_opened_reasoning,
+        },
+    )
 }
 
 /// Pieces that stress the scanner: markers of every format, their prefixes, multibyte text.

@@ -296,8 +296,9 @@ fn forced(text: &str, pieces: &[&str]) -> (String, Vec<(String, String)>) {
 #[test]
 fn forced_call_reads_the_whole_output_as_arguments() {
     let text = " {\"city\": \"Paris\",\n \"days\": [1, 2.50]} \n";
+    // The whitespace around the forced JSON is not content (docs/parsers.md).
     let want = (
-        " \n".to_string(),
+        String::new(),
         vec![(
             "get_weather".to_string(),
             r#"{"city":"Paris","days":[1,2.5]}"#.to_string(),
@@ -372,8 +373,8 @@ fn forced_call_output_that_is_not_an_object_stays_text() {
             vec![("get_weather".to_string(), r#"{"city":"Oslo"}"#.to_string())]
         )
     );
-    // Cut off inside the arguments: the stream's call stops where the output did (never closed
-    // into valid JSON as if whole) and is abandoned; a complete parse reports the text.
+    // Cut off inside the arguments: the call stops where the output did (never closed into
+    // valid JSON as if whole), in the stream and the complete parse alike.
     let (text, calls) = forced("{\"city\": \"Par", &["{\"city\": \"Par"]);
     assert_eq!(text, "");
     assert_eq!(calls, vec![("get_weather".to_string(), r#"{"city":"Par"#.to_string())]);
@@ -383,8 +384,30 @@ fn forced_call_output_that_is_not_an_object_stays_text() {
         None,
         smgpy_parsers::tool::Forced::Call("get_weather".into()),
     );
-    assert_eq!(
-        (complete.normal_text.as_str(), complete.calls.len()),
-        ("{\"city\": \"Par", 0)
-    );
+    assert_eq!(complete.normal_text, "");
+    assert_eq!(complete.calls.len(), 1);
+}
+
+/// `tool_choice: "required"` output cut by `max_tokens` before a call's name and arguments
+/// began: the forced list is the server's wrapper, never content, at any chunking.
+#[test]
+fn forced_list_cut_off_leaks_no_wrapper() {
+    use smgpy_parsers::tool::{parse_complete_forced, Forced};
+    for text in [
+        "[",
+        "[\n{\n    \"name\": \"get_we",
+        "[\n{\n    \"name\": \"get_weather\",\n    \"parameters\"",
+    ] {
+        let complete = parse_complete_forced(text, ToolFormat::Hermes, None, Forced::List);
+        assert_eq!(complete.normal_text, "", "{text:?}");
+        assert!(complete.calls.is_empty(), "{text:?}");
+        tool_common::check_streaming_forced(text, Forced::List);
+    }
+    // Cut inside the arguments: the partial call, nothing in the content.
+    let text = "[\n{\n    \"name\": \"get_weather\",\n    \"parameters\": {\"city\": \"Pa";
+    let complete = parse_complete_forced(text, ToolFormat::Hermes, None, Forced::List);
+    assert_eq!(complete.normal_text, "");
+    assert_eq!(complete.calls.len(), 1);
+    assert_eq!(complete.calls[0].name, "get_weather");
+    tool_common::check_streaming_forced(text, Forced::List);
 }

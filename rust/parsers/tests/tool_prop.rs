@@ -364,6 +364,34 @@ proptest! {
         prop_assert_eq!(stream(&refs, format, None), parse_complete(case.input, format, None));
     }
 
+    /// Truncated and malformed calls in every format: each fixture cut at any point (as
+    /// `max_tokens` cuts it), with a marker piece or stray character inserted, or with one
+    /// character deleted, streams under any chunking to exactly its complete parse (partial
+    /// calls included; docs/parsers.md).
+    #[test]
+    fn truncated_and_malformed_calls_any_chunking(
+        case in proptest::sample::select(CASES.as_slice()),
+        edit in 0..4u8,
+        at in any::<proptest::sample::Index>(),
+        piece in marker_piece(),
+        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..16),
+    ) {
+        let format: ToolFormat = case.format.parse().unwrap();
+        let b = boundaries(case.input);
+        let i = at.index(b.len());
+        let (head, tail) = case.input.split_at(b[i]);
+        let text = match edit {
+            0 => head.to_string(),
+            1 => format!("{head}{piece}{tail}"),
+            2 => format!("{head}{}", tail.chars().skip(1).collect::<String>()),
+            _ => format!("{head}\"{tail}"),
+        };
+        let complete = parse_complete(&text, format, None);
+        let chunks = chunked(&text, &cuts);
+        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
+        prop_assert_eq!(stream(&refs, format, None), complete, "{} {:?}", format.name(), text);
+    }
+
     /// All input text is accounted for: a document of plain-text segments and well-formed call
     /// blocks parses to exactly the segments' text and the blocks' calls, in order, and streams
     /// to the same under any chunking.
@@ -377,7 +405,9 @@ proptest! {
         cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..16),
     ) {
         let Blocks { inner, initial: leading } = blocks(format);
-        let (mut doc, mut text, mut calls) = (String::new(), String::new(), Vec::new());
+        // The text between blocks, stretch by stretch: a stretch of only whitespace next to a
+        // call is not content (docs/parsers.md, text around calls).
+        let (mut doc, mut stretches, mut calls) = (String::new(), vec![String::new()], Vec::new());
         if use_initial && !leading.is_empty() {
             let b = leading[initial.index(leading.len())];
             doc += b.input;
@@ -387,15 +417,25 @@ proptest! {
         }
         for (segment, pick) in &parts {
             doc += segment;
-            text += segment;
+            if let Some(last) = stretches.last_mut() {
+                last.push_str(segment);
+            }
             if !inner.is_empty() {
                 let b = inner[pick.index(inner.len())];
                 doc += b.input;
                 calls.extend(expected_calls(b));
+                stretches.push(String::new());
             }
         }
         doc += &tail;
-        text += &tail;
+        if let Some(last) = stretches.last_mut() {
+            last.push_str(&tail);
+        }
+        let text: String = stretches
+            .iter()
+            .filter(|s| calls.is_empty() || !s.trim().is_empty())
+            .map(String::as_str)
+            .collect();
         let complete = parse_complete(&doc, format, None);
         prop_assert_eq!(&complete, &ToolParseResult { normal_text: text, calls }, "{} {:?}", format.name(), doc);
         let chunks = chunked(&doc, &cuts);

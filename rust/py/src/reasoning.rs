@@ -28,6 +28,9 @@ fn options(
     ReasoningOptions {
         prompt_opened_reasoning: prompt_opened_reasoning.unwrap_or(from_prompt.prompt_opened_reasoning),
         thinking_disabled: thinking_disabled || from_prompt.thinking_disabled,
+        // `prompt_opened_reasoning=False` says so explicitly: honour it over a format's implied
+        // opening.
+        reasoning_not_started: prompt_opened_reasoning == Some(false),
     }
 }
 

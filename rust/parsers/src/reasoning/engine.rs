@@ -21,6 +21,9 @@ pub(crate) enum Mode {
 enum Act {
     /// Remove the marker, stay in the current mode.
     Drop,
+    /// Inside reasoning, an opening marker: removed before any reasoning text, else kept as
+    /// reasoning text (a nested opening).
+    Nested,
     /// Remove the marker and switch mode.
     To(Mode),
     /// Switch mode and emit the marker into the new mode (it belongs to the next parser).
@@ -144,7 +147,7 @@ fn build(spec: &Spec) -> Tables {
         r.add(spec.closes, Act::To(Mode::Content));
         r.add(spec.close_keep, Act::Keep(Mode::Content));
         r.add(spec.answer_opens, Act::To(Mode::Answer));
-        r.add(spec.opens, Act::Drop);
+        r.add(spec.opens, Act::Nested);
         // Answer.
         let a = &mut t[off + 2];
         a.add(spec.answer_closes, Act::To(Mode::Content));
@@ -209,13 +212,18 @@ pub(crate) struct Engine {
     held: String,
     /// `content_prefix` still to be emitted.
     prefix_pending: bool,
+    /// Reasoning text other than whitespace was emitted in the current reasoning block.
+    thought: bool,
+    /// Reasoning may open again after it ends (`Spec::reopens`).
+    reopens: bool,
 }
 
 impl Engine {
     pub(crate) fn new(format: ReasoningFormat, opts: &ReasoningOptions) -> Self {
         let spec = format.spec();
         let disabled = opts.thinking_disabled;
-        let mode = if !disabled && (spec.implied_open || opts.prompt_opened_reasoning) {
+        let opened = opts.prompt_opened_reasoning || (spec.implied_open && !opts.reasoning_not_started);
+        let mode = if !disabled && opened {
             Mode::Reasoning
         } else {
             Mode::Content
@@ -229,6 +237,8 @@ impl Engine {
             mode,
             held: String::new(),
             prefix_pending: !disabled && spec.content_prefix.is_some(),
+            thought: false,
+            reopens: spec.reopens,
         }
     }
 
@@ -241,14 +251,29 @@ impl Engine {
         &self.tables.by_mode[idx]
     }
 
-    fn emit(&self, out: &mut ReasoningDelta, text: &str) {
+    fn emit(&mut self, out: &mut ReasoningDelta, text: &str) {
         if text.is_empty() {
             return;
         }
         match self.mode {
-            Mode::Reasoning => out.reasoning.push_str(text),
+            Mode::Reasoning => {
+                self.thought = self.thought || !text.trim().is_empty();
+                out.reasoning.push_str(text);
+            }
             Mode::Content | Mode::Answer => out.content.push_str(text),
         }
+    }
+
+    /// Enter mode `m`. Leaving reasoning ends it for good unless the format reopens: from then
+    /// on the thinking-disabled tables apply, which read reasoning markers as content.
+    fn switch(&mut self, m: Mode) {
+        if self.mode == Mode::Reasoning && m != Mode::Reasoning && !self.reopens {
+            self.disabled = true;
+        }
+        if m == Mode::Reasoning {
+            self.thought = false;
+        }
+        self.mode = m;
     }
 
     pub(crate) fn push(&mut self, text: &str, out: &mut ReasoningDelta) {
@@ -320,9 +345,14 @@ impl Engine {
                     let marker = table.markers[i];
                     match table.acts[i] {
                         Act::Drop => {}
-                        Act::To(m) => self.mode = m,
+                        Act::Nested => {
+                            if self.thought {
+                                self.emit(out, marker);
+                            }
+                        }
+                        Act::To(m) => self.switch(m),
                         Act::Keep(m) => {
-                            self.mode = m;
+                            self.switch(m);
                             self.emit(out, marker);
                         }
                     }

@@ -10,8 +10,10 @@
 //! - Once inside reasoning, output that never closes it stays reasoning (vLLM/SMG R1 behaviour for
 //!   text cut off at `max_tokens`); output that never opens it stays content. Both are causal, which
 //!   is what lets streaming equal complete parsing.
-//! - Thinking disabled: opening markers are not recognised, everything is content; stray closing
-//!   markers are dropped.
+//! - Thinking disabled: reasoning markers are not recognised, everything is content, verbatim.
+//! - Once reasoning has ended, later opening and closing markers are content, verbatim (vLLM,
+//!   SGLang and SMG split at the first close); only Gemma 4 cycles through several thought
+//!   channels. Inside reasoning, a nested opening marker is reasoning text.
 //! - A tool call opened inside reasoning (Kimi's section or call marker, `<tool_call>`, DeepSeek's
 //!   section, Hunyuan's `<tool_calls>`) ends it: the marker and the call stay in the content for the
 //!   tool parser, as SGLang's detectors hand them over.
@@ -34,6 +36,10 @@ pub struct ReasoningOptions {
     pub prompt_opened_reasoning: bool,
     /// The rendered prompt closed the reasoning block / thinking is disabled: everything is answer.
     pub thinking_disabled: bool,
+    /// The caller knows the prompt did not open reasoning: a format whose template usually
+    /// opens it (DeepSeek-R1 style, `implied_open`) then starts in the content, and only a
+    /// `<think>` the model writes opens reasoning.
+    pub reasoning_not_started: bool,
 }
 
 /// What one `push`/`finish` produced.

@@ -20,11 +20,13 @@ pub fn prompt_state(format: ReasoningFormat, rendered_prompt: &str) -> Reasoning
         return ReasoningOptions {
             prompt_opened_reasoning: false,
             thinking_disabled: true,
+            reasoning_not_started: false,
         };
     }
     ReasoningOptions {
         prompt_opened_reasoning: ends_with_any(spec.opens),
         thinking_disabled: false,
+        reasoning_not_started: false,
     }
 }
 

@@ -12,11 +12,14 @@
 /// One delimiter family.
 #[derive(Debug)]
 pub(crate) struct Spec {
-    /// Open a reasoning block (dropped). Inside reasoning a repeated opening is dropped too,
-    /// e.g. a DeepSeek-R1 model that writes `<think>` although the prompt already opened it.
+    /// Open a reasoning block (dropped). Inside reasoning an opening before any reasoning text
+    /// is dropped too (a DeepSeek-R1 model that writes `<think>` although the prompt already
+    /// opened it); a later one is nested text and stays in the reasoning, as vLLM's, SGLang's
+    /// and SMG's parsers keep it (the first close still ends reasoning).
     pub opens: &'static [&'static str],
-    /// Close a reasoning block (dropped). Outside reasoning a stray close is dropped when
-    /// `drop_stray_close` is set: it is never meaningful answer text.
+    /// Close a reasoning block (dropped). Outside reasoning a stray close is content, verbatim
+    /// (SGLang's and SMG's detectors return text without an opening unchanged), unless
+    /// `drop_stray_close` is set.
     pub closes: &'static [&'static str],
     /// End reasoning implicitly and stay in the content: a tool section opened inside thinking
     /// (Kimi K2-Thinking, DeepSeek) must reach the tool parser instead of being swallowed.
@@ -32,6 +35,10 @@ pub(crate) struct Spec {
     pub implied_open: bool,
     /// See `closes`.
     pub drop_stray_close: bool,
+    /// Reasoning may open again after it closed (Gemma 4 cycles through thought channels).
+    /// Elsewhere, once reasoning has ended, its markers are content kept verbatim: the model
+    /// wrote them as text (vLLM, SGLang and SMG split at the first close only).
+    pub reopens: bool,
     /// A prompt that *ends* with one of `closes` means thinking was switched off. False where the
     /// close marker is a generic end-of-message token that ends every turn (Harmony, Inkling).
     pub prompt_close_disables: bool,
@@ -73,7 +80,8 @@ const fn base(opens: &'static [&'static str], closes: &'static [&'static str]) -
         answer_closes: NONE,
         drops: NONE,
         implied_open: false,
-        drop_stray_close: true,
+        drop_stray_close: false,
+        reopens: false,
         prompt_close_disables: true,
         content_prefix: None,
     }
@@ -127,6 +135,9 @@ pub(crate) const MISTRAL: Spec = base(&["[THINK]"], &["[/THINK]"]);
 pub(crate) const COHERE: Spec = Spec {
     answer_opens: &["<|START_RESPONSE|>", "<|START_TEXT|>"],
     answer_closes: &["<|END_RESPONSE|>", "<|END_TEXT|>"],
+    // End-of-turn tokens never reach content (vLLM's Cohere parsers decode with special tokens
+    // kept, so the turn's end token arrives as text).
+    drops: &["<|END_OF_TURN_TOKEN|>"],
     ..base(&["<|START_THINKING|>"], &["<|END_THINKING|>"])
 };
 
@@ -148,8 +159,18 @@ pub(crate) const HARMONY: Spec = Spec {
     ..base(&["<|channel|>analysis<|message|>"], &["<|end|>"])
 };
 
-/// Gemma 4 thought channel; the model may cycle through several thought blocks.
-pub(crate) const GEMMA4: Spec = base(&["<|channel>thought\n", "<|channel>thought"], &["<channel|>"]);
+/// Gemma 4 thought channel; the model may cycle through several thought blocks. A channel
+/// opened without its `thought` header is a thought channel too: vLLM's Gemma 4 reasoning
+/// parser reads `<|channel>` alone as the start of thinking (the header is a plain token the
+/// model sometimes skips).
+pub(crate) const GEMMA4: Spec = Spec {
+    reopens: true,
+    drops: &["<|tool_response>", "<tool_response|>"],
+    ..base(
+        &["<|channel>thought\n", "<|channel>thought", "<|channel>"],
+        &["<channel|>"],
+    )
+};
 
 /// Kimi K3: the response wrapper is framing; `<|open|>tools` stays for the tool parser.
 pub(crate) const KIMI_K3: Spec = Spec {
@@ -217,4 +238,7 @@ pub(crate) const SOLAR_OPEN: Spec = Spec {
 };
 
 /// MiniMax M3 (crates.io `reasoning-parser` 1.10): `<mm:think>`; stray closers are dropped.
-pub(crate) const MINIMAX_M3: Spec = base(&["<mm:think>"], &["</mm:think>"]);
+pub(crate) const MINIMAX_M3: Spec = Spec {
+    drop_stray_close: true,
+    ..base(&["<mm:think>"], &["</mm:think>"])
+};

@@ -140,7 +140,19 @@ fn calls(body: &Body, text: &str, ctx: &Ctx) -> Option<(Vec<Call>, String)> {
         Body::QwenXml { bare } => only(xml::qwen_xml(text, bare, ctx)),
         Body::Glm => only(xml::glm(text, ctx)),
         Body::Invoke { prefix } => only(xml::invoke(text, prefix, ctx)),
-        Body::Items { begin, end, item } => only(items(text, begin, end, item, ctx)),
+        Body::Items {
+            begin,
+            end,
+            item,
+            again,
+        } => only(items(text, begin, end, item, again, ctx)),
+        Body::LongCat => {
+            if text.trim_start().starts_with('{') {
+                json_calls(text)
+            } else {
+                only(xml::glm_tags(text, &xml::LONGCAT_TAGS, ctx))
+            }
+        }
         Body::DeepSeekItem => only(deepseek_item(text)),
         Body::KimiItem => only(kimi_item(text, ctx)),
         Body::Step3Item => {
@@ -201,6 +213,7 @@ pub(crate) fn whole_without_end(target: &Target, text: &str) -> bool {
         Target::Discard => false,
         Target::Body(body) => match body {
             Body::QwenXml { .. } | Body::Glm | Body::Invoke { .. } | Body::Items { .. } | Body::Step3Item => false,
+            Body::LongCat => text.trim_start().starts_with('{'),
             Body::KimiK3 => text.trim_end().ends_with("<|close|>call<|sep|>"),
             _ => true,
         },
@@ -375,12 +388,17 @@ fn name_keyed(text: &str) -> Option<Vec<Call>> {
 /// `begin ITEM end` items separated by whitespace. A malformed item is skipped, as peers skip a
 /// bad call among good ones; with no good item the region is text. An item's end marker inside
 /// one of its JSON strings ends nothing.
-fn items(text: &str, begin: &str, end: &str, item: &Body, ctx: &Ctx) -> Option<Vec<Call>> {
+fn items(text: &str, begin: &str, end: &str, item: &Body, again: &str, ctx: &Ctx) -> Option<Vec<Call>> {
     let json = matches!(item, Body::DeepSeekItem | Body::KimiItem);
     let mut out = Vec::new();
     let mut rest = text;
     loop {
         rest = rest.trim_start();
+        if !again.is_empty() {
+            if let Some(r) = rest.strip_prefix(again) {
+                rest = r.trim_start();
+            }
+        }
         if rest.is_empty() {
             break;
         }

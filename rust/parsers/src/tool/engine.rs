@@ -7,9 +7,8 @@
 //! kept across pushes, so each byte is examined a bounded number of times.
 //!
 //! Decisions depend only on the text seen, never on where chunks split it, which is why a
-//! streamed parse equals a complete one, once a stream's `Abandoned` calls are set aside (the
-//! crate docs' policy on calls that never complete): a complete parse does not report a call
-//! whose arguments broke or were cut off, but a stream has already sent its start.
+//! streamed parse equals a complete one, partial calls included (the crate docs' policy on calls
+//! that never complete). Whitespace-only text around calls is held and dropped (`Gap`).
 use super::body::{continuation, parse_body, whole_without_end, Call, Outcome, Target};
 use super::ctx::Ctx;
 use super::ends::{closing_marker, contains_any, marker_end, next_marker, Balance, JsonStrings};
@@ -91,12 +90,64 @@ pub(crate) struct Engine {
     strings: Option<JsonStrings>,
     /// Index of the current region's first call.
     first_call: usize,
+    /// Whitespace-only normal text held around calls.
+    gap: Gap,
+    /// The current region is the JSON that `tool_choice` forced.
+    forced_region: bool,
 }
 
-/// Append `text` to the normal text, counting it.
-fn put_text(out: &mut ToolDelta, emitted: &mut usize, text: &str) {
+/// Normal text that is only whitespace, held until what follows settles it: the newline a model
+/// writes before, between or after its calls is formatting, not content (a client shows a
+/// `content: "\n"` beside the calls as an empty message). Text with any other character passes
+/// with the whitespace held before it; whitespace in a stretch that already has text passes.
+#[derive(Debug, Default)]
+struct Gap {
+    held: String,
+    /// The stretch since the last call (or the start) has text other than whitespace.
+    texted: bool,
+    /// Calls started when the stretch began.
+    calls: usize,
+}
+
+/// Append `text` to the normal text through the gap rule, counting what is emitted. `calls` is
+/// the number of calls started so far: a call since the last text drops the held whitespace.
+fn put_text(out: &mut ToolDelta, emitted: &mut usize, gap: &mut Gap, calls: usize, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    if calls != gap.calls {
+        gap.calls = calls;
+        gap.texted = false;
+        gap.held.clear();
+    }
+    if !gap.texted {
+        if text.trim().is_empty() {
+            gap.held.push_str(text);
+            return;
+        }
+        gap.texted = true;
+        out.normal_text.push_str(&gap.held);
+        *emitted += gap.held.len();
+        gap.held.clear();
+    }
     out.normal_text.push_str(text);
     *emitted += text.len();
+}
+
+/// Text left inside a tool region after its calls that starts like another call's JSON (`{`,
+/// `[`, a `,` separator): a malformed sibling, skipped as SMG and vLLM skip one bad call among
+/// several, rather than shown as content.
+fn sibling_debris(text: &str) -> bool {
+    text.trim_start().starts_with(['{', '[', ','])
+}
+
+/// End of output: held whitespace is text only in an output without calls.
+fn end_gap(out: &mut ToolDelta, emitted: &mut usize, gap: &mut Gap, calls: usize) {
+    if calls == 0 {
+        out.normal_text.push_str(&gap.held);
+        *emitted += gap.held.len();
+    }
+    gap.held.clear();
 }
 
 impl Engine {
@@ -120,6 +171,8 @@ impl Engine {
             abandoned: Abandoned::default(),
             strings: None,
             first_call: 0,
+            gap: Gap::default(),
+            forced_region: false,
         }
     }
 
@@ -127,6 +180,7 @@ impl Engine {
     fn enter(&mut self, end: End, target: Target, body_start: usize) {
         self.strings = target.is_json().then(JsonStrings::default);
         self.first_call = self.next_index;
+        self.forced_region = false;
         self.mode = Mode::region(end, target, body_start);
     }
 
@@ -191,7 +245,7 @@ impl Engine {
         {
             // Plain text with nothing held: no marker can start in it (what `text_step` would
             // find, without copying it through the buffer). Most of a model's output.
-            put_text(out, &mut self.emitted, text);
+            put_text(out, &mut self.emitted, &mut self.gap, self.next_index, text);
             return;
         }
         let before = self.buf.len() - self.pos;
@@ -295,6 +349,7 @@ impl Engine {
 
     pub(crate) fn finish(&mut self, out: &mut ToolDelta) {
         self.run(true, out);
+        end_gap(out, &mut self.emitted, &mut self.gap, self.next_index);
     }
 
     fn run(&mut self, finishing: bool, out: &mut ToolDelta) {
@@ -319,7 +374,13 @@ impl Engine {
 
     /// Emit the next `n` unconsumed bytes as normal text.
     fn emit_text(&mut self, n: usize, out: &mut ToolDelta) {
-        put_text(out, &mut self.emitted, &self.buf[self.pos..self.pos + n]);
+        put_text(
+            out,
+            &mut self.emitted,
+            &mut self.gap,
+            self.next_index,
+            &self.buf[self.pos..self.pos + n],
+        );
         self.pos += n;
     }
 
@@ -352,6 +413,7 @@ impl Engine {
                 self.pos += ws;
                 self.at_start = false;
                 self.enter(End::Balanced, target, 0);
+                self.forced_region = true;
                 return true;
             }
             // Not what was forced (an engine that does not enforce `json_schema`): the format's
@@ -510,7 +572,9 @@ impl Engine {
                     out.push_call(self.next_index, id.as_deref(), &name, &arguments);
                     self.next_index += 1;
                 }
-                put_text(out, &mut self.emitted, &text);
+                if !sibling_debris(&text) {
+                    put_text(out, &mut self.emitted, &mut self.gap, self.next_index, &text);
+                }
             }
             self.pos += region_end;
             self.mode = Mode::Text;
@@ -523,9 +587,15 @@ impl Engine {
                     out.push_call(self.next_index, id.as_deref(), &name, &arguments);
                     self.next_index += 1;
                 }
-                put_text(out, &mut self.emitted, &trailing);
+                put_text(out, &mut self.emitted, &mut self.gap, self.next_index, &trailing);
             }
-            Outcome::Calls(..) | Outcome::Text => put_text(out, &mut self.emitted, &region[..region_end]),
+            Outcome::Calls(..) | Outcome::Text => put_text(
+                out,
+                &mut self.emitted,
+                &mut self.gap,
+                self.next_index,
+                &region[..region_end],
+            ),
             Outcome::Drop => {}
             Outcome::Follow { target, end } => {
                 // The header stays in the region's text (an abandoned call gives it back).
@@ -554,11 +624,14 @@ impl Engine {
         };
         let region = &self.buf[self.pos..];
         let len = region.len();
-        // Everything there is, read as if more could come: a call still open stays open.
+        // Everything there is, read as if more could come: a call still open stays open. A GLM
+        // call closes only with its region; cut off right after a closed value it is whole
+        // (SGLang's GLM-4.5 detector reports it), and reads as if the region ended there.
+        let closes = matches!(target, Target::Body(Body::Glm)) && region.trim_end().ends_with("</arg_value>");
         live.advance(
             target,
             region,
-            false,
+            closes,
             &self.ctx,
             &mut self.readers,
             &mut self.next_index,
@@ -571,44 +644,54 @@ impl Engine {
                 Between::Tail => Some(""),
                 Between::Dead | Between::Inside => None,
             };
-            let whole = rest.and_then(|rest| {
-                if rest.trim().is_empty() {
-                    return Some(Vec::new());
-                }
-                let (calls, text) = continuation(target, rest, &self.ctx);
-                (!calls.is_empty() && text.trim().is_empty()).then_some(calls)
-            });
+            // Complete calls, then text (Llama 3's `<|python_tag|>` call followed by prose, its
+            // end-of-turn token cut as a stop): the calls, and the text as normal text. A broken
+            // sibling after them is dropped, as in a closed region.
+            let whole = rest.map(|rest| continuation(target, rest, &self.ctx));
             match whole {
-                Some(calls) if live.completed > 0 || !calls.is_empty() => {
+                Some((calls, text)) if live.completed > 0 || !calls.is_empty() => {
                     for Call { id, name, arguments } in calls {
                         out.push_call(self.next_index, id.as_deref(), &name, &arguments);
                         self.next_index += 1;
+                    }
+                    if !sibling_debris(&text) {
+                        put_text(out, &mut self.emitted, &mut self.gap, self.next_index, &text);
                     }
                 }
                 _ => self.abandon_region(len),
             }
-        } else if matches!(target, Target::Body(Body::HarmonyHeader { .. }) | Target::Discard) {
-            // A header that never reached its text, or hidden text: nothing to show.
+        } else if self.forced_region || matches!(target, Target::Body(Body::HarmonyHeader { .. }) | Target::Discard) {
+            // A header that never reached its text, or hidden text: nothing to show. The JSON
+            // that `tool_choice` forced, cut off before a call went live, is no content either:
+            // it is the server's wrapper, not the model's answer.
         } else {
             let body = &region[*body_start..];
             let calls = match whole_without_end(target, body).then(|| parse_body(target, body, &self.ctx)) {
-                Some(Outcome::Calls(calls, trailing))
-                    if trailing.trim().is_empty() && calls.iter().all(|c| self.ctx.declared(&c.name)) =>
-                {
-                    Some(calls)
+                // Complete calls and text after them: the text is normal text (see above).
+                Some(Outcome::Calls(calls, trailing)) if calls.iter().all(|c| self.ctx.declared(&c.name)) => {
+                    Some((calls, trailing))
                 }
-                Some(Outcome::Drop) => Some(Vec::new()),
+                Some(Outcome::Drop) => Some((Vec::new(), String::new())),
                 // A header whose text never came (Functionary's `>>>NAME` line) is text.
                 _ => None,
             };
             match calls {
-                Some(calls) => {
+                Some((calls, trailing)) => {
                     for Call { id, name, arguments } in calls {
                         out.push_call(self.next_index, id.as_deref(), &name, &arguments);
                         self.next_index += 1;
                     }
+                    if !sibling_debris(&trailing) {
+                        put_text(out, &mut self.emitted, &mut self.gap, self.next_index, &trailing);
+                    }
                 }
-                None => put_text(out, &mut self.emitted, &self.buf[self.pos..]),
+                None => put_text(
+                    out,
+                    &mut self.emitted,
+                    &mut self.gap,
+                    self.next_index,
+                    &self.buf[self.pos..],
+                ),
             }
         }
         self.pos += len;

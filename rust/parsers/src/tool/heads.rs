@@ -141,8 +141,22 @@ fn body_head<'a>(body: &Body, c: &mut Cursor<'a>) -> Result<Found<'a>, Stop> {
             }
             mistral_head(c)
         }
-        Body::Items { begin, end, item } => {
+        Body::Items {
+            begin,
+            end,
+            item,
+            again,
+        } => {
             c.ws();
+            if !again.is_empty() {
+                // The section's start written again between items is skipped; text that may
+                // still become either marker waits in `lit(begin)`.
+                match c.lit(again) {
+                    Ok(()) => c.ws(),
+                    Err(Stop::Pending(wait)) if !begin.starts_with(c.rest()) => return Err(Stop::Pending(wait)),
+                    Err(_) => {}
+                }
+            }
             c.lit(begin)?;
             // A malformed item is skipped to its end; one that cannot stream (a GLM call without
             // parameters) stops the live reading, and the rest is read whole at the region's end.

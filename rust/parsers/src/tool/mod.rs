@@ -2,8 +2,9 @@
 //!
 //! One streaming engine (`engine`) is driven by a declarative spec per format (`spec`): the
 //! markers that open a tool region, how the region ends and the grammar of its body (`body`,
-//! `xml`, `literal`). A complete parse is `push(whole); finish()` with the calls the stream
-//! abandoned set aside (`Abandoned`), so streaming equals complete by construction.
+//! `xml`, `literal`). A complete parse is `push(whole); finish()`, so streaming equals complete
+//! by construction; calls cut off or broken after they went live are partial in both
+//! (`Abandoned` lists them).
 //!
 //! When `tools` are given, a region whose calls name an undeclared tool is kept as normal text,
 //! verbatim. Arguments are compact JSON in the model's key order. Where a format gives a call's
@@ -222,16 +223,15 @@ impl ToolDelta {
     }
 }
 
-/// Calls a stream started that a complete parse of the same output does not report, and the text
-/// the complete parse has in their place (the crate docs' policy on calls that never complete).
+/// Calls that went live and never completed: partial calls, in a stream and in a complete parse
+/// alike (the crate docs' policy on calls that never complete), and the text of their regions.
 ///
 /// A call goes live as soon as its name and the start of its arguments are seen, and a stream
 /// cannot take back what it sent. When its arguments then break (invalid JSON, a malformed
 /// parameter), or the output ends before they close (`max_tokens`), the call is abandoned: its
-/// arguments fragments simply stop, never closed up into valid JSON. If no call of its region
-/// completes, or the output ended inside the region, the region was not calls after all and its
-/// text, verbatim, belongs to the normal text. `apply` turns what a stream accumulated into the
-/// complete parse: streaming then equals complete for every output.
+/// arguments fragments simply stop, never closed up into valid JSON. The server marks such calls
+/// incomplete. `apply` gives a caller that prefers it the other reading: the abandoned calls
+/// removed and, where no call of their region completed, the region's text put back.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Abandoned {
     /// Indexes of the abandoned calls, ascending.
@@ -247,7 +247,8 @@ impl Abandoned {
         self.calls.is_empty() && self.text.is_empty()
     }
 
-    /// Turn a stream's accumulated calls and normal text into what a complete parse reports.
+    /// Remove the abandoned calls from a result and put their regions' text back (the text
+    /// reading of a cut-off call; neither a stream nor a complete parse reports it so).
     pub fn apply(&self, result: &mut ToolParseResult) {
         for &i in self.calls.iter().rev() {
             if i < result.calls.len() {
@@ -318,9 +319,9 @@ impl ToolCallParser {
         self.engine.push(text, out);
     }
 
-    /// End of output: flush held text. A region the output ended inside is calls only if it
-    /// reads whole (every call's arguments closed); else it is text, and calls of it that went
-    /// live are abandoned (see [`Abandoned`] and the crate's `policy` docs).
+    /// End of output: flush held text. In a region the output ended inside, calls that went live
+    /// and did not complete stay partial and are abandoned (see [`Abandoned`] and the crate's
+    /// `policy` docs); a region with no live call is calls only if it reads whole.
     pub fn finish(&mut self) -> ToolDelta {
         let mut out = ToolDelta::default();
         self.engine.finish(&mut out);
@@ -401,11 +402,9 @@ fn collect(text: &str, format: ToolFormat, tools: Option<Vec<ToolDef>>, forced: 
         }
     }
     let normal_text = std::mem::take(&mut d.normal_text);
-    let mut result = ToolParseResult { normal_text, calls };
-    let abandoned = scratch.engine.abandoned();
-    if !abandoned.is_empty() {
-        abandoned.apply(&mut result);
-    }
+    // Calls the engine abandoned stay as the partial calls the deltas built: exactly what any
+    // chunking of the same output streams (the crate's `policy` on calls that never complete).
+    let result = ToolParseResult { normal_text, calls };
     if scratch.engine.buffered_capacity().max(d.text.capacity()) <= Scratch::KEEP {
         scratch.engine.forget_tools();
         SCRATCH.with(|s| *s.borrow_mut() = Some(scratch));

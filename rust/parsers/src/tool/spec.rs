@@ -38,6 +38,11 @@ pub(crate) enum Body {
     Json,
     /// `[{"NAME": {args}}, ...]`.
     NameKeyedJson,
+    /// LongCat: a JSON call (LongCat Flash Chat, Hermes-like), or the GLM grammar with
+    /// `longcat_`-prefixed tags (LongCat Flash Lite / Thinking: `NAME\n<longcat_arg_key>K
+    /// </longcat_arg_key>\n<longcat_arg_value>V</longcat_arg_value>`, vLLM's LongCat parser
+    /// for those models subclasses its GLM-4 MoE parser).
+    LongCat,
     /// Qwen XML `<function=NAME><parameter=K>V</parameter></function>`; `bare` when the region
     /// started at `<function=` itself.
     QwenXml { bare: bool },
@@ -45,11 +50,15 @@ pub(crate) enum Body {
     Glm,
     /// `<{p}invoke name="N"><{p}parameter name="K">V</{p}parameter></{p}invoke>` blocks.
     Invoke { prefix: &'static str },
-    /// A section made of `begin ITEM end` items, separated by whitespace.
+    /// A section made of `begin ITEM end` items, separated by whitespace. `again`, when not
+    /// empty, is the section's own start marker written again between items, which is skipped:
+    /// DeepSeek V3 / V3.1 models open a second section inside the first (SGLang's and
+    /// TensorRT-LLM's DeepSeek tests, `detect_and_parse_multiple_tools`).
     Items {
         begin: &'static str,
         end: &'static str,
         item: &'static Body,
+        again: &'static str,
     },
     /// DeepSeek `function<｜tool▁sep｜>NAME\n```json{..}```` or `NAME<｜tool▁sep｜>{..}`.
     DeepSeekItem,
@@ -227,6 +236,7 @@ const DEEPSEEK_ITEMS: Body = Body::Items {
     begin: "<｜tool▁call▁begin｜>",
     end: "<｜tool▁call▁end｜>",
     item: &Body::DeepSeekItem,
+    again: "<｜tool▁calls▁begin｜>",
 };
 static DEEPSEEK: Spec = Spec {
     strip: EOS_DEEPSEEK,
@@ -251,6 +261,7 @@ static KIMI_K2: Spec = regions(&[
             begin: "<|tool_call_begin|>",
             end: "<|tool_call_end|>",
             item: &Body::KimiItem,
+            again: "",
         },
     ),
     tag(
@@ -260,6 +271,7 @@ static KIMI_K2: Spec = regions(&[
             begin: "<|tool_call_begin|>",
             end: "<|tool_call_end|>",
             item: &Body::KimiItem,
+            again: "",
         },
     ),
     tag("<|tool_call_begin|>", &["<|tool_call_end|>"], Body::KimiItem),
@@ -268,10 +280,19 @@ static KIMI_K3: Spec = Spec {
     strip: &["<|open|>response<|sep|>", "<|close|>response<|sep|>"],
     ..regions(&[tag("<|open|>tools<|sep|>", &["<|close|>tools<|sep|>"], Body::KimiK3)])
 };
-static QWEN3_CODER: Spec = regions(&[
-    tag("<tool_call>", &["</tool_call>"], Body::QwenXml { bare: false }),
-    tag("<function=", &["</function>"], Body::QwenXml { bare: true }),
-]);
+/// A bare `<function=` (no `<tool_call>`) opens a call only at the start of output: after other
+/// text, such as a misspelled wrapper (`<too_call>`), it is text, as SGLang's Qwen3-Coder
+/// detector and TensorRT-LLM's tests (`detect_and_parse_malformed_tool`) have it.
+static QWEN3_CODER: Spec = Spec {
+    leading: Some(Leading {
+        first: "<",
+        opens: "<function=",
+        // Read from `<function=` on: the body's own grammar, as inside `<tool_call>`.
+        end: End::Marker(&["</function>"]),
+        body: Body::QwenXml { bare: false },
+    }),
+    ..regions(&[tag("<tool_call>", &["</tool_call>"], Body::QwenXml { bare: false })])
+};
 static SEED_OSS: Spec = regions(&[tag(
     "<seed:tool_call>",
     &["</seed:tool_call>"],
@@ -285,6 +306,7 @@ static HY_V3: Spec = regions(&[tag(
         begin: "<tool_call>",
         end: "</tool_call>",
         item: &Body::Glm,
+        again: "",
     },
 )]);
 static STEP3: Spec = regions(&[tag(
@@ -294,6 +316,7 @@ static STEP3: Spec = regions(&[tag(
         begin: "<｜tool_call_begin｜>",
         end: "<｜tool_call_end｜>",
         item: &Body::Step3Item,
+        again: "",
     },
 )]);
 static MINIMAX_M2: Spec = regions(&[tag(
@@ -320,7 +343,10 @@ static HARMONY: Spec = Spec {
     ])
 };
 static COHERE: Spec = Spec {
+    // `<|END_OF_TURN_TOKEN|>` arrives as text where special tokens are kept (vLLM's Cohere
+    // parsers decode with them); like the response framing it is never content.
     strip: &[
+        "<|END_OF_TURN_TOKEN|>",
         "<|START_RESPONSE|>",
         "<|END_RESPONSE|>",
         "<|START_TEXT|>",
@@ -346,18 +372,24 @@ static GRANITE: Spec = regions(&[
 ]);
 static GRANITE_20B: Spec = regions(&[open("<function_call>", Body::Json)]);
 const GEMMA_DELIM: &str = "<|\"|>";
-static GEMMA4: Spec = regions(&[
-    tag(
-        "<|tool_call>",
-        &["<tool_call|>", "<turn|>"],
-        Body::Gemma { delim: GEMMA_DELIM },
-    ),
-    // Fallbacks seen in Gemma 4 output (vLLM gemma4_utils): a bare `call:NAME{...}` (after prose or
-    // glued to the thought channel's end) and `<call>NAME{...}`.
-    probed(open("call:", Body::Gemma { delim: GEMMA_DELIM }), probes::gemma_call),
-    probed(open("<call>", Body::Gemma { delim: GEMMA_DELIM }), probes::gemma_call),
-    TOOL_CODE,
-]);
+/// Gemma 4's call and turn framing never reaches content: a `<tool_call|>` after a call or
+/// without one, the `<|tool_response>` the model opens after its calls (vLLM's Gemma 4 parser
+/// strips them) and the turn's end.
+static GEMMA4: Spec = Spec {
+    strip: &["<tool_call|>", "<|tool_response>", "<tool_response|>", "<turn|>"],
+    ..regions(&[
+        tag(
+            "<|tool_call>",
+            &["<tool_call|>", "<turn|>"],
+            Body::Gemma { delim: GEMMA_DELIM },
+        ),
+        // Fallbacks seen in Gemma 4 output (vLLM gemma4_utils): a bare `call:NAME{...}` (after prose or
+        // glued to the thought channel's end) and `<call>NAME{...}`.
+        probed(open("call:", Body::Gemma { delim: GEMMA_DELIM }), probes::gemma_call),
+        probed(open("<call>", Body::Gemma { delim: GEMMA_DELIM }), probes::gemma_call),
+        TOOL_CODE,
+    ])
+};
 static FUNCTIONGEMMA: Spec = regions(&[tag(
     "<start_function_call>",
     &["<end_function_call>"],
@@ -374,7 +406,7 @@ static GIGACHAT: Spec = Spec {
         open("function call<|role_sep|>", Body::Json),
     ])
 };
-static LONGCAT: Spec = regions(&[tag("<longcat_tool_call>", &["</longcat_tool_call>"], Body::Json)]);
+static LONGCAT: Spec = regions(&[tag("<longcat_tool_call>", &["</longcat_tool_call>"], Body::LongCat)]);
 static SOLAR: Spec = regions(&[tag("<|tool_call:begin|>", &["<|tool_call:end|>"], Body::Solar)]);
 static XLAM: Spec = Spec {
     leading: Some(leading("{[", End::Balanced, Body::Json)),
@@ -445,7 +477,7 @@ fn add_end(end: End, add: &mut impl FnMut(&[&'static str])) {
 }
 
 fn add_body(body: Body, add: &mut impl FnMut(&[&'static str])) {
-    if let Body::Items { begin, end, item } = body {
+    if let Body::Items { begin, end, item, .. } = body {
         add(&[begin, end]);
         add_body(*item, add);
     }

@@ -130,15 +130,20 @@ pub(crate) fn loose_json(raw: &str) -> Value {
     literal::python_value(t).unwrap_or_else(|| Value::String(raw.to_string()))
 }
 
-/// A DSML value marked `string="true"` or `"false"`: a type the schema declares wins over the
-/// mark (vLLM's DeepSeek V3.2 parser: `string="true"` `42` for an integer is 42, `string="false"`
-/// `null` for a string is `"null"`); without one the mark decides.
+/// A DSML value marked `string="true"` or `"false"`. `string="false"` says the text is JSON
+/// (DeepSeek's encoding writes every non-string argument with `json.dumps`), so a JSON string
+/// literal `"celsius"` is the string `celsius`; a non-string JSON value for a parameter the
+/// schema types `string` stays the text the model wrote (`null` is `"null"`, vLLM's DeepSeek
+/// V3.2 tests). `string="true"` is text unless the schema declares another type, which wins
+/// (vLLM: `string="true"` `42` for an integer is 42).
 pub(crate) fn marked_value(ctx: &Ctx, tool: &str, key: &str, raw: &str, string: bool) -> Value {
-    match ctx.param_type(tool, key) {
-        Some("string") => Value::String(raw.to_string()),
-        Some(_) => loose_json(raw),
-        None if string => Value::String(raw.to_string()),
-        None => loose_json(raw),
+    match (ctx.param_type(tool, key), string) {
+        (Some("string"), false) => match loose_json(raw) {
+            v @ Value::String(_) => v,
+            _ => Value::String(raw.to_string()),
+        },
+        (Some("string"), true) | (None, true) => Value::String(raw.to_string()),
+        (Some(_), _) | (None, false) => loose_json(raw),
     }
 }
 

@@ -68,10 +68,39 @@ pub(crate) fn qwen_xml(text: &str, bare: bool, ctx: &Ctx) -> Option<Vec<Call>> {
     (!out.is_empty()).then_some(out)
 }
 
+/// The key and value tags of a GLM-style body.
+pub(crate) struct GlmTags {
+    key: &'static str,
+    key_close: &'static str,
+    value: &'static str,
+    value_close: &'static str,
+}
+
+const GLM_TAGS: GlmTags = GlmTags {
+    key: "<arg_key>",
+    key_close: "</arg_key>",
+    value: "<arg_value>",
+    value_close: "</arg_value>",
+};
+
+/// LongCat Flash Lite / Thinking.
+pub(crate) const LONGCAT_TAGS: GlmTags = GlmTags {
+    key: "<longcat_arg_key>",
+    key_close: "</longcat_arg_key>",
+    value: "<longcat_arg_value>",
+    value_close: "</longcat_arg_value>",
+};
+
 /// GLM `NAME<arg_key>K</arg_key><arg_value>V</arg_value>...` (Hy3: `NAME<tool_sep>...`).
 pub(crate) fn glm(text: &str, ctx: &Ctx) -> Option<Vec<Call>> {
+    glm_tags(text, &GLM_TAGS, ctx)
+}
+
+/// The GLM grammar with the key and value tags of `tags`; whitespace (newlines) between a key
+/// and its value, and around them, is not part of either.
+pub(crate) fn glm_tags(text: &str, tags: &GlmTags, ctx: &Ctx) -> Option<Vec<Call>> {
     let t = text.trim_start();
-    let name_end = ["<arg_key>", "<tool_sep>", "\n"]
+    let name_end = [tags.key, "<tool_sep>", "\n"]
         .iter()
         .filter_map(|m| t.find(m))
         .min()
@@ -85,10 +114,10 @@ pub(crate) fn glm(text: &str, ctx: &Ctx) -> Option<Vec<Call>> {
         if rest.is_empty() {
             break;
         }
-        let r = rest.strip_prefix("<arg_key>")?;
-        let (key, used) = element(r, "</arg_key>");
-        let r = r[used..].trim_start().strip_prefix("<arg_value>")?;
-        let (raw, used2) = element(r, "</arg_value>");
+        let r = rest.strip_prefix(tags.key)?;
+        let (key, used) = element(r, tags.key_close);
+        let r = r[used..].trim_start().strip_prefix(tags.value)?;
+        let (raw, used2) = element(r, tags.value_close);
         let value = value::typed(ctx, &name, key.trim(), raw.trim(), Typing::Loose);
         args.insert(key.trim().to_string(), value);
         rest = &r[used2..];

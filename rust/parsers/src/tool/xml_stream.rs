@@ -246,9 +246,9 @@ impl XmlArgs {
                     self.key.push_str(&key);
                     let ty = ctx.param_type(&self.tool, &key);
                     let kind = match string_attr.as_deref() {
-                        Some(mark) if ty == Some("string") || (ty.is_none() && mark == "true") => {
-                            Kind::Text { entities: false }
-                        }
+                        // `string="false"` is JSON even for a `string` parameter (a quoted literal
+                        // is decoded), so only `string="true"` text streams as it is written.
+                        Some("true") if ty.is_none() || ty == Some("string") => Kind::Text { entities: false },
                         Some(mark) => Kind::Typed {
                             entities: false,
                             marked: Some(mark == "true"),

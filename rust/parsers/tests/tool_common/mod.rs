@@ -1,7 +1,10 @@
 //! Shared fixtures and the streaming check for the tool-call tests.
 #![allow(dead_code)]
 
-use smgpy_parsers::tool::{parse_complete, CallDelta, ToolCall, ToolCallParser, ToolDef, ToolFormat, ToolParseResult};
+use smgpy_parsers::tool::{
+    parse_complete, parse_complete_forced, CallDelta, Forced, ToolCall, ToolCallParser, ToolDef, ToolFormat,
+    ToolParseResult,
+};
 
 mod cases;
 mod peers;
@@ -29,12 +32,10 @@ pub fn stream(chunks: &[&str], format: ToolFormat, tools: Option<Vec<ToolDef>>) 
     stream_through(ToolCallParser::new(format, tools), chunks)
 }
 
-/// Stream `chunks` through `p`, assemble the result like a client would, then set aside the calls
-/// the parser abandoned (`Abandoned::apply`): what a complete parse must equal.
+/// Stream `chunks` through `p` and assemble the result like a client would, partial calls
+/// included: what a complete parse must equal.
 pub fn stream_through(mut p: ToolCallParser, chunks: &[&str]) -> ToolParseResult {
-    let mut out = stream_raw(&mut p, chunks);
-    p.abandoned().apply(&mut out);
-    out
+    stream_raw(&mut p, chunks)
 }
 
 /// What a client assembles from the deltas alone: abandoned calls included, their arguments as
@@ -89,4 +90,16 @@ pub fn check_streaming(input: &str, format: ToolFormat, tools: Option<Vec<ToolDe
         "char by char {input:?} ({})",
         format.name()
     );
+}
+
+/// Every two-way split of a forced (Hermes) output streams to its complete parse.
+pub fn check_streaming_forced(input: &str, forced: Forced) {
+    let complete = parse_complete_forced(input, ToolFormat::Hermes, None, forced.clone());
+    for &i in &boundaries(input) {
+        let got = stream_through(
+            ToolCallParser::forced(ToolFormat::Hermes, None, forced.clone()),
+            &[&input[..i], &input[i..]],
+        );
+        assert_eq!(got, complete, "split at {i} of {input:?}");
+    }
 }

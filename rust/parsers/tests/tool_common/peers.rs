@@ -47,10 +47,13 @@ pub static CASES: &[Case] = &[
         "",
         &[(None, "echo", r#"{"text":"say <|END_ACTION|> please"}"#)],
     ),
-    // SMG ::test_cohere_unclosed_string_does_not_false_terminate
-    bad(
+    // SMG ::test_cohere_unclosed_string_does_not_false_terminate: the marker inside the open
+    // string ends nothing; the output ends inside the call, which is partial (docs/parsers.md).
+    c(
         "cohere_command4",
         r#"<|START_ACTION|>{"tool_name": "echo", "parameters": {"text": "say <|END_ACTION|> please}<|END_ACTION|>"#,
+        "",
+        &[(None, "echo", r#"{"text":"say <|END_ACTION|> please}<|END_ACTION|>"#)],
     ),
     // SMG tests/tool_parser_mixed_edge_cases.rs::test_format_markers_in_string_content
     c(
@@ -145,12 +148,16 @@ pub static CASES: &[Case] = &[
         &[(Some("functions.valid:1"), "valid", r#"{"city":"Shanghai"}"#)],
     ),
     // vLLM ::test_invalid_json_still_extracted: vLLM keeps the broken call with its raw
-    // arguments; smgpy drops a call whose arguments never close and keeps the good one.
+    // arguments; smgpy keeps it as the partial call a stream sent (its arguments up to the
+    // break) and keeps the good one.
     c(
         "kimi_k2",
         r#"Help. <|tool_calls_section_begin|><|tool_call_begin|>functions.bad:0<|tool_call_argument_begin|>{"city": "Beijing"<|tool_call_end|><|tool_call_begin|>functions.good:1<|tool_call_argument_begin|>{"city": "Shanghai"}<|tool_call_end|><|tool_calls_section_end|>"#,
         "Help. ",
-        &[(Some("functions.good:1"), "good", r#"{"city":"Shanghai"}"#)],
+        &[
+            (Some("functions.bad:0"), "bad", r#"{"city":"Beijing""#),
+            (Some("functions.good:1"), "good", r#"{"city":"Shanghai"}"#),
+        ],
     ),
     // vLLM ::test_bare_counter_single_tool: an id without a name names the one declared tool.
     t(
@@ -256,7 +263,7 @@ pub static CASES: &[Case] = &[
     c(
         "hermes",
         "<function=special_function>{\"arg1\": 1}</function>\n<function=python>{\"code\":\"print('hello')\"}</function>",
-        "\n",
+        "",
         &[(None, "special_function", r#"{"arg1":1}"#), (None, "python", r#"{"code":"print('hello')"}"#)],
     ),
     // vLLM tests/tool_parsers/test_gemma4_regex_and_bare_calls.py: fallbacks Gemma 4 writes.
@@ -384,7 +391,7 @@ pub static CASES: &[Case] = &[
     c(
         "ernie45",
         "I need to call two tools to handle these two issues separately.\n</think>\n\n<tool_call>\n{\"name\": \"get_current_temperature\", \"arguments\": {\"location\": \"Beijing\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_temperature_unit\", \"arguments\": {\"location\": \"Guangzhou\", \"unit\": \"c\"}}\n</tool_call>\n",
-        "I need to call two tools to handle these two issues separately.\n</think>\n\n\n\n",
+        "I need to call two tools to handle these two issues separately.\n</think>\n\n",
         &[
             (None, "get_current_temperature", r#"{"location":"Beijing"}"#),
             (None, "get_temperature_unit", r#"{"location":"Guangzhou","unit":"c"}"#),
@@ -394,7 +401,7 @@ pub static CASES: &[Case] = &[
     c(
         "firefunction_v2",
         " functools[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]",
-        " ",
+        "",
         &[(None, "special_function", r#"{"arg1":1}"#)],
     ),
     // CohereForAI/c4ai-command-r-plus tool-use template (model card): `Action:` and a fenced list.
@@ -446,15 +453,28 @@ pub static CASES: &[Case] = &[
         &[(None, "special_function", r#"{"arg1":1}"#)],
     ),
     bad("generic", "{\"tool_call\": {\"name\": 1}}"),
-    // ======== class 6: output cut off inside a call (a complete parse gives the text back) ========
-    // SMG tests/tool_parser_fallback.rs (missing closing tag, text after the call)
-    bad("hermes", "<tool_call>\n{\"name\": \"test\", \"arguments\": {}}\nThis text is missing the closing tag"),
+    // ======== class 6: output cut off inside a call (docs/parsers.md, cut-off calls) ========
+    // SMG tests/tool_parser_fallback.rs (missing closing tag, text after the call): SMG gives the
+    // text back; the call is whole and a stream has sent it, so it stays, and the text after it
+    // is text.
+    c(
+        "hermes",
+        "<tool_call>\n{\"name\": \"test\", \"arguments\": {}}\nThis text is missing the closing tag",
+        "This text is missing the closing tag",
+        &[(None, "test", "{}")],
+    ),
     // SMG tests/tool_parser_edge_cases.rs::test_incomplete_json
     bad("json", "{\"name\": \"test\""),
     bad("json", "{\"name\": \"test\", \"arguments\":"),
     bad("json", "{\"name\": \"test\", \"arguments\": {"),
     // SMG tests/tool_parser_qwen_xml.rs::test_qwen_xml_incomplete_tool_call
-    bad("qwen3_coder", "<tool_call>\n<function=get_weather>\n<parameter=city>Chicago</parameter>"),
+    // (SMG: text; smgpy: the partial call a stream sent.)
+    c(
+        "qwen3_coder",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>Chicago</parameter>",
+        "",
+        &[(None, "get_weather", r#"{"city":"Chicago""#)],
+    ),
     // SMG tool_parser_fallback.rs (mistral, missing `]`)
     bad("mistral", "[TOOL_CALLS] [{\"name\": \"test\", \"arguments\": {}"),
     // vLLM test_hermes_tool_parser.py::test_hermes_parser_non_streaming_tool_call_until_eos: the
@@ -465,8 +485,14 @@ pub static CASES: &[Case] = &[
         "",
         &[(None, "final_answer", r#"{"trigger":true}"#)],
     ),
-    // vLLM ::test_hermes_parser_non_streaming_tool_call_invalid_json
-    bad("hermes", "<tool_call>\n{\"name\": \"final_answer\", \"arguments\": {\"trigger\": true}"),
+    // vLLM ::test_hermes_parser_non_streaming_tool_call_invalid_json: vLLM gives the text back;
+    // the arguments closed (only the wrapper's `}` is missing) and a stream has sent the call.
+    c(
+        "hermes",
+        "<tool_call>\n{\"name\": \"final_answer\", \"arguments\": {\"trigger\": true}",
+        "",
+        &[(None, "final_answer", r#"{"trigger":true}"#)],
+    ),
     // ======== class 7: XML values as each model's reference parser reads them ========
     // vLLM tests/tool_parsers/test_qwen3coder_tool_parser.py::test_extract_tool_calls (single_tool_with_content)
     t(
@@ -540,8 +566,110 @@ pub static CASES: &[Case] = &[
     t(
         "glm45",
         "\n<tool_call>get_info\n<arg_key>name</arg_key>\n<arg_value>John Doe</arg_value>\n<arg_key>age</arg_key>\n<arg_value>30</arg_value>\n<arg_key>active</arg_key>\n<arg_value>true</arg_value>\n<arg_key>query</arg_key>\n<arg_value>\"From Zero\" Linkin Park album tracklist</arg_value>\n</tool_call>",
-        "\n",
+        "",
         &[(None, "get_info", r#"{"name":"John Doe","age":30,"active":true,"query":"\"From Zero\" Linkin Park album tracklist"}"#)],
         &[("get_info", Some(r#"{"properties":{"name":{"type":"string"},"age":{"type":"integer"},"active":{"type":"boolean"},"query":{"type":"string"}}}"#))],
+    ),
+    // ======== third pass (issue 34): calls that were there, end-of-turn markers, values ========
+    // SGLang test_function_call_parser.py / TensorRT-LLM tool parser tests
+    // (TestDeepSeekV3Parser, TestDeepSeekV31Parser::detect_and_parse_multiple_tools): a second
+    // `<｜tool▁calls▁begin｜>` opened inside the first section.
+    c(
+        "deepseek_v3",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"location\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search_web\n```json\n{\"query\": \"AI\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "",
+        &[(None, "get_weather", r#"{"location":"Paris"}"#), (None, "search_web", r#"{"query":"AI"}"#)],
+    ),
+    c(
+        "deepseek_v31",
+        r#"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"location": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search_web<｜tool▁sep｜>{"query": "AI"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"#,
+        "",
+        &[(None, "get_weather", r#"{"location":"Paris"}"#), (None, "search_web", r#"{"query":"AI"}"#)],
+    ),
+    // Two separate sections with text between them.
+    c(
+        "deepseek_v31",
+        r#"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>then<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>b<｜tool▁sep｜>{"x": 1}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"#,
+        "then",
+        &[(None, "a", "{}"), (None, "b", r#"{"x":1}"#)],
+    ),
+    // The same tests' malformed cases: Python-dict arguments are no call.
+    bad(
+        "deepseek_v3",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{'location': 'Paris'}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    ),
+    // TensorRT-LLM TestQwen3CoderToolParser::detect_and_parse_malformed_tool (SGLang's Qwen3-Coder
+    // detector needs `<tool_call>`): a misspelled wrapper is not a call.
+    bad(
+        "qwen3_coder",
+        "<too_call>\n<function=get_weather>\n<parameter=location>San Francisco, CA</parameter>\n</function>\n</tool_call>",
+    ),
+    // Llama 3.1 model card / vLLM llama3_json: `<|python_tag|>` JSON, then prose (the
+    // `<|eom_id|>` cut as a stop token).
+    c(
+        "llama3_json",
+        r#"<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}} I will report back."#,
+        "I will report back.",
+        &[(None, "get_weather", r#"{"city":"Paris"}"#)],
+    ),
+    // SGLang test_glm4_moe_detector (complete call without `</tool_call>` at the end of output).
+    c(
+        "glm45",
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n<arg_key>date</arg_key>\n<arg_value>2024-06-27</arg_value>\n",
+        "",
+        &[(None, "get_weather", r#"{"city":"Beijing","date":"2024-06-27"}"#)],
+    ),
+    c(
+        "glm47",
+        "Checking.<tool_call>get_weather<arg_key>city</arg_key><arg_value>Beijing</arg_value>",
+        "Checking.",
+        &[(None, "get_weather", r#"{"city":"Beijing"}"#)],
+    ),
+    // vLLM cohere_command tests: two action objects without the comma between them, and one
+    // malformed sibling beside a well-formed one (the well-formed one is kept).
+    c(
+        "cohere",
+        "<|START_ACTION|>[\n{\"tool_name\": \"a\", \"parameters\": {\"x\": 1}}\n{\"tool_name\": \"b\", \"parameters\": {}}\n]<|END_ACTION|>",
+        "",
+        &[(None, "a", r#"{"x":1}"#), (None, "b", "{}")],
+    ),
+    c(
+        "cohere",
+        r#"<|START_ACTION|>[{"tool_name": "a", "parameters": {}}, {"tool_name": "b", "parameters": {]<|END_ACTION|>"#,
+        "",
+        &[(None, "a", "{}")],
+    ),
+    // Cohere's end-of-turn and text framing never reach content (vLLM decodes Command models'
+    // output with special tokens kept).
+    c(
+        "cohere",
+        "<|START_TEXT|>Hello there.<|END_TEXT|><|END_OF_TURN_TOKEN|>",
+        "Hello there.",
+        &[],
+    ),
+    // vLLM gemma4 tests: the call's closing `<tool_call|>` and the `<|tool_response>` the model
+    // opens after its calls are framing.
+    c(
+        "gemma4",
+        "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|><|tool_response>",
+        "",
+        &[(None, "get_weather", r#"{"city":"Paris"}"#)],
+    ),
+    c("gemma4", "Done.<tool_call|><turn|>", "Done.", &[]),
+    // DeepSeek V3.2 encoding (`encoding_dsv32.py`): `string="false"` values are JSON, so a JSON
+    // string literal is the string itself, for a `string`-typed parameter too.
+    t(
+        "deepseek_v32",
+        "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"unit\" string=\"false\">\"celsius\"</｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+        "",
+        &[(None, "get_weather", r#"{"unit":"celsius","days":3}"#)],
+        &[("get_weather", Some(r#"{"properties":{"unit":{"type":"string"},"days":{"type":"integer"}}}"#))],
+    ),
+    // Hermes / Qwen parallel calls separated by a newline: the newline is not content.
+    c(
+        "hermes",
+        "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n</tool_call>\n",
+        "",
+        &[(None, "a", "{}"), (None, "b", "{}")],
     ),
 ];
