@@ -105,10 +105,26 @@ def test_prompt_state() -> None:
         "reasoning_text": "r",
         "normal_text": "c",
     }
+    # Thinking disabled: reasoning markers are the model's text, kept verbatim (docs/parsers.md).
     assert native.parse_reasoning_complete("a</think>b", "deepseek_r1", thinking_disabled=True) == {
         "reasoning_text": "",
-        "normal_text": "ab",
+        "normal_text": "a</think>b",
     }
+    # `prompt_opened_reasoning=False` is honoured over DeepSeek-R1's implied opening.
+    assert native.parse_reasoning_complete("a</think>b", "deepseek_r1", prompt_opened_reasoning=False) == {
+        "reasoning_text": "",
+        "normal_text": "a</think>b",
+    }
+    assert native.parse_reasoning_complete("a</think>b", "deepseek_r1") == {"reasoning_text": "a", "normal_text": "b"}
+
+
+def test_markers_after_reasoning_ended_are_content() -> None:
+    # vLLM's Qwen3 / DeepSeek-R1 parsers and SGLang's detectors split at the first close only.
+    text = "<think>plan</think>Write <think> and </think> literally."
+    for parser in ("qwen3", "deepseek_r1", "olmo3"):
+        assert stream(parser, list(text)) == ("plan", "Write <think> and </think> literally.")
+    # Gemma 4: a thought channel without its header, split across deltas (vLLM's Gemma 4 parser).
+    assert stream("gemma4", ["<|chan", "nel>plan", "<channel|>Answer"]) == ("plan", "Answer")
 
 
 def test_partial_marker_held_back() -> None:

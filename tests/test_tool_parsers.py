@@ -150,8 +150,8 @@ EXAMPLES: list[tuple[str, str, str, list[tuple[str, Any]]]] = [
 def _stream(
     chunks: list[str], parser: str, tools: list[dict[str, Any]] | None = None, tool_choice: Any = None
 ) -> dict[str, Any]:
-    """Feed chunks and assemble like an OpenAI client accumulates deltas, then set aside the calls
-    the stream abandoned (they never completed): what a complete parse reports."""
+    """Feed chunks and assemble like an OpenAI client accumulates deltas: what a complete parse
+    reports, calls cut off or broken after they started included (docs/parsers.md)."""
     s = native.ToolCallStream(parser, tools, tool_choice)
     text = ""
     calls: list[dict[str, Any]] = []
@@ -167,12 +167,7 @@ def _stream(
             else:
                 assert c["name"] is None
                 calls[c["index"]]["arguments"] += c["arguments"]
-    abandoned = s.abandoned
-    calls = [c for i, c in enumerate(calls) if i not in abandoned["calls"]]
-    data = text.encode()
-    for offset, restored in reversed(abandoned["text"]):
-        data = data[:offset] + restored.encode() + data[offset:]
-    return {"normal_text": data.decode(), "tool_calls": calls}
+    return {"normal_text": text, "tool_calls": calls}
 
 
 def test_every_parser_has_an_example() -> None:
@@ -288,14 +283,18 @@ def test_arguments_stream_as_fragments() -> None:
 
 def test_truncated_call_is_abandoned_not_closed_up() -> None:
     # Output cut off by max_tokens inside the arguments: the started call cannot be taken back,
-    # but its arguments are not closed up as if whole; a complete parse reports the text.
+    # and its arguments are not closed up as if whole; a complete parse reports the same partial
+    # call (docs/parsers.md, cut-off calls), and `abandoned` lists it.
     text = '<tool_call>{"name": "f", "arguments": {"a": "unfini'
     s = native.ToolCallStream("hermes")
     d = s.feed(text)
     assert d["calls"][0]["arguments"] == '{"a":"unfini'
     assert s.finish() == {"normal_text": "", "calls": []}
     assert s.abandoned == {"calls": [0], "text": [(0, text)]}
-    assert native.parse_tool_call_complete(text, "hermes") == {"normal_text": text, "tool_calls": []}
+    assert native.parse_tool_call_complete(text, "hermes") == {
+        "normal_text": "",
+        "tool_calls": [{"name": "f", "arguments": '{"a":"unfini'}],
+    }
 
 
 NAMED = {"type": "function", "function": {"name": "get_weather"}}

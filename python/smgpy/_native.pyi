@@ -85,7 +85,8 @@ class ToolCallStream:
     writes them. Such a call cannot be taken back: if its arguments break or the output ends
     inside them (e.g. at `max_tokens`), its fragments stop where the valid text stopped (never
     closed up as if whole) and the call is listed in `abandoned`; a complete parse of the same
-    output does not report it.
+    output reports the same partial call. Whitespace-only text before, between or after calls is
+    not text.
     XML-parameter calls stream too (Qwen XML, GLM, Hy3, MiniMax M2, DeepSeek DSML, Step-3): each
     parameter is written when its name is complete, a value whose schema type is `string` (or
     marked `string="true"`) streams character by character, other values when they close. Kimi K3
@@ -113,9 +114,9 @@ class ToolCallStream:
     @property
     def abandoned(self) -> dict[str, Any]:
         """Calls this stream started that never completed (their arguments broke, or the output
-        ended inside them), which a complete parse does not report:
-        `{"calls": [index, ...], "text": [(offset, text), ...]}`, where each text is what a
-        complete parse has at that byte offset of the normal text streamed so far."""
+        ended inside them); a complete parse reports them as the same partial calls:
+        `{"calls": [index, ...], "text": [(offset, text), ...]}`, where each text is the text of
+        such a call's region, at that byte offset of the normal text streamed so far."""
 
 # ---- reasoning parsers ----
 

@@ -200,9 +200,9 @@ impl PyToolCallStream {
     }
 
     /// Calls this stream started that never completed (their arguments broke, or the output
-    /// ended inside them), which a complete parse does not report:
-    /// `{"calls": [index, ...], "text": [(offset, text), ...]}`, where each text is what a
-    /// complete parse has at that byte offset of the normal text streamed so far.
+    /// ended inside them); a complete parse reports them as the same partial calls:
+    /// `{"calls": [index, ...], "text": [(offset, text), ...]}`, where each text is the text of
+    /// such a call's region, at that byte offset of the normal text streamed so far.
     #[getter]
     fn abandoned<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let a = self.inner.abandoned();
