@@ -17,6 +17,16 @@ use crate::{Source, StructuredError};
 /// Check results kept (a repeated constraint is checked once).
 const CACHED_CHECKS: usize = 256;
 
+/// Bytes the kept check results may weigh (their constraint texts and messages): clients size
+/// those texts, so the cache is bounded by bytes as well as entries.
+pub const CHECK_CACHE_BYTES: usize = 16 << 20;
+
+/// What one kept check result weighs: its key text, its message and the entry itself.
+fn weight(source: &Source, result: &Result<(), StructuredError>) -> usize {
+    let message = result.as_ref().err().map_or(0, |e| e.to_string().len());
+    source.text().len() + message + 128
+}
+
 struct Checker {
     factory: ParserFactory,
     cache: Mutex<Lru<Source, Result<(), StructuredError>>>,
@@ -35,7 +45,7 @@ fn checker() -> Result<&'static Checker, StructuredError> {
             let env: TokEnv = std::sync::Arc::new(ApproximateTokEnv::new(trie));
             Ok(Checker {
                 factory: factory(&env, &[])?,
-                cache: Mutex::new(Lru::new(CACHED_CHECKS)),
+                cache: Mutex::new(Lru::new(CACHED_CHECKS, CHECK_CACHE_BYTES)),
             })
         })
         .as_ref()
@@ -59,9 +69,17 @@ pub fn check(source: &Source) -> Result<(), StructuredError> {
         other => other.map(|_| ()),
     };
     if let Ok(mut c) = checker.cache.lock() {
-        c.insert(source.clone(), result.clone());
+        c.insert(source.clone(), result.clone(), weight(source, &result));
     }
     result
+}
+
+/// The bytes the kept check results weigh now (at most [`CHECK_CACHE_BYTES`]).
+pub fn cache_bytes() -> usize {
+    checker()
+        .ok()
+        .and_then(|c| c.cache.lock().ok().map(|c| c.bytes()))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -85,5 +103,15 @@ mod tests {
         assert!(check(&Source::Grammar("start: <|im_end|>".into())).is_ok());
         // Cached: the same answer again.
         assert!(err(Source::JsonSchema(r#"{"type":"strnig"}"#.into())).contains("strnig"));
+    }
+
+    #[test]
+    fn large_constraints_stay_within_the_byte_budget() {
+        let big = "x".repeat(3 << 20);
+        for i in 0..12 {
+            let schema = format!(r#"{{"type":"string","description":"{i}{big}"}}"#);
+            assert!(check(&Source::JsonSchema(schema)).is_ok());
+            assert!(cache_bytes() <= CHECK_CACHE_BYTES);
+        }
     }
 }

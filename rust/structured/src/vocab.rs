@@ -12,6 +12,14 @@ use crate::{GrammarMatcher, Source, StructuredError};
 /// Compiled grammars kept per vocabulary (each is a few kilobytes to a few megabytes).
 const CACHED_GRAMMARS: usize = 64;
 
+/// Bytes the compiled grammars of one vocabulary may weigh, estimated as
+/// [`COMPILED_BYTES_PER_SOURCE_BYTE`] times their source text (llguidance reports no sizes).
+const GRAMMAR_CACHE_BYTES: usize = 64 << 20;
+
+/// Memory of a compiled grammar per byte of its source: the text itself, its parsed form, the
+/// lexer's and the Earley parser's tables (an estimate on the generous side).
+const COMPILED_BYTES_PER_SOURCE_BYTE: usize = 16;
+
 /// A model's tokens as bytes, ready for masks. Built once per model (the trie and llguidance's
 /// precomputed slices take ~0.1 s for 49k tokens, ~0.5 s for 150k).
 pub struct Vocabulary {
@@ -110,7 +118,7 @@ impl Vocabulary {
             factory: Arc::new(factory),
             size,
             end_ids,
-            cache: Mutex::new(Lru::new(CACHED_GRAMMARS)),
+            cache: Mutex::new(Lru::new(CACHED_GRAMMARS, GRAMMAR_CACHE_BYTES)),
         })
     }
 
@@ -136,7 +144,8 @@ impl Vocabulary {
             size: self.size,
         };
         if let Ok(mut c) = self.cache.lock() {
-            c.insert(source.clone(), grammar.clone());
+            let weight = source.text().len().saturating_mul(COMPILED_BYTES_PER_SOURCE_BYTE) + 64 * 1024;
+            c.insert(source.clone(), grammar.clone(), weight);
         }
         Ok(grammar)
     }
