@@ -46,7 +46,7 @@ impl Usage {
         Self {
             prompt_tokens,
             completion_tokens,
-            total_tokens: prompt_tokens + completion_tokens,
+            total_tokens: prompt_tokens.saturating_add(completion_tokens),
             prompt_tokens_details: PromptTokensDetails { cached_tokens },
             completion_tokens_details: None,
         }

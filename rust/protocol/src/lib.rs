@@ -8,6 +8,7 @@ pub mod common;
 pub mod completion;
 pub mod error;
 pub mod generate;
+pub mod image_urls;
 pub mod images;
 #[macro_use]
 mod request_fields;
