@@ -433,6 +433,7 @@ class Server:
         prompt_ids: bool = False,
         accepts_n: bool = False,
         http_threads: int = 1,
+        default_max_tokens: int | None = None,
     ) -> Server: ...
     @property
     def parsers(self) -> tuple[str | None, str | None]:

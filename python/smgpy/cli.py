@@ -56,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--prefix-cache-bytes", type=parse_bytes, default="2G", help="prefix KV cache budget, e.g. 512M (0 disables)"
     )
+    s.add_argument(
+        "--default-max-tokens",
+        type=int,
+        default=8192,
+        help="tokens a request generates at most when it sets no max_tokens, and the most one may ask for "
+        "(more is a 400 naming this flag); 0 for no default and no cap (default: 8192)",
+    )
     s.add_argument("--max-model-len", "--context-length", dest="context_length", type=int, help="context length")
     s.add_argument(
         "--dtype",
@@ -241,6 +248,7 @@ def _serve(args: argparse.Namespace) -> int:
         "shutdown_timeout": args.shutdown_timeout,
         "worker_id": args.worker_id,
         "http_threads": args.http_threads,
+        "default_max_tokens": args.default_max_tokens if args.default_max_tokens > 0 else None,
     }
     try:
         serve_oai(engine, args.host, args.port, **opts)

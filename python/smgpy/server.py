@@ -46,6 +46,12 @@ class _Pump:
         starts, cancels, ready = self._native.take_work()
         loop = asyncio.get_running_loop()
         for rid, fields, sink in starts:
+            if rid in self._tasks:
+                # Request ids are the server's own and unique; a repeat must never reach (and
+                # then cancel or wake) the request already running under that id.
+                logger.error("refused a second engine request with the running id %r", rid)
+                sink.fail(_native.FailKind.INTERNAL, "the server could not start this request; retry it")
+                continue
             self._tasks[rid] = loop.create_task(self._run(rid, fields, sink), name=f"smgpy-{rid}")
         for rid in cancels:
             task = self._tasks.get(rid)
@@ -103,12 +109,16 @@ class _Pump:
         except EngineOverloaded as e:
             finished = True
             sink.fail(_native.FailKind.OVERLOADED, str(e) or "the engine's queue is full; retry later")
-        except (Exception, KeyboardInterrupt, SystemExit):
-            # The engine failed on this request: log the exception, keep serving the others, and
-            # tell the client only that it failed (exception text can hold anything). A real
-            # Ctrl-C / SIGTERM does not arrive here: `serve_oai` turns it into a cancellation.
+        except GeneratorExit:  # this coroutine itself is being closed
+            raise
+        except BaseException:
+            # The engine failed on this request (any exception, `BaseException` subclasses of its
+            # own included): log it, keep serving the others, and tell the client only that it
+            # failed (exception text can hold anything). Nothing is left for asyncio to report as
+            # "never retrieved". A real Ctrl-C / SIGTERM does not arrive here: `serve_oai` turns it
+            # into a cancellation, caught above.
             finished = True
-            logger.exception("engine failed on request %s", rid)
+            logger.exception("engine failed on request %r", rid)
             sink.fail(_native.FailKind.INTERNAL, f"the engine failed on request {rid} (the server log has the details)")
         finally:
             self._tasks.pop(rid, None)
@@ -176,6 +186,7 @@ async def serve_oai_async(
     response_store_bytes: int = 256 << 20,
     worker_id: str | None = None,
     http_threads: int = 1,
+    default_max_tokens: int | None = None,
     log_level: str = "info",
     on_ready: Callable[[str, int], None] | None = None,
 ) -> None:
@@ -201,7 +212,10 @@ async def serve_oai_async(
     Limits: ``request_timeout`` (seconds per request, streams included; None for none),
     ``header_read_timeout`` (a request head must arrive in time; also closes idle keep-alive
     connections), ``body_read_timeout``, ``max_body_bytes``, ``max_connections``,
-    ``response_store_bytes`` (the Responses store), ``engine_stall_timeout`` (``/health`` fails when
+    ``response_store_bytes`` (the Responses store), ``default_max_tokens`` (a request without
+    ``max_tokens`` generates at most this many tokens, fewer when its prompt leaves less of the
+    context, and one asking for more is a 400 naming its field; None: no default and no cap),
+    ``engine_stall_timeout`` (``/health`` fails when
     this loop has not turned over for that long).
 
     On cancellation the server drains: ``/health`` and new requests answer 503, running requests
@@ -258,6 +272,7 @@ async def serve_oai_async(
         prompt_ids=getattr(engine, "accepts_input_ids", False) is True,
         accepts_n=getattr(engine, "accepts_n", False) is True,
         http_threads=http_threads,
+        default_max_tokens=default_max_tokens,
     )
     pump = _Pump(engine, native, request_class)
     stopped: asyncio.Future[None] = loop.create_future()

@@ -219,8 +219,7 @@ impl Engine for PyEngine {
         let Some(f) = self.0.flush.as_ref() else {
             return Ok(false);
         };
-        Python::attach(|py| f.call0(py).map(|_| true))
-            .map_err(|e| EngineError::Internal(format!("the engine's flush_cache failed: {e}")))
+        Python::attach(|py| f.call0(py).map(|_| true)).map_err(|e| hidden("the engine's flush_cache failed", &e))
     }
 
     fn load(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
@@ -362,7 +361,7 @@ impl Tokenizer for PyTokenizer {
                 .call_method1(py, intern!(py, "encode"), (text,))?
                 .extract::<Vec<i64>>(py)
         })
-        .map_err(|e| EngineError::Internal(format!("tokenizer.encode failed: {e}")))
+        .map_err(|e| hidden("the tokenizer failed to encode this text", &e))
     }
 
     fn decode(&self, ids: &[i64]) -> Result<String, EngineError> {
@@ -371,6 +370,18 @@ impl Tokenizer for PyTokenizer {
                 .call_method1(py, intern!(py, "decode"), (ids.to_vec(),))?
                 .extract::<String>(py)
         })
-        .map_err(|e| EngineError::BadRequest(format!("cannot decode these token ids: {e}")))
+        .map_err(|e| {
+            tracing::warn!(error = %e, "the tokenizer failed to decode token ids");
+            EngineError::BadRequest(
+                "the tokenizer cannot decode these token ids (the server log has the details)".into(),
+            )
+        })
     }
+}
+
+/// A Python exception from the engine's side, logged in full; the client sees only `what`
+/// (exception text can hold paths, tracebacks, anything).
+fn hidden(what: &str, e: &PyErr) -> EngineError {
+    tracing::error!(error = %e, "{what}");
+    EngineError::Internal(format!("{what} (the server log has the details)"))
 }

@@ -145,8 +145,12 @@ impl Seen {
 }
 
 fn convert_meta(m: &MetaFields<'_>, o: &mut EngineOutput, delta_mode: bool) -> PyResult<()> {
-    let u32_of =
-        |v: &Option<Bound<'_, PyAny>>| -> PyResult<Option<u32>> { not_none(v).map(|v| v.extract()).transpose() };
+    // Counts past 2^32 - 1 saturate: usage never wraps around to a small number.
+    let u32_of = |v: &Option<Bound<'_, PyAny>>| -> PyResult<Option<u32>> {
+        not_none(v)
+            .map(|v| v.extract::<u64>().map(|n| u32::try_from(n).unwrap_or(u32::MAX)))
+            .transpose()
+    };
     o.prompt_tokens = u32_of(&m.prompt_tokens)?;
     o.completion_tokens = u32_of(&m.completion_tokens)?;
     o.cached_tokens = u32_of(&m.cached_tokens)?;

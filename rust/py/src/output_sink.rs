@@ -61,6 +61,8 @@ pub struct OutputSink {
 struct ChoiceSink {
     tx: mpsc::Sender<EngineEvent>,
     seen: Seen,
+    /// The engine sent this choice's finish: nothing is left to stop.
+    finished: bool,
 }
 
 impl OutputSink {
@@ -71,6 +73,7 @@ impl OutputSink {
                 .map(|tx| ChoiceSink {
                     tx,
                     seen: Seen::default(),
+                    finished: false,
                 })
                 .collect(),
             kept: VecDeque::new(),
@@ -80,8 +83,11 @@ impl OutputSink {
         }
     }
 
+    /// Every reader is gone while the engine still has something to generate. A reader that
+    /// took its choice's finish and left at once (on another thread, before `push` returned)
+    /// does not count: the engine is done, and aborting it then would be a spurious abort.
     fn all_closed(&self) -> bool {
-        self.choices.iter().all(|c| c.tx.is_closed())
+        self.choices.iter().all(|c| c.tx.is_closed() || c.finished) && !self.choices.iter().all(|c| c.finished)
     }
 
     /// Move held outputs into their channels, oldest first. A choice whose channel is full keeps
@@ -169,10 +175,14 @@ impl OutputSink {
         let fields = OutputFields::read(d);
         let index = this.index_of(&fields)?;
         let ev = match this.choices.get_mut(index) {
-            Some(c) => EngineEvent::Output(c.seen.convert(&fields)?),
+            Some(c) => {
+                let o = c.seen.convert(&fields)?;
+                c.finished |= o.finish.is_some();
+                EngineEvent::Output(o)
+            }
             None => return Ok(OK),
         };
-        if this.all_closed() {
+        if this.choices.iter().all(|c| c.tx.is_closed()) {
             return Ok(CLOSED);
         }
         let Some(ev) = this.send_if_awake(index, ev) else {

@@ -38,10 +38,29 @@ fn init_logging(level: &str) -> PyResult<()> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
-        .with_writer(std::io::stderr)
+        .with_writer(|| EscapingStderr)
         .with_ansi(false)
         .try_init();
     Ok(())
+}
+
+/// Standard error, with each log event's control characters escaped (its own final line break
+/// excepted): a request field holding `\n` cannot start a forged log line. tracing's formatter
+/// writes one event per `write`.
+struct EscapingStderr;
+
+impl std::io::Write for EscapingStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        std::io::stderr()
+            .lock()
+            .write_all(smgpy_server::logging::escape_event(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 /// The tokio runtime every server of this process runs on, with the HTTP worker thread count
@@ -128,7 +147,7 @@ impl Server {
         engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
         response_store_bytes = 268_435_456, flush_cache = None, worker_id = None, model_path = None,
         max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false, accepts_n = false,
-        http_threads = 1))]
+        http_threads = 1, default_max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -163,7 +182,13 @@ impl Server {
         prompt_ids: bool,
         accepts_n: bool,
         http_threads: usize,
+        default_max_tokens: Option<u32>,
     ) -> PyResult<Self> {
+        if default_max_tokens == Some(0) {
+            return Err(crate::errors::invalid(
+                "default_max_tokens must be at least 1 (None: no default and no cap)",
+            ));
+        }
         if http_threads == 0 {
             return Err(crate::errors::invalid("http_threads must be at least 1"));
         }
@@ -225,6 +250,7 @@ impl Server {
             engine_stall_timeout: positive("engine_stall_timeout", engine_stall_timeout)?,
             vocab_size,
             max_running_requests,
+            default_max_tokens,
             accepts_images,
             response_store_bytes,
             worker_id,

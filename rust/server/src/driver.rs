@@ -50,6 +50,8 @@ pub struct Counts {
 
 pub struct ChoiceDriver {
     pub index: u32,
+    /// The engine request's id (server-made), for the log.
+    rid: String,
     stream: EngineStream,
     pipeline: Pipeline,
     pub counts: Counts,
@@ -77,12 +79,13 @@ enum Wake {
 }
 
 impl ChoiceDriver {
-    pub fn new(index: u32, stream: EngineStream, pipeline: Pipeline, state: AppState) -> Self {
+    pub fn new(index: u32, rid: String, stream: EngineStream, pipeline: Pipeline, state: AppState) -> Self {
         state.0.metrics.running.fetch_add(1, Ordering::Relaxed);
         let stopped = Box::pin(state.0.health.stopped());
         let deadline = state.config().request_timeout.map(|t| Box::pin(tokio::time::sleep(t)));
         Self {
             index,
+            rid,
             stream,
             pipeline,
             counts: Counts::default(),
@@ -195,10 +198,10 @@ impl ChoiceDriver {
                 if let Some(c) = o.cached_tokens {
                     self.counts.cached = c;
                 }
-                self.counted_tokens += o.token_ids.len() as u32;
+                self.counted_tokens = self.counted_tokens.saturating_add(saturate(o.token_ids.len()));
                 self.counts.completion = o.completion_tokens.unwrap_or(self.counted_tokens);
                 let mut piece = self.pipeline.push(&o.text_delta);
-                self.count_reasoning(&piece, o.token_ids.len() as u32);
+                self.count_reasoning(&piece, saturate(o.token_ids.len()));
                 if let Some(i) = piece.stopped {
                     // Our matcher is the authority over visible text: stop the engine now.
                     self.stream.abort();
@@ -208,9 +211,16 @@ impl ChoiceDriver {
                 }
                 match o.finish {
                     Some(EngineFinish::Abort { message }) => {
-                        let why = message.map_or_else(String::new, |m| format!(": {m}"));
+                        // The engine's message can hold anything (paths, tracebacks): the log has it.
+                        tracing::warn!(
+                            rid = %self.rid,
+                            choice = self.index,
+                            message = %crate::logging::escape(message.as_deref().unwrap_or("")),
+                            "the engine aborted a request"
+                        );
                         self.cut_off(ApiError::Unavailable(format!(
-                            "the engine stopped this request before it finished{why}"
+                            "the engine stopped request {} before it finished (the server log has the details)",
+                            self.rid
                         )))
                     }
                     Some(f) => {
@@ -283,9 +293,12 @@ impl ChoiceDriver {
     /// shows something: reasoning if that step is reasoning only, otherwise the answer.
     fn count_reasoning(&mut self, piece: &Piece, tokens: u32) {
         if piece.is_empty() {
-            self.unseen_tokens += tokens;
+            self.unseen_tokens = self.unseen_tokens.saturating_add(tokens);
         } else if piece.content.is_empty() && piece.calls.is_empty() {
-            self.counts.reasoning += self.unseen_tokens + tokens;
+            self.counts.reasoning = self
+                .counts
+                .reasoning
+                .saturating_add(self.unseen_tokens.saturating_add(tokens));
             self.unseen_tokens = 0;
         } else {
             self.unseen_tokens = 0;
@@ -327,6 +340,16 @@ impl ChoiceDriver {
     }
 }
 
+/// A token count as `u32`, saturating (counts never wrap around to small numbers).
+pub(crate) fn saturate(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The sum of token counts, saturating at `u32::MAX`.
+pub fn sum_counts(counts: impl IntoIterator<Item = u32>) -> u32 {
+    counts.into_iter().fold(0, u32::saturating_add)
+}
+
 /// When an engine event arrived, for the latency metrics.
 #[derive(Clone, Copy)]
 enum Arrival {
@@ -341,7 +364,7 @@ impl Drop for ChoiceDriver {
         if !self.done {
             // Client went away mid-generation: the stream's own drop aborts the engine request.
             self.state.0.metrics.running.fetch_sub(1, Ordering::Relaxed);
-            self.state.0.metrics.requests_err.fetch_add(1, Ordering::Relaxed);
+            self.state.0.metrics.requests_cancelled.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

@@ -25,6 +25,9 @@ pub enum ApiError {
     MethodNotAllowed(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// A part of HTTP the server does not implement (a transfer coding other than chunked): 501.
+    #[error("{0}")]
+    NotImplemented(String),
     #[error("request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: usize },
     /// The engine's queue is full: 429 with `Retry-After`, so clients and routers retry later
@@ -63,6 +66,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -78,7 +82,8 @@ impl ApiError {
             ApiError::BadRequest { .. }
             | ApiError::PayloadTooLarge { .. }
             | ApiError::MethodNotAllowed(_)
-            | ApiError::UnsupportedMediaType(_) => "invalid_request_error",
+            | ApiError::UnsupportedMediaType(_)
+            | ApiError::NotImplemented(_) => "invalid_request_error",
             ApiError::Unauthorized => "authentication_error",
             ApiError::NotFound(_) => "not_found_error",
             ApiError::Overloaded(_) => "overloaded_error",
@@ -91,9 +96,10 @@ impl ApiError {
     /// Anthropic `error.type`.
     pub fn anthropic_type(&self) -> &'static str {
         match self {
-            ApiError::BadRequest { .. } | ApiError::MethodNotAllowed(_) | ApiError::UnsupportedMediaType(_) => {
-                "invalid_request_error"
-            }
+            ApiError::BadRequest { .. }
+            | ApiError::MethodNotAllowed(_)
+            | ApiError::UnsupportedMediaType(_)
+            | ApiError::NotImplemented(_) => "invalid_request_error",
             ApiError::Unauthorized => "authentication_error",
             ApiError::NotFound(_) => "not_found_error",
             ApiError::PayloadTooLarge { .. } => "request_too_large",

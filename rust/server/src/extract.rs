@@ -2,7 +2,8 @@
 //! within the configured size and time limits.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -30,6 +31,16 @@ where
         let cfg = state.config();
         let limit = cfg.max_body_bytes;
         let wait = cfg.body_read_timeout;
+        // A declared length over the limit is refused before the body is read, so a client that
+        // sent `Expect: 100-continue` gets the 413 instead of a `100 Continue`.
+        let declared = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(ApiError::PayloadTooLarge { limit });
+        }
         // A client that sends its head and then trickles (or never finishes) the body would
         // otherwise hold the connection and this task forever.
         let read = tokio::time::timeout(wait, Bytes::from_request(req, state))
@@ -43,5 +54,42 @@ where
             }
         })?;
         Ok(ApiJson(smgpy_protocol::parse_json(&bytes)?))
+    }
+}
+
+/// `ApiPath<T>`: path parameters; a malformed one (bad percent-encoding, invalid UTF-8) is a 400
+/// in our error shape, not axum's plain text.
+pub struct ApiPath<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| ApiPath(p.0))
+            .map_err(|e| ApiError::bad_request(None, e.body_text()))
+    }
+}
+
+/// `ApiQuery<T>`: the query string; a malformed one is a 400 in our error shape.
+pub struct ApiQuery<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| ApiQuery(q.0))
+            .map_err(|e| ApiError::bad_request(None, e.body_text()))
     }
 }

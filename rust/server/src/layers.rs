@@ -1,4 +1,4 @@
-//! Cross-cutting request layers: API-key auth, CORS and the access log.
+//! Cross-cutting request layers: HTTP framing checks, API-key auth, CORS and the access log.
 //!
 //! Auth answers in the error shape of the API the client speaks (Anthropic for `/v1/messages`,
 //! OpenAI elsewhere), so SDKs raise their own `AuthenticationError`.
@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method};
+use axum::http::{header, HeaderMap, HeaderValue, Method, Version};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
@@ -20,6 +20,51 @@ const OPEN_PATHS: &[&str] = &["/health", "/live"];
 /// Whether `path` belongs to the Anthropic API (its errors use Anthropic's shape).
 pub fn is_anthropic(path: &str) -> bool {
     path == "/v1/messages" || path.starts_with("/v1/messages/")
+}
+
+/// What RFC 9112 requires of a request that hyper lets through: exactly one `Host` header in
+/// HTTP/1.1 (at most one in HTTP/1.0), and no transfer coding but `chunked` (a body in another
+/// coding, `gzip, chunked`, cannot be read: 501). Answered in the API's error shape.
+pub async fn check_framing(req: Request, next: Next) -> Response {
+    let hosts = req.headers().get_all(header::HOST).iter().count();
+    let error = if hosts > 1 || (hosts == 0 && req.version() == Version::HTTP_11) {
+        Some(ApiError::bad_request(
+            None,
+            format!(
+                "an HTTP/1.1 request carries exactly one Host header (RFC 9112, section 3.2); this one has {hosts}"
+            ),
+        ))
+    } else {
+        unsupported_coding(req.headers()).map(|te| {
+            ApiError::NotImplemented(format!(
+                "transfer coding `{te}` is not supported: send the body with Content-Length, or with \
+                 `Transfer-Encoding: chunked` alone"
+            ))
+        })
+    };
+    match error {
+        None => next.run(req).await,
+        Some(e) if is_anthropic(req.uri().path()) => e.into_anthropic(),
+        Some(e) => e.into_response(),
+    }
+}
+
+/// The request's `Transfer-Encoding` when it is anything but `chunked` alone.
+fn unsupported_coding(headers: &HeaderMap) -> Option<String> {
+    let values: Vec<&HeaderValue> = headers.get_all(header::TRANSFER_ENCODING).iter().collect();
+    if values.is_empty() {
+        return None;
+    }
+    let joined = values
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let codings: Vec<&str> = joined.split(',').map(str::trim).filter(|c| !c.is_empty()).collect();
+    match codings.as_slice() {
+        [only] if only.eq_ignore_ascii_case("chunked") => None,
+        _ => Some(crate::logging::escape(&joined).into_owned()),
+    }
 }
 
 /// Rejects requests without the configured key: `Authorization: Bearer <key>` or `x-api-key`.

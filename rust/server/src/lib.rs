@@ -12,7 +12,9 @@ pub mod extract;
 pub mod health;
 pub mod layers;
 pub mod listen;
+pub mod logging;
 pub mod metrics;
+pub mod offload;
 pub mod pipeline;
 pub mod prompt;
 pub mod routes;
@@ -67,6 +69,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/detokenize", post(routes::tokenize::detokenize))
         .fallback(routes::info::not_found)
         .method_not_allowed_fallback(routes::info::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            offload::offload_heavy,
+        ))
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -41,7 +41,8 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = crate::router(state.clone());
+    // Framing rules apply to requests off the wire (router tests build theirs without a Host).
+    let app = crate::router(state.clone()).layer(axum::middleware::from_fn(crate::layers::check_framing));
     let cfg = state.config();
     let permits = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
     let header_timeout = cfg.header_read_timeout;

@@ -105,6 +105,8 @@ impl Throughput {
 pub struct Metrics {
     pub requests_ok: AtomicU64,
     pub requests_err: AtomicU64,
+    /// Requests whose client went away before they finished (not an error of the server's).
+    pub requests_cancelled: AtomicU64,
     pub prompt_tokens: AtomicU64,
     pub generation_tokens: AtomicU64,
     pub cached_tokens: AtomicU64,
@@ -120,6 +122,7 @@ impl Default for Metrics {
         Self {
             requests_ok: AtomicU64::new(0),
             requests_err: AtomicU64::new(0),
+            requests_cancelled: AtomicU64::new(0),
             prompt_tokens: AtomicU64::new(0),
             generation_tokens: AtomicU64::new(0),
             cached_tokens: AtomicU64::new(0),
@@ -167,6 +170,11 @@ impl Metrics {
             "smgpy_requests_total{{outcome=\"error\"}} {}",
             self.requests_err.load(Ordering::Relaxed)
         );
+        let _ = writeln!(
+            out,
+            "smgpy_requests_total{{outcome=\"cancelled\"}} {}",
+            self.requests_cancelled.load(Ordering::Relaxed)
+        );
         counter(
             &mut out,
             "smgpy_prompt_tokens_total",
@@ -191,6 +199,16 @@ impl Metrics {
             out,
             "smgpy_num_requests_running {}",
             self.running.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP smgpy_structured_check_cache_bytes Bytes held by the structured-output check cache."
+        );
+        let _ = writeln!(out, "# TYPE smgpy_structured_check_cache_bytes gauge");
+        let _ = writeln!(
+            out,
+            "smgpy_structured_check_cache_bytes {}",
+            smgpy_structured::check::cache_bytes()
         );
         if let Some(w) = waiting {
             let _ = writeln!(out, "# HELP smgpy_num_requests_waiting Requests queued in the engine.");

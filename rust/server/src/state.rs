@@ -1,6 +1,5 @@
 //! Server configuration and the shared state every handler gets through `with_state`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -47,6 +46,10 @@ pub struct ServerConfig {
     pub prompt_ids: bool,
     /// The engine takes images (`image_data`); otherwise an image in a request is a 400.
     pub accepts_images: bool,
+    /// The operator's `--default-max-tokens`: a request that sets no `max_tokens` generates at
+    /// most this many tokens (fewer when its prompt leaves less of the context), and one that
+    /// asks for more is a 400 naming the field (`None`: no default, no cap).
+    pub default_max_tokens: Option<u32>,
     /// Most sequences the engine runs at once: a larger `n` can never run (`None`: not checked).
     pub max_running_requests: Option<u32>,
     /// Byte budget of the Responses store (`store: true`), least recently used evicted first.
@@ -86,6 +89,7 @@ impl Default for ServerConfig {
             engine_stall_timeout: Duration::from_secs(10),
             vocab_size: None,
             max_running_requests: None,
+            default_max_tokens: None,
             accepts_images: false,
             tokenizer: None,
             prompt_ids: false,
@@ -110,7 +114,6 @@ pub(crate) struct Inner {
     pub config: ServerConfig,
     pub started: u64,
     pub fingerprint: String,
-    pub next_id: AtomicU64,
     pub metrics: Metrics,
     pub health: Arc<Health>,
     pub responses: ResponseStore,
@@ -127,7 +130,6 @@ impl AppState {
             config,
             started,
             fingerprint,
-            next_id: AtomicU64::new(0),
             metrics: Metrics::default(),
             health,
             responses,
@@ -143,10 +145,26 @@ impl AppState {
         &self.0.config
     }
 
-    /// A fresh request id with the given prefix (`chatcmpl`, `cmpl`, `msg`, `resp`).
+    /// Where the model came from, as clients see it (`root`, `model_path`): a hub id as it is, a
+    /// filesystem path only by its last component (the server's directories are nobody's business).
+    pub(crate) fn public_model_path(&self) -> String {
+        let cfg = self.config();
+        let path = cfg.model_path.as_deref().unwrap_or(&cfg.model_name);
+        let local = path.starts_with(['/', '~', '.', '\\']) || path.get(1..3).is_some_and(|s| s == ":\\" || s == ":/");
+        if !local {
+            return path.to_string();
+        }
+        path.rsplit(['/', '\\'])
+            .find(|c| !c.is_empty() && *c != "." && *c != "..")
+            .unwrap_or(&cfg.model_name)
+            .to_string()
+    }
+
+    /// A fresh request id with the given prefix (`chatcmpl`, `cmpl`, `gen`): 24 random
+    /// characters (143 bits), so ids are unique without a counter that would tell clients how
+    /// many requests the server has seen. Engine requests are keyed by these ids only.
     pub(crate) fn new_id(&self, prefix: &str) -> String {
-        let n = self.0.next_id.fetch_add(1, Ordering::Relaxed);
-        format!("{prefix}-{}{n:x}", random_alnum(16))
+        format!("{prefix}-{}", random_alnum(24))
     }
 }
 

@@ -14,7 +14,7 @@ use smgpy_protocol::chat::{
 };
 use smgpy_protocol::common::Usage;
 
-use crate::driver::{chat_logprobs, ChoiceDriver, Counts, Step};
+use crate::driver::{chat_logprobs, sum_counts, ChoiceDriver, Counts, Step};
 use crate::engine::GenerateRequest;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
@@ -86,7 +86,12 @@ pub async fn chat_completions(
         return_logprob: req.logprobs,
         top_logprobs_num: req.top_logprobs.unwrap_or(0),
     };
-    let drivers = start_choices(&state, base, &spec, "messages").await?;
+    let max_param = if req.max_completion_tokens.is_some() {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    let drivers = start_choices(&state, base, &spec, "messages", max_param).await?;
     let model = req.model.clone().unwrap_or_else(|| state.config().model_name.clone());
     let ctx = Arc::new(Ctx {
         id,
@@ -164,8 +169,8 @@ impl Ctx {
 fn usage_of(counts: &[Counts]) -> Usage {
     let prompt = counts.iter().map(|c| c.prompt).max().unwrap_or(0);
     let cached = counts.iter().map(|c| c.cached).max().unwrap_or(0);
-    Usage::new(prompt, counts.iter().map(|c| c.completion).sum(), cached)
-        .with_reasoning(counts.iter().map(|c| c.reasoning).sum())
+    Usage::new(prompt, sum_counts(counts.iter().map(|c| c.completion)), cached)
+        .with_reasoning(sum_counts(counts.iter().map(|c| c.reasoning)))
 }
 
 async fn collect(

@@ -23,6 +23,10 @@ use crate::routes::start_choices;
 use crate::sse;
 use crate::state::{unix_now, AppState};
 
+/// Most choices one request may start (prompts times `n`): a small body of many short prompts
+/// must not start thousands of engine requests.
+pub const MAX_BATCH_CHOICES: usize = 256;
+
 pub async fn completions(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<CompletionRequest>,
@@ -30,6 +34,16 @@ pub async fn completions(
     let prompts = req.validate()?;
     let sampling = req.sampling();
     let n = sampling.n.unwrap_or(1).max(1);
+    if prompts.len().saturating_mul(n as usize) > MAX_BATCH_CHOICES {
+        return Err(ApiError::bad_request(
+            Some("prompt"),
+            format!(
+                "this request asks for {} prompts times n = {n} choices; one request may start at most \
+                 {MAX_BATCH_CHOICES}: send the prompts in several requests",
+                prompts.len()
+            ),
+        ));
+    }
     let spec = PipelineSpec {
         stops: crate::pipeline::stop_set(&sampling.stop, "stop")?,
         include_stop: req.include_stop_str_in_output,
@@ -71,7 +85,7 @@ pub async fn completions(
     };
     let mut drivers = Vec::with_capacity(prompts.len() * n as usize);
     for (p, (base, param)) in bases.into_iter().enumerate() {
-        for mut d in start_choices(&state, base, &spec, &param).await? {
+        for mut d in start_choices(&state, base, &spec, &param, "max_tokens").await? {
             d.index += p as u32 * n;
             drivers.push(d);
         }
@@ -145,15 +159,15 @@ impl Ctx {
 /// Batch usage: prompt tokens count once per prompt (its `n` choices share it).
 fn usage_of(counts: &[(u32, Counts)], n: u32) -> Usage {
     let mut per_prompt: std::collections::BTreeMap<u32, (u32, u32)> = std::collections::BTreeMap::new();
-    let mut completion = 0;
+    let mut completion: u32 = 0;
     for (index, c) in counts {
         let e = per_prompt.entry(index / n).or_default();
         e.0 = e.0.max(c.prompt);
         e.1 = e.1.max(c.cached);
-        completion += c.completion;
+        completion = completion.saturating_add(c.completion);
     }
-    let prompt = per_prompt.values().map(|v| v.0).sum();
-    let cached = per_prompt.values().map(|v| v.1).sum();
+    let prompt = crate::driver::sum_counts(per_prompt.values().map(|v| v.0));
+    let cached = crate::driver::sum_counts(per_prompt.values().map(|v| v.1));
     Usage::new(prompt, completion, cached)
 }
 

@@ -1,6 +1,7 @@
 //! sglang-native `POST /generate`: a raw prompt (`text` or `input_ids`) with sglang's
 //! `sampling_params`, answered in sglang's shape (`text` + `meta_info`). Streams send the
-//! cumulative text in every chunk, as sglang does by default, then `data: [DONE]`.
+//! cumulative text in every chunk, as sglang does by default, then `data: [DONE]`. A client's
+//! `rid` labels the answer (`meta_info.id`); the engine request runs under a server-made id.
 
 use std::time::Instant;
 
@@ -36,9 +37,18 @@ pub async fn generate(
         GeneratePrompt::Text(t) => super::prompt_of(&state, t).await?,
         GeneratePrompt::Ids(ids) => (None, Some(ids)),
     };
-    let rid = body.rid.clone().unwrap_or_else(|| state.new_id("gen"));
+    // The engine request's id is always the server's own: a client's `rid` is only a label
+    // echoed in `meta_info.id`, so no client can name (and abort) another client's request.
+    let engine_rid = state.new_id("gen");
+    let rid = match body.rid.clone() {
+        Some(label) => {
+            tracing::debug!(rid = %engine_rid, label = %crate::logging::escape(&label), "request labelled by the client");
+            label
+        }
+        None => engine_rid.clone(),
+    };
     let req = GenerateRequest {
-        rid: rid.clone(),
+        rid: engine_rid,
         text,
         input_ids,
         image_data: Vec::new(),
@@ -47,7 +57,7 @@ pub async fn generate(
         return_logprob: body.return_logprob,
         top_logprobs_num: body.top_logprobs_num.unwrap_or(0),
     };
-    let driver = start_choices(&state, req, &spec, "input_ids")
+    let driver = start_choices(&state, req, &spec, "input_ids", "sampling_params.max_new_tokens")
         .await?
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
@@ -55,7 +65,7 @@ pub async fn generate(
         Ok(stream_response(&state, rid, driver))
     } else {
         let out = collect(rid, driver, body.return_logprob).await?;
-        let count = |k: &str| out["meta_info"][k].as_u64().unwrap_or(0) as u32;
+        let count = |k: &str| u32::try_from(out["meta_info"][k].as_u64().unwrap_or(0)).unwrap_or(u32::MAX);
         let (p, c) = (count("prompt_tokens"), count("completion_tokens"));
         Ok(with_tokens(Json(out).into_response(), p, c))
     }

@@ -1,12 +1,13 @@
 //! `GET /health`, `GET /live`, `GET /v1/models`, `GET /metrics`.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
 use crate::error::ApiError;
+use crate::extract::ApiPath;
 use crate::state::AppState;
 
 /// Readiness: 200 when the server should be sent new requests; 503 while it drains or while
@@ -34,7 +35,7 @@ fn model_card(state: &AppState) -> Value {
         "object": "model",
         "created": state.0.started,
         "owned_by": "smgpy",
-        "root": cfg.model_path.clone().unwrap_or_else(|| cfg.model_name.clone()),
+        "root": state.public_model_path(),
     });
     // Routers parse `max_model_len` as an integer: leave it out rather than send null.
     if let (Some(c), Some(m)) = (cfg.context_length, card.as_object_mut()) {
@@ -48,7 +49,7 @@ pub async fn models(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 /// `GET /v1/models/{id}`: the served model under its name; any other name is a 404.
-pub async fn model(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn model(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<Json<Value>, ApiError> {
     if id == state.config().model_name {
         Ok(Json(model_card(&state)))
     } else {

@@ -79,7 +79,7 @@ pub async fn messages(
         return_logprob: false,
         top_logprobs_num: 0,
     };
-    let mut drivers = start_choices(&state, base, &spec, "messages").await?;
+    let mut drivers = start_choices(&state, base, &spec, "messages", "max_tokens").await?;
     let driver = drivers
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
@@ -92,7 +92,7 @@ pub async fn messages(
         let u = resp.usage;
         Ok(with_tokens(
             Json(resp).into_response(),
-            u.input_tokens + u.cache_read_input_tokens,
+            u.input_tokens.saturating_add(u.cache_read_input_tokens),
             u.output_tokens,
         ))
     }

@@ -30,26 +30,30 @@ const ADMISSION_WAIT: Duration = Duration::from_millis(500);
 /// Start the request's `n` choices. The engine decides how ([`crate::Engine::generate_n`]): one
 /// request whose samples share a single prefill when it can, else one request per choice.
 /// `ids_param` names the request field that `base.input_ids` came from, for the error that an
-/// out-of-vocabulary id gets.
+/// out-of-vocabulary id gets; `max_param` names the request's `max_tokens` field (for the
+/// operator's cap, see [`limit_max_tokens`]).
 pub async fn start_choices(
     state: &AppState,
-    base: GenerateRequest,
+    mut base: GenerateRequest,
     spec: &PipelineSpec,
     ids_param: &str,
+    max_param: &str,
 ) -> Result<Vec<ChoiceDriver>, ApiError> {
     if state.0.health.draining() {
         return Err(ApiError::Unavailable(
             "the server is shutting down and takes no new requests; retry on another server".into(),
         ));
     }
+    limit_max_tokens(state, &mut base, max_param)?;
     check_request(state, &base, ids_param)?;
     crate::structured::check(&base.sampling).await?;
     let n = base.sampling.n.unwrap_or(1).max(1);
+    let rid = base.rid.clone();
     // Dropping the streams (an error below) aborts their engine requests.
     let streams = state.0.engine.generate_n(base, n)?;
     let mut drivers: Vec<ChoiceDriver> = (0u32..)
         .zip(streams)
-        .map(|(i, stream)| ChoiceDriver::new(i, stream, Pipeline::new(spec), state.clone()))
+        .map(|(i, stream)| ChoiceDriver::new(i, rid.clone(), stream, Pipeline::new(spec), state.clone()))
         .collect();
     for d in &mut drivers {
         d.admit(ADMISSION_WAIT).await.map_err(|e| name_prompt(e, ids_param))?;
@@ -57,11 +61,18 @@ pub async fn start_choices(
     Ok(drivers)
 }
 
-/// The URLs of a request's images, or a 400 naming the first one when the engine takes none.
+/// The URLs of a request's images, or a 400 naming the first one when the engine takes none,
+/// or the first whose URL an engine must not be given (see [`smgpy_protocol::image_urls`]).
 pub fn image_data(state: &AppState, images: &[smgpy_protocol::images::ImageRef]) -> Result<Vec<String>, ApiError> {
     match images.first() {
         Some(first) if !state.config().accepts_images => Err(smgpy_protocol::images::not_accepted(&first.param).into()),
-        _ => Ok(images.iter().map(|i| i.url.clone()).collect()),
+        _ => images
+            .iter()
+            .map(|i| {
+                smgpy_protocol::image_urls::check(&i.param, &i.url)?;
+                Ok(i.url.clone())
+            })
+            .collect(),
     }
 }
 
@@ -122,6 +133,33 @@ fn name_prompt(e: ApiError, ids_param: &str) -> ApiError {
             }
         }
         other => other,
+    }
+}
+
+/// The operator's `default_max_tokens`: the default for a request that sets no `max_tokens`
+/// (fewer when the prompt's token ids leave less of the context), and a cap on one that does.
+pub(crate) fn limit_max_tokens(state: &AppState, req: &mut GenerateRequest, max_param: &str) -> Result<(), ApiError> {
+    let cfg = state.config();
+    let Some(cap) = cfg.default_max_tokens else {
+        return Ok(());
+    };
+    match req.sampling.max_new_tokens {
+        Some(m) if m > cap => Err(ApiError::bad_request(
+            Some(max_param),
+            format!(
+                "{max_param} is {m}, more than this server allows per request: {cap} tokens (its operator's \
+                 --default-max-tokens); ask for at most {cap}"
+            ),
+        )),
+        Some(_) => Ok(()),
+        None => {
+            let room = match (&req.input_ids, cfg.context_length) {
+                (Some(ids), Some(ctx)) => u32::try_from(ids.len()).ok().map(|n| ctx.saturating_sub(n).max(1)),
+                _ => None,
+            };
+            req.sampling.max_new_tokens = Some(room.map_or(cap, |r| r.min(cap)));
+            Ok(())
+        }
     }
 }
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream::{self, StreamExt};
@@ -19,7 +19,7 @@ use crate::blocks::{Block, Blocks, Event, Kind};
 use crate::driver::{ChoiceDriver, Counts, Finish, Step};
 use crate::engine::GenerateRequest;
 use crate::error::ApiError;
-use crate::extract::ApiJson;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
 use crate::prompt::{self, ChatPrompt};
@@ -103,7 +103,7 @@ pub async fn create(
         return_logprob: false,
         top_logprobs_num: 0,
     };
-    let driver = start_choices(&state, base, &spec, "input")
+    let driver = start_choices(&state, base, &spec, "input", "max_output_tokens")
         .await?
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
@@ -125,13 +125,13 @@ pub async fn create(
         Ok(stream_response(&state, ctx, driver))
     } else {
         let resp = collect(ctx, driver).await?;
-        let count = |k: &str| resp["usage"][k].as_u64().unwrap_or(0) as u32;
+        let count = |k: &str| u32::try_from(resp["usage"][k].as_u64().unwrap_or(0)).unwrap_or(u32::MAX);
         let (p, c) = (count("input_tokens"), count("output_tokens"));
         Ok(with_tokens(Json(resp).into_response(), p, c))
     }
 }
 
-pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<Response, ApiError> {
     let stored = state.0.responses.get(&id).ok_or_else(|| not_found(&id))?;
     Ok((
         [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -140,7 +140,7 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Resul
         .into_response())
 }
 
-pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn delete(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<Json<Value>, ApiError> {
     if state.0.responses.remove(&id) {
         Ok(Json(json!({"id": id, "object": "response", "deleted": true})))
     } else {
@@ -161,8 +161,8 @@ pub struct ItemsQuery {
 
 pub async fn input_items(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    axum::extract::Query(q): axum::extract::Query<ItemsQuery>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ItemsQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let stored = state.0.responses.get(&id).ok_or_else(|| not_found(&id))?;
     let mut items: Vec<Value> = serde_json::from_str(&stored.input_items).unwrap_or_default();
@@ -331,7 +331,7 @@ fn usage(c: Counts) -> Value {
         "input_tokens_details": {"cached_tokens": c.cached},
         "output_tokens": c.completion,
         "output_tokens_details": {"reasoning_tokens": c.reasoning},
-        "total_tokens": c.prompt + c.completion,
+        "total_tokens": c.prompt.saturating_add(c.completion),
     })
 }
 

@@ -23,7 +23,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
 pub async fn server_info(State(state): State<AppState>) -> Json<Value> {
     let cfg = state.config();
-    let path = cfg.model_path.clone().unwrap_or_else(|| cfg.model_name.clone());
+    let path = state.public_model_path();
     let mut info = json!({
         "model_path": path,
         "tokenizer_path": path,
@@ -58,8 +58,7 @@ pub async fn server_info(State(state): State<AppState>) -> Json<Value> {
 }
 
 pub async fn model_info(State(state): State<AppState>) -> Json<Value> {
-    let cfg = state.config();
-    let path = cfg.model_path.clone().unwrap_or_else(|| cfg.model_name.clone());
+    let path = state.public_model_path();
     Json(json!({
         "model_path": path,
         "tokenizer_path": path,

@@ -1,0 +1,90 @@
+//! Heavy requests off the HTTP worker threads.
+//!
+//! Parsing a body of megabytes (a million messages), rendering it and dropping it take seconds
+//! of CPU; on the thread that also moves every other client's bytes that stalls their streams.
+//! A request whose body is large is read on its own connection's task as usual (its bytes only
+//! arrive while that task runs), then handled with `block_in_place`: the worker hands its other
+//! connections to a fresh worker thread while this one parses, renders and starts the request.
+//! Small requests, the vast majority, take the usual path at no cost.
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use tokio::runtime::{Handle, RuntimeFlavor};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Bodies from this size on are handled off the worker threads.
+pub const HEAVY_BODY_BYTES: usize = 1 << 20;
+
+/// Heavy requests handled at once (more wait their turn, asynchronously).
+fn heavy_slots() -> &'static tokio::sync::Semaphore {
+    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    SLOTS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+        tokio::sync::Semaphore::new(cores.max(2))
+    })
+}
+
+/// See the module docs.
+pub async fn offload_heavy(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let cfg = state.config();
+    let limit = cfg.max_body_bytes;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let chunked = req.headers().contains_key(header::TRANSFER_ENCODING);
+    let maybe_heavy = match declared {
+        // Over the limit: the body extractor answers 413 without reading it.
+        Some(n) => n >= HEAVY_BODY_BYTES as u64 && n <= limit as u64,
+        None => chunked,
+    };
+    if !maybe_heavy || Handle::current().runtime_flavor() != RuntimeFlavor::MultiThread {
+        return next.run(req).await;
+    }
+    let anthropic = crate::layers::is_anthropic(req.uri().path());
+    let shaped = |e: ApiError| {
+        if anthropic {
+            e.into_anthropic()
+        } else {
+            e.into_response()
+        }
+    };
+    let (parts, body) = req.into_parts();
+    let wait = cfg.body_read_timeout;
+    let bytes = match tokio::time::timeout(wait, read_body(body, limit)).await {
+        Err(_) => return shaped(ApiError::BodyTimeout(wait.as_secs())),
+        Ok(Err(e)) => return shaped(e),
+        Ok(Ok(b)) => b,
+    };
+    let heavy = bytes.len() >= HEAVY_BODY_BYTES;
+    let req = Request::from_parts(parts, Body::from(bytes));
+    if !heavy {
+        return next.run(req).await;
+    }
+    let Ok(_turn) = heavy_slots().acquire().await else {
+        return next.run(req).await; // the semaphore is never closed
+    };
+    tokio::task::block_in_place(|| Handle::current().block_on(next.run(req)))
+}
+
+/// The whole body, or a 413 past `limit` bytes.
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    let mut stream = body.into_data_stream();
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(None, format!("cannot read request body: {e}")))?;
+        if buf.len() + chunk.len() > limit {
+            return Err(ApiError::PayloadTooLarge { limit });
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
