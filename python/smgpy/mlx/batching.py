@@ -1,17 +1,31 @@
-"""The MLX thread: continuous batching on top of mlx-lm's ``BatchGenerator``.
+"""The MLX thread: smgpy's own continuous-batching loop on mlx-lm's models and caches.
 
 One thread owns every MLX call (model, caches, sampling). The asyncio side talks to it through
 a thread-safe inbox (new requests, aborts) and gets results back into each request's
 ``asyncio.Queue``: the outputs of one decode step travel together, in one post to each event
-loop's :class:`~smgpy.mlx.mailbox.Mailbox`, so a batch of eight wakes the loop once, not eight
-times, and the MLX thread keeps the GIL to queue the next step. Between two decode steps the
-thread drains the inbox, drops aborted sequences and admits waiting ones, so a request joins or
-leaves the running batch within one step.
+loop's :class:`~smgpy.mlx.mailbox.Mailbox`, so a batch of eight wakes the loop once.
 
-mlx-lm's ``BatchGenerator`` already pipelines: each step queues the next forward pass
-(``mx.async_eval``) before it reads the tokens of the current one, so the Python work done here
-between steps overlaps with the model's compute. Its decode step is replaced by the lean one of
-``mlx_lm_api.install_lean_step``: only sequences that report logprobs are normalised.
+Each turn of the loop, in order:
+
+1. apply the inbox (arrivals, aborts) without waiting when there is work, so a lone request
+   starts at once (no linger); a burst that arrives while a turn runs is prefilled together;
+2. retire the rows whose sequences ended, and place prefilled sequences in free rows
+   (:mod:`smgpy.mlx.slots`: a join copies only the joiner's keys and values);
+3. queue the decode step of every live row (``mx.async_eval``): its input is the previous
+   step's sampled tokens, still lazy, so the step is queued before they are read;
+4. queue one chunk of prefill, at most ``prefill_step_size`` tokens: a long prompt is cut into
+   chunks that alternate with decode steps, so running rows never wait for more than one chunk;
+5. read the previous step's tokens and turn them into outputs (stop ids, lengths, text).
+
+Python's work in 4-5 overlaps the device's work on 3. mlx-lm's ``BatchGenerator`` evaluated
+arriving prompts while every running row waited (~20 % of the MLX thread at 32 clients on a GPU)
+and copied the whole batch's caches on each join and finish (~10 %); both are gone here.
+
+Prompts are prefilled up to their last token, which is the row's first decode input. Prompts
+without a prefix-cache hit are prefilled together, left-padded, for models whose layers are all
+plain attention (the padding is masked); every other model (recurrent state, sliding windows,
+hybrids) prefills each prompt alone, since their layers would read the padding as input.
+Models whose caches cannot be batched at all run one sequence at a time (logged).
 """
 
 from __future__ import annotations
@@ -26,6 +40,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import mlx.core as mx
@@ -36,13 +51,16 @@ from smgpy.mlx.mailbox import Mailbox
 from smgpy.mlx.prefix_cache import PrefixCache
 from smgpy.mlx.rewrite import Rewrites, rewrite_model
 from smgpy.mlx.sampling import SamplingParams, make_logits_processors, make_sampler
+from smgpy.mlx.slots import MergeBatch, SingleBatch, SlotBatch, can_merge, is_plain_kv
 
-__all__ = ["Scheduler", "Sequence"]
+__all__ = ["Outlet", "Scheduler", "Sequence", "StepTimes"]
 
 log = logging.getLogger("smgpy.mlx")
 
-# How long an idle MLX thread waits for more arrivals before it starts a prefill (seconds).
-_COALESCE_S = 0.01
+# Prompts prefilled together in one padded batch, at most.
+_PREFILL_ROWS = 8
+# With no row running there is nobody to stall: a turn may prefill this many chunks.
+_IDLE_CHUNKS = 8
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,9 +88,61 @@ class Sequence:
     matcher: Any = None  # smgpy._native.GrammarMatcher when the request asked for structured output
     generated: int = 0
     cached_tokens: int = 0
-    uid: int = -1
     done: bool = False
-    text_tokens: list[int] = field(default_factory=list)
+    row: int = -1
+    out_ids: list[int] = field(default_factory=list)
+    sampler: Any = None
+    processors: list[Any] = field(default_factory=list)
+    context: Any = None  # mx.array of the tokens fed so far, for rows with logits processors
+    prefetched: tuple[Any, int] | None = None  # the prefix cache's answer, once asked
+
+
+@dataclass(eq=False)
+class _Prefill:
+    """Prompts being prefilled together (one row per request; its samples share it)."""
+
+    groups: list[list[Sequence]]
+    runs: list[list[int]]  # per group: the tokens to run (prompt[cached:-1])
+    caches: list[Any]  # per layer: one batch cache (several groups) or one sequence's caches
+    shared: bool  # several groups in one left-padded batch
+    width: int = 0
+    pos: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.pos >= self.width
+
+
+@dataclass(eq=False)
+class _Step:
+    """A queued decode step: the sequence of each row when it was built, and its lazy results."""
+
+    seqs: list[Sequence | None]
+    sampled: mx.array
+    logprobs: dict[int, mx.array]
+
+
+@dataclass
+class StepTimes:
+    """Where the MLX thread's time goes (seconds, summed), for ``benches/``: host work of decode
+    steps (graph building, scheduling, outputs) against waiting for the device's results."""
+
+    steps: int = 0
+    rows: int = 0
+    host: float = 0.0
+    wait: float = 0.0
+    prefill: float = 0.0
+    by_rows: dict[int, list[float]] = field(default_factory=dict)
+
+    def record(self, rows: int, host: float, wait: float) -> None:
+        self.steps += 1
+        self.rows += rows
+        self.host += host
+        self.wait += wait
+        acc = self.by_rows.setdefault(rows, [0, 0.0, 0.0])
+        acc[0] += 1
+        acc[1] += host
+        acc[2] += wait
 
 
 class Scheduler:
@@ -91,26 +161,30 @@ class Scheduler:
         self._graph_rewrites = graph_rewrites
         self.rewrites: Rewrites | None = None
         self.max_running = max_running
-        self._prefill_step = prefill_step_size
+        self._prefill_step = max(1, prefill_step_size)
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._waiting: deque[list[Sequence]] = deque()
-        self._by_uid: dict[int, Sequence] = {}
         self._cache = PrefixCache(prefix_cache_bytes)
         self._lock = threading.Lock()
         self.pending = 0  # submitted, not admitted yet (guarded by _lock)
-        self.running = 0
+        self.running = 0  # admitted: prefilling, ready or decoding
         # Prompt tokens run through the model so far (prefix-cache hits and shared n-prefills excluded).
         self.prefilled_tokens = 0
         self.ready = threading.Event()
         self.load_error: BaseException | None = None
         self.model: Any = None
         self.tokenizer: Any = None
-        self._gen: Any = None  # mlx-lm's BatchGenerator (untyped)
         self._stream: Any = None
         self._outbox: list[tuple[Outlet, dict[str, Any]]] = []
-        # The uids of running sequences that report logprobs: the decode step normalises only these.
-        self._wants_logprobs: set[int] = set()
-        self.lean_step = False
+        self.batch: SlotBatch | MergeBatch | SingleBatch | None = None
+        # How prompts are prefilled and rows batched, decided from the model's caches at load.
+        self.mode = ""
+        self._rows: list[Sequence | None] = []  # the sequence in each batch row
+        self._inputs: mx.array | None = None  # the next step's input per row (lazy)
+        self._prefill: _Prefill | None = None
+        self._joining: list[tuple[list[Sequence], list[Any], int]] = []  # prefilled, not placed
+        self._ended: list[Sequence] = []  # ended in a row; the row is freed next turn
+        self.times = StepTimes()
         self.stopped = threading.Event()
 
     # ----- called from the asyncio side -----
@@ -128,8 +202,8 @@ class Scheduler:
 
     def load_info(self) -> dict[str, Any]:
         """Load in SGLang's ``/v1/loads`` names (what routers read), plus the prefix cache's state."""
-        by_uid = list(self._by_uid.values())  # a snapshot: the MLX thread may change the dict
-        used = sum(len(s.tokens) + s.generated for s in by_uid)
+        rows = list(self._rows)  # a snapshot: the MLX thread may change the list
+        used = sum(len(s.tokens) + s.generated for s in rows if s is not None)
         cache = self._cache
         return {
             "num_running_reqs": self.running,
@@ -160,15 +234,16 @@ class Scheduler:
                 self.rewrites = rewrite_model(self.model)
                 log.info("model rewrites (exact, CPU only): %s", self.rewrites.summary())
             self._stream = mx.default_stream(mx.default_device())
-            self._gen = self._new_generator()
+            self._choose_mode()
         except BaseException as e:  # reported to from_pretrained, which re-raises it
             self.load_error = e
             self.ready.set()
             self.stopped.set()
             return
         self.ready.set()
-        self._serve()
-        self._release()
+        with mx.stream(self._stream):
+            self._serve()
+            self._release()
         self.stopped.set()
         # Park instead of returning. When an OS thread that ran MLX ends, MLX's thread-local
         # compile cache is destroyed and must take the GIL to drop Python references; if that
@@ -177,27 +252,64 @@ class Scheduler:
         # thread is simply discarded at exit.
         threading.Event().wait()
 
+    def _choose_mode(self) -> None:
+        """Slots for plain attention, the caches' own batching otherwise, one at a time last."""
+        caches = mlx_lm_api.make_prompt_cache(self.model)
+        if is_plain_kv(caches):
+            self.mode = "slots"
+        elif can_merge(caches):
+            self.mode = "merge"
+            log.info(
+                "%s: its caches (%s) are batched by their own merge/filter and each prompt is prefilled alone",
+                type(self.model).__module__,
+                ", ".join(sorted({type(c).__name__ for c in caches})),
+            )
+        else:
+            self.mode = "single"
+            self.max_running = 1
+            log.info(
+                "%s: its caches (%s) cannot be batched; one sequence runs at a time",
+                type(self.model).__module__,
+                ", ".join(sorted({type(c).__name__ for c in caches})),
+            )
+        self.batch = self._new_batch()
+
+    def _new_batch(self) -> SlotBatch | MergeBatch | SingleBatch:
+        if self.mode == "slots":
+            return SlotBatch(len(mlx_lm_api.make_prompt_cache(self.model)))
+        if self.mode == "merge":
+            return MergeBatch()
+        return SingleBatch()
+
     def _serve(self) -> None:
         """The scheduling loop, until shutdown."""
+        step: _Step | None = None
         while True:
             self._flush()
-            idle = not self._by_uid and not self._waiting
-            if not self._drain(block=idle):
+            idle = step is None and self._prefill is None and not self._joining and not self._waiting
+            if not self._drain(block=idle and not any(self._rows)):
                 break
-            self._admit()
-            if not self._by_uid:
-                continue
-            if self.rewrites is not None:
-                # Positions reached this step: a bound for the rope tables (see rewrite.py).
-                self.rewrites.reserve_positions(max(len(s.tokens) + s.generated for s in self._by_uid.values()) + 2)
+            t0 = time.perf_counter()
             try:
-                _, responses = self._gen.next()
+                self._retire()
+                self._start_prefill()
+                self._join()
+                nxt = self._decode() if any(s is not None for s in self._rows) else None
+                t1 = time.perf_counter()
+                self._prefill_chunk(idle=nxt is None)
+                t2 = time.perf_counter()
+                wait = 0.0
+                if step is not None:
+                    wait = self._collect(step)
+                if nxt is not None:
+                    host = (t1 - t0) + (time.perf_counter() - t2) - wait
+                    self.times.record(len(nxt.seqs), host, wait)
+                self.times.prefill += t2 - t1
+                step = nxt
             except Exception as e:  # a failed step must not kill the thread: fail the batch, go on
-                log.exception("MLX decode step failed")
+                log.exception("MLX step failed")
+                step = None
                 self._fail_all(f"generation failed: {e}")
-                continue
-            for r in responses:
-                self._on_token(r)
 
     def _release(self) -> None:
         """Drop the model, the batch and the prefix cache, on the thread that made them.
@@ -206,51 +318,44 @@ class Scheduler:
         Requests still running or waiting end with an abort, so no consumer waits forever.
         """
         gone = {"type": "abort", "message": "the engine shut down"}
-        for seq in [*self._by_uid.values(), *(s for group in self._waiting for s in group)]:
+        for seq in self._all_sequences():
             self._finish(seq, gone, "")
         self._flush()
-        self._by_uid.clear()
-        self._waiting.clear()
-        self._gen.close()
-        self._gen = None
+        self._clear_state()
         self._cache.clear()
         self.model = None
         gc.collect()
         mx.synchronize(self._stream)
 
-    def _new_generator(self) -> Any:
-        gen = mlx_lm_api.new_batch_generator(
-            self.model,
-            completion_batch_size=self.max_running,
-            prefill_batch_size=min(self.max_running, 8),
-            prefill_step_size=self._prefill_step,
-            stream=self._stream,
-        )
-        self._wants_logprobs.clear()
-        self.lean_step = mlx_lm_api.install_lean_step(gen, self._wants_logprobs)
-        if not self.lean_step:
-            log.info("mlx-lm %s: its batch differs from what smgpy knows; stock decode step", mlx_lm_api.version())
-        return gen
+    def _all_sequences(self) -> list[Sequence]:
+        seqs = [s for s in self._rows if s is not None]
+        seqs += [s for g in self._waiting for s in g]
+        seqs += [s for g, _, _ in self._joining for s in g]
+        if self._prefill is not None:
+            seqs += [s for g in self._prefill.groups for s in g]
+        return seqs
+
+    def _clear_state(self) -> None:
+        self._rows = []
+        self._inputs = None
+        self._waiting.clear()
+        self._joining = []
+        self._prefill = None
+        self._ended = []
+        self.running = 0
+        with self._lock:
+            self.pending = 0
+        if self.batch is not None:
+            self.batch.reset()
 
     def _drain(self, block: bool) -> bool:
-        """Apply inbox commands; return False on shutdown.
-
-        When the thread was idle, it lingers ``_COALESCE_S`` after the first request so that a
-        burst of clients is prefilled as one batch instead of one prompt per decode step.
-        """
-        linger: float | None = None
+        """Apply inbox commands; return False on shutdown. Blocks only when there is no work."""
         while True:
             try:
-                if block:
-                    cmd, arg = self._inbox.get()
-                    block = False
-                    linger = time.monotonic() + _COALESCE_S
-                elif linger is not None:
-                    cmd, arg = self._inbox.get(timeout=max(0.0, linger - time.monotonic()))
-                else:
-                    cmd, arg = self._inbox.get_nowait()
+                cmd, arg = self._inbox.get() if block else self._inbox.get_nowait()
             except queue.Empty:
                 return True
+            block = False
             if cmd == "add":
                 self._waiting.append(arg)
             elif cmd == "abort":
@@ -267,101 +372,303 @@ class Scheduler:
                 self.pending -= 1
             for seq in group:
                 self._finish(seq, {"type": "abort"}, "")
-        uids = [uid for uid, seq in self._by_uid.items() if seq.rid == rid]
-        if uids and self._gen is not None:
-            self._gen.remove(uids)
-        for uid in uids:
-            seq = self._by_uid.pop(uid)
-            self._wants_logprobs.discard(uid)
-            self.running -= 1
-            self._finish(seq, {"type": "abort"}, "")
+        job = self._prefill
+        if job is not None and any(g[0].rid == rid for g in job.groups):
+            # Its prompt is dropped with the job's others, which start over (rare: an abort
+            # inside a shared prefill).
+            self._prefill = None
+            for group in job.groups:
+                if group[0].rid == rid:
+                    self.running -= len(group)
+                    for seq in group:
+                        self._finish(seq, {"type": "abort"}, "")
+                else:
+                    self.running -= len(group)
+                    with self._lock:
+                        self.pending += 1
+                    self._waiting.appendleft(group)
+        for entry in [j for j in self._joining if j[0][0].rid == rid]:
+            self._joining.remove(entry)
+            self.running -= len(entry[0])
+            for seq in entry[0]:
+                self._finish(seq, {"type": "abort"}, "")
+        for in_row in self._rows:
+            if in_row is not None and in_row.rid == rid and not in_row.done:
+                self._finish(in_row, {"type": "abort"}, "")
+                self._end_row(in_row)
 
     def _fail_all(self, message: str) -> None:
-        for seq in list(self._by_uid.values()):
+        for seq in self._all_sequences():
             self._finish(seq, {"type": "abort", "message": message}, "")
-        self._by_uid.clear()
-        self.running = 0
-        self._gen = self._new_generator()
+        self._clear_state()
+        self.batch = self._new_batch()
 
-    def _admit(self) -> None:
-        while self._waiting and (not self._by_uid or self.running + len(self._waiting[0]) <= self.max_running):
-            group = self._waiting.popleft()
+    # ----- rows -----
+
+    def _retire(self) -> None:
+        """Free the rows of sequences that ended (finished or aborted) since the last turn."""
+        if not self._ended:
+            return
+        assert self.batch is not None
+        rows = []
+        for seq in self._ended:
+            if seq.row < 0 or self._rows[seq.row] is not seq:
+                continue
+            rows.append(seq.row)
+            self._rows[seq.row] = None
+            seq.row = -1
+        self._ended = []
+        keep = self.batch.leave(rows)
+        if keep is not None:  # rows renumbered (MergeBatch)
+            self._rows = [self._rows[r] for r in keep]
+            for r, kept in enumerate(self._rows):
+                if kept is not None:
+                    kept.row = r
+            if self._inputs is not None:
+                self._inputs = self._inputs[mx.array(keep, dtype=mx.int32)] if keep else None
+        else:
+            while self._rows and self._rows[-1] is None:
+                self._rows.pop()
+            if self._inputs is not None:
+                self._inputs = self._inputs[: len(self._rows)] if self._rows else None
+
+    def _end_row(self, seq: Sequence) -> None:
+        """A sequence in a row ended: its slot counts as free now, its row is freed next turn."""
+        self.running -= 1
+        self._ended.append(seq)
+        if seq.out_ids and self._cache.max_bytes > 0 and seq.row >= 0:
+            # Keys and values of the prompt and every generated token: the last one was fed to
+            # the step queued before the end was seen, and the copy is built after that step.
+            assert self.batch is not None
+            known = seq.tokens + seq.out_ids
+            caches = self.batch.extract(seq.row, len(known))
+            arrays = [a for c in caches for a in _cache_arrays(c)]
+            if arrays:
+                mx.async_eval(arrays)  # type: ignore[no-untyped-call]  # releases the batch's buffers
+                self._cache.insert(known, caches)
+
+    def _join(self) -> None:
+        """Place prefilled sequences in free rows; each one's last prompt token is its first input."""
+        if not self._joining:
+            return
+        assert self.batch is not None
+        new_rows: list[int] = []
+        new_tokens: list[int] = []
+        for group, caches, length in self._joining:
+            for i, seq in enumerate(group):
+                # n > 1: each sample gets its own row (a copy of the shared prompt's keys and values).
+                own = caches if i == len(group) - 1 or self.mode == "slots" else copy.deepcopy(caches)
+                row = self.batch.join(own, length)
+                while len(self._rows) <= row:
+                    self._rows.append(None)
+                self._rows[row] = seq
+                seq.row = row
+                self._setup(seq)
+                new_rows.append(row)
+                new_tokens.append(seq.tokens[-1])
+        self._joining = []
+        rows = len(self._rows)
+        old = self._inputs
+        if old is None:
+            base = mx.zeros((rows,), dtype=mx.uint32)
+        elif old.shape[0] < rows:
+            base = mx.concatenate([old.astype(mx.uint32), mx.zeros((rows - old.shape[0],), dtype=mx.uint32)])
+        else:
+            base = old.astype(mx.uint32)
+        mask = [False] * rows
+        vals = [0] * rows
+        for r, t in zip(new_rows, new_tokens, strict=True):
+            mask[r] = True
+            vals[r] = t
+        self._inputs = mx.where(mx.array(mask), mx.array(vals, dtype=mx.uint32), base)
+
+    def _setup(self, seq: Sequence) -> None:
+        end_ids = sorted(seq.stop_ids)
+        seq.sampler = make_sampler(seq.params, seq.index)
+        seq.processors = make_logits_processors(seq.params, len(seq.tokens), end_ids, seq.matcher)
+        if seq.processors:
+            # The context a processor sees: the tokens so far, without the input being fed.
+            seq.context = mx.array(seq.tokens[:-1], dtype=mx.uint32)
+
+    # ----- prefill -----
+
+    def _start_prefill(self) -> None:
+        """Take waiting requests into a prefill job while rows are free."""
+        if self._prefill is not None or not self._waiting:
+            return
+        free = self.max_running - self.running
+        if self.running and len(self._waiting[0]) > free:
+            return
+        group = self._waiting.popleft()
+        with self._lock:
+            self.pending -= 1
+        self.running += len(group)
+        tokens = group[0].tokens
+        cache, cached = self._fetch(group)
+        group[0].prefetched = None  # the copy now belongs to the job
+        for seq in group:
+            seq.cached_tokens = cached
+        if cache is not None or self.mode != "slots":
+            cache = cache or mlx_lm_api.make_prompt_cache(self.model)
+            run = tokens[cached:-1]
+            self._prefill = _Prefill([group], [run], cache, shared=False, width=len(run))
+            return
+        groups, runs = [group], [tokens[:-1]]
+        free -= len(group)
+        while self._waiting and len(groups) < _PREFILL_ROWS:
+            nxt = self._waiting[0]
+            width = max(max(len(r) for r in runs), len(nxt[0].tokens) - 1)
+            if len(nxt) > free or (len(groups) + 1) * width > max(self._prefill_step, 2 * width):
+                break
+            if self._fetch(nxt)[0] is not None:
+                break  # a hit is prefilled on its own, from its cached prefix
+            self._waiting.popleft()
             with self._lock:
                 self.pending -= 1
-            try:
-                self._insert(group)
-            except Exception as e:
-                log.exception("could not start request %s", group[0].rid)
-                for seq in group:
-                    self._finish(seq, {"type": "abort", "message": f"could not start: {e}"}, "")
-
-    def _insert(self, group: list[Sequence]) -> None:
-        assert self._gen is not None
-        tokens = group[0].tokens
-        cache, cached = self._cache.fetch(tokens)
-        if len(group) > 1:
-            # n > 1: run the prompt once, then give each sample its own copy of the cache.
-            with mx.stream(self._stream):
-                cache = cache or mlx_lm_api.make_prompt_cache(self.model)
-                rest = tokens[cached:-1]
-                for i in range(0, len(rest), self._prefill_step):
-                    self.model(mx.array(rest[i : i + self._prefill_step])[None], cache=cache)
-                    mx.eval([c.state for c in cache])
-            caches: list[Any] = [cache] + [copy.deepcopy(cache) for _ in group[1:]]
-            prompts = [tokens[-1:] for _ in group]
-            known = [tokens[:-1] for _ in group]
-            self.prefilled_tokens += len(rest) + len(group)
-        else:
-            caches = [cache]  # None: BatchGenerator makes a fresh one
-            prompts = [tokens[cached:]]
-            known = [tokens[:cached]]
-            self.prefilled_tokens += len(tokens) - cached
-        end_ids = sorted(group[0].stop_ids)
-        uids = mlx_lm_api.insert(
-            self._gen,
-            prompts,
-            max_tokens=[s.max_tokens for s in group],
-            caches=caches,
-            all_tokens=known,
-            samplers=[make_sampler(s.params, s.index) for s in group],
-            logits_processors=[make_logits_processors(s.params, len(tokens), end_ids, s.matcher) for s in group],
-            stop_token_ids=[end_ids for _ in group],
-        )
-        for uid, seq in zip(uids, group, strict=True):
-            seq.uid = uid
-            seq.cached_tokens = cached
-            self._by_uid[uid] = seq
-            if seq.top_logprobs is not None:
-                self._wants_logprobs.add(uid)
-        self.running += len(group)
-
-    def _on_token(self, r: Any) -> None:
-        seq = self._by_uid.get(r.uid)
-        if seq is None:
+            self.running += len(nxt)
+            free -= len(nxt)
+            groups.append(nxt)
+            runs.append(nxt[0].tokens[:-1])
+        width = max(len(r) for r in runs)
+        if len(groups) == 1:
+            self._prefill = _Prefill(groups, runs, mlx_lm_api.make_prompt_cache(self.model), False, width)
             return
-        token = int(r.token)
+        pads = [width - len(r) for r in runs]
+        assert isinstance(self.batch, SlotBatch)
+        caches = [mlx_lm_api.BatchKVCache(pads) for _ in self.batch.caches]
+        self._prefill = _Prefill(groups, runs, caches, shared=True, width=width)
+
+    def _fetch(self, group: list[Sequence]) -> tuple[Any, int]:
+        """The prefix cache's copy for the group's prompt and its length, asked once per request."""
+        seq = group[0]
+        if seq.prefetched is None:
+            seq.prefetched = self._cache.fetch(seq.tokens)
+        return seq.prefetched
+
+    def _prefill_chunk(self, idle: bool) -> None:
+        """Queue the next chunk of the prefill job; hand finished prompts to ``_join``."""
+        job = self._prefill
+        if job is None:
+            return
+        chunks = _IDLE_CHUNKS if idle else 1
+        while chunks and not job.finished:
+            chunks -= 1
+            rows = len(job.groups)
+            size = max(1, self._prefill_step // rows) if job.shared else self._prefill_step
+            end = min(job.width, job.pos + size)
+            if job.shared:
+                pads = [job.width - len(r) for r in job.runs]
+                chunk = [
+                    [0] * max(0, min(pad, end) - job.pos) + run[max(0, job.pos - pad) : max(0, end - pad)]
+                    for run, pad in zip(job.runs, pads, strict=True)
+                ]
+            else:
+                chunk = [job.runs[0][job.pos : end]]
+            if self.rewrites is not None:
+                self.rewrites.reserve_positions(max(len(g[0].tokens) for g in job.groups) + 2)
+            self.model(mx.array(chunk, dtype=mx.uint32), cache=job.caches)
+            mx.async_eval([_cache_arrays(c) for c in job.caches])  # type: ignore[no-untyped-call]
+            self.prefilled_tokens += sum(min(end, len(r)) - min(job.pos, len(r)) for r in job.runs)
+            job.pos = end
+        if not job.finished:
+            return
+        self._prefill = None
+        if not job.shared:
+            group = job.groups[0]
+            self._joining.append((group, job.caches, len(group[0].tokens) - 1))
+            return
+        for i, group in enumerate(job.groups):
+            length = len(job.runs[i])
+            pad = job.width - length
+            caches = [
+                SimpleNamespace(keys=c.keys[i : i + 1, :, pad:, :], values=c.values[i : i + 1, :, pad:, :])
+                for c in job.caches
+            ]
+            self._joining.append((group, caches, length))
+
+    # ----- decode -----
+
+    def _decode(self) -> _Step:
+        """Build and queue one decode step of every row."""
+        assert self.batch is not None and self._inputs is not None
+        seqs = list(self._rows)
+        inputs = self._inputs
+        if self.rewrites is not None:
+            self.rewrites.reserve_positions(max(len(s.tokens) + s.generated for s in seqs if s is not None) + 2)
+        logits = self.model(inputs[:, None], cache=self.batch.caches)[:, -1, :]
+        self.batch.advance(1)
+        contexts: list[mx.array] = []
+        with_processors = [r for r, s in enumerate(seqs) if s is not None and s.processors and not s.done]
+        if with_processors:
+            rows = [logits[r : r + 1] for r in range(len(seqs))]
+            for r in with_processors:
+                seq = seqs[r]
+                assert seq is not None
+                seq.context = mx.concatenate([seq.context, inputs[r : r + 1]])
+                contexts.append(seq.context)
+                row = rows[r]
+                for processor in seq.processors:
+                    row = processor(seq.context, row)
+                rows[r] = row
+            logits = mx.concatenate(rows, axis=0)
+        sampled = self._sample(seqs, logits)
+        logprobs: dict[int, mx.array] = {}
+        for r, seq in enumerate(seqs):
+            if seq is not None and seq.top_logprobs is not None and not seq.done:
+                row = logits[r]
+                logprobs[r] = row - mx.logsumexp(row, keepdims=True)
+        mx.async_eval(sampled, list(logprobs.values()), contexts)  # type: ignore[no-untyped-call]
+        self._inputs = sampled
+        return _Step(seqs, sampled, logprobs)
+
+    def _sample(self, seqs: list[Sequence | None], logits: mx.array) -> mx.array:
+        samplers = [s.sampler for s in seqs if s is not None]
+        greedy = mlx_lm_api.greedy_sampler
+        if all(s is greedy for s in samplers):
+            out: mx.array = mx.argmax(logits, axis=-1).astype(mx.uint32)
+            return out
+        first = samplers[0]
+        if all(s is first for s in samplers) and len(samplers) == len(seqs):
+            out = first(logits).astype(mx.uint32)
+            return out
+        parts = []
+        for r, seq in enumerate(seqs):
+            sampler = greedy if seq is None or seq.sampler is None else seq.sampler
+            parts.append(sampler(logits[r : r + 1]).reshape(1).astype(mx.uint32))
+        return mx.concatenate(parts)
+
+    def _collect(self, step: _Step) -> float:
+        """Read a step's tokens (waiting for the device) and turn them into outputs; returns
+        the time spent waiting."""
+        t0 = time.perf_counter()
+        tokens: list[int] = step.sampled.tolist()  # type: ignore[assignment]
+        if step.logprobs:
+            mx.eval(list(step.logprobs.values()))
+        waited = time.perf_counter() - t0
+        for r, seq in enumerate(step.seqs):
+            if seq is None or seq.done:
+                continue
+            self._on_token(seq, tokens[r], step.logprobs.get(r))
+        return waited
+
+    def _on_token(self, seq: Sequence, token: int, row: mx.array | None) -> None:
         seq.generated += 1
+        seq.out_ids.append(token)
         finish: dict[str, Any] | None = None
-        if r.finish_reason == "stop":
+        if token in seq.stop_ids:
             matched = token if token in seq.params.stop_token_ids else None
             finish = {"type": "stop", "matched": matched}
-        elif r.finish_reason == "length":
+        elif seq.generated >= seq.max_tokens:
             finish = {"type": "length"}
         # A matched stop token id is reported, not shown; EOS and padding are dropped by the decoder.
         delta = "" if finish and finish.get("matched") is not None else seq.decoder.push(token)
-        # A row that asks for logprobs always has them; the guard keeps a surprise from ending the thread.
-        wants = seq.top_logprobs is not None and r.logprobs is not None
-        logprobs = self._logprobs(seq, token, r.logprobs) if wants else None
+        logprobs = self._logprobs(seq, token, row) if row is not None and seq.top_logprobs is not None else None
         if finish is None:
             self._emit(seq, self._output(seq, delta, [token], None, logprobs))
             return
-        del self._by_uid[r.uid]
-        self._wants_logprobs.discard(r.uid)
-        self.running -= 1
-        if r.prompt_cache is not None and r.all_tokens:
-            self._cache.insert(list(r.all_tokens), r.prompt_cache)
         delta += seq.decoder.flush()
         seq.done = True
+        self._end_row(seq)
         self._emit(seq, self._output(seq, delta, [token], finish, logprobs))
 
     def _logprobs(self, seq: Sequence, token: int, row: Any) -> dict[str, Any]:
@@ -379,6 +686,8 @@ class Scheduler:
                 [(float(lp), int(t), decode([int(t)])) for lp, t in zip(lps, ids, strict=True)]
             ]
         return out
+
+    # ----- outputs -----
 
     def _output(
         self,
@@ -419,3 +728,19 @@ class Scheduler:
         self._outbox.clear()
         for mailbox, items in by_loop.items():
             mailbox.post(items)
+
+
+def _cache_arrays(cache: Any) -> list[mx.array]:
+    """The arrays a per-layer cache holds (for ``mx.eval``)."""
+    state = getattr(cache, "state", None)
+    if state is None:
+        return []
+    out: list[mx.array] = []
+    stack = [state]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, mx.array):
+            out.append(item)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return out

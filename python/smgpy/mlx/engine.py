@@ -194,7 +194,7 @@ class MLXEngine:
         self._native = _native_tokenizer(model_path, self._bos)
         self.tokenizer: Any = self._native if self._native is not None else _Tokenizer(self._hf)
         self.accepts_input_ids = True
-        # n choices of a request share one prefill (see batching.Scheduler._insert).
+        # n choices of a request share one prefill (see batching.Scheduler._join).
         self.accepts_n = True
         # Structured output; the vocabulary is built by the first request that asks for it.
         self._structured = StructuredOutput(self._hf, self.eos_token_ids, self.vocab_size)

@@ -1,8 +1,9 @@
 """Per-request samplers and logits processors, built on mlx-lm's sampling functions.
 
-mlx-lm's ``BatchGenerator`` calls one sampler and one list of logits processors per row, so each
-request brings its own: that is what makes ``seed`` reproducible inside a batch (the request owns
-its random key and splits it once per token, whatever else runs beside it).
+The engine's decode step (``smgpy.mlx.batching``) calls one sampler and one list of logits
+processors per row, so each request brings its own: that is what makes ``seed`` reproducible
+inside a batch (the request owns its random key and splits it once per token, whatever else runs
+beside it).
 
 Penalties follow the OpenAI / vLLM meaning: ``frequency_penalty`` and ``presence_penalty`` count
 the generated tokens only; ``repetition_penalty`` (multiplicative) looks at prompt and output.
@@ -114,7 +115,7 @@ def make_sampler(params: SamplingParams, sample_index: int = 0) -> Sampler:
     It takes a row of logits that may be off the log-probabilities by a constant (the engine
     normalises only rows that report logprobs) and picks the same token either way.
 
-    Sharing matters: ``BatchGenerator`` samples the whole batch in one call when every row has
+    Sharing matters: the decode step samples the whole batch in one call when every row has
     the same sampler object, and per row otherwise.
     """
     if params.greedy:
