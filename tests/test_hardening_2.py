@@ -470,3 +470,39 @@ def test_the_cli_sets_a_default_max_tokens_and_documents_it() -> None:
     assert build_parser().parse_args(["serve", "--default-max-tokens", "0"]).default_max_tokens == 0
     out = subprocess.run([sys.executable, "-m", "smgpy", "serve", "--help"], capture_output=True, text=True, check=True)
     assert "--default-max-tokens" in out.stdout
+
+
+# ----- 4. one client address cannot take every connection slot -----
+
+
+def _half_request(url: str, source: str) -> socket.socket:
+    u = urlsplit(url)
+    s = socket.create_connection((u.hostname or "127.0.0.1", u.port or 80), timeout=5, source_address=(source, 0))
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # the head never ends
+    return s
+
+
+def test_one_address_cannot_take_every_connection_slot() -> None:
+    with serve_in_thread(ScriptedEngine(), max_connections=8, max_connections_per_client=4) as url:
+        held = [_half_request(url, "127.0.0.1") for _ in range(4)]
+        try:
+            extra = _half_request(url, "127.0.0.1")
+            extra.settimeout(5)
+            try:
+                assert extra.recv(100) == b""  # closed at once: the address holds its share
+            except ConnectionResetError:
+                pass
+            finally:
+                extra.close()
+            # Another client still gets in at once.
+            u = urlsplit(url)
+            addr = (u.hostname or "127.0.0.1", u.port or 80)
+            other = socket.create_connection(addr, timeout=5, source_address=("127.0.0.2", 0))
+            with other:
+                other.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nconnection: close\r\n\r\n")
+                assert other.recv(100).startswith(b"HTTP/1.1 200")
+        finally:
+            for s in held:
+                s.close()
+        time.sleep(0.2)
+        assert httpx.get(url + "/health").status_code == 200  # slots come back when connections close

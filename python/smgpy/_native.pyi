@@ -434,6 +434,7 @@ class Server:
         accepts_n: bool = False,
         http_threads: int = 1,
         default_max_tokens: int | None = None,
+        max_connections_per_client: int = 256,
     ) -> Server: ...
     @property
     def parsers(self) -> tuple[str | None, str | None]:

@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--max-connections", type=int, default=1024, help="open connections at most (default 1024)")
     s.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        default=256,
+        help="open connections one client address may hold; raise it for a router in front (default 256)",
+    )
+    s.add_argument(
         "--max-body-size", type=parse_bytes, default="32M", help="largest request body, e.g. 32M (default 32M)"
     )
     s.add_argument(
@@ -243,6 +249,7 @@ def _serve(args: argparse.Namespace) -> int:
         "header_read_timeout": args.header_read_timeout,
         "body_read_timeout": args.body_read_timeout,
         "max_connections": args.max_connections,
+        "max_connections_per_client": args.max_connections_per_client,
         "max_body_bytes": args.max_body_size,
         "response_store_bytes": args.response_store_size,
         "shutdown_timeout": args.shutdown_timeout,

@@ -182,6 +182,7 @@ async def serve_oai_async(
     header_read_timeout: float = 30.0,
     body_read_timeout: float = 60.0,
     max_connections: int = 1024,
+    max_connections_per_client: int = 256,
     engine_stall_timeout: float = 10.0,
     response_store_bytes: int = 256 << 20,
     worker_id: str | None = None,
@@ -212,6 +213,7 @@ async def serve_oai_async(
     Limits: ``request_timeout`` (seconds per request, streams included; None for none),
     ``header_read_timeout`` (a request head must arrive in time; also closes idle keep-alive
     connections), ``body_read_timeout``, ``max_body_bytes``, ``max_connections``,
+    ``max_connections_per_client`` (one address's share; raise it for a router in front),
     ``response_store_bytes`` (the Responses store), ``default_max_tokens`` (a request without
     ``max_tokens`` generates at most this many tokens, fewer when its prompt leaves less of the
     context, and one asking for more is a 400 naming its field; None: no default and no cap),
@@ -259,6 +261,7 @@ async def serve_oai_async(
         header_read_timeout=header_read_timeout,
         body_read_timeout=body_read_timeout,
         max_connections=max_connections,
+        max_connections_per_client=max_connections_per_client,
         engine_stall_timeout=engine_stall_timeout,
         vocab_size=vocab_size if isinstance(vocab_size, int) and vocab_size > 0 else None,
         max_running_requests=max_running if isinstance(max_running, int) and max_running > 0 else None,

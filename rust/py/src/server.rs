@@ -147,7 +147,7 @@ impl Server {
         engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
         response_store_bytes = 268_435_456, flush_cache = None, worker_id = None, model_path = None,
         max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false, accepts_n = false,
-        http_threads = 1, default_max_tokens = None))]
+        http_threads = 1, default_max_tokens = None, max_connections_per_client = 256))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -183,6 +183,7 @@ impl Server {
         accepts_n: bool,
         http_threads: usize,
         default_max_tokens: Option<u32>,
+        max_connections_per_client: usize,
     ) -> PyResult<Self> {
         if default_max_tokens == Some(0) {
             return Err(crate::errors::invalid(
@@ -246,6 +247,11 @@ impl Server {
                 return Err(crate::errors::invalid("max_connections must be at least 1"));
             } else {
                 max_connections
+            },
+            max_connections_per_client: if max_connections_per_client == 0 {
+                return Err(crate::errors::invalid("max_connections_per_client must be at least 1"));
+            } else {
+                max_connections_per_client
             },
             engine_stall_timeout: positive("engine_stall_timeout", engine_stall_timeout)?,
             vocab_size,

@@ -34,6 +34,9 @@ pub struct ServerConfig {
     pub body_read_timeout: Duration,
     /// Most connections open at once; more wait in the listen backlog.
     pub max_connections: usize,
+    /// Most connections one client address may hold open; more are closed at once, so one
+    /// client cannot fill every slot. Raise it for a router or proxy in front.
+    pub max_connections_per_client: usize,
     /// `/health` fails when the engine's loop has not turned over for this long.
     pub engine_stall_timeout: Duration,
     /// Vocabulary size: token ids from clients must be below it (`None`: not checked).
@@ -86,6 +89,7 @@ impl Default for ServerConfig {
             header_read_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            max_connections_per_client: 256,
             engine_stall_timeout: Duration::from_secs(10),
             vocab_size: None,
             max_running_requests: None,
