@@ -2,7 +2,9 @@
 
 The mix: OpenAI chat (streamed and not), completions, Responses and Anthropic messages; clients
 that disconnect in the middle of a stream; malformed bodies (bad JSON, wrong types, token ids
-outside the vocabulary, unknown routes); and slow clients that trickle their body. The server runs
+outside the vocabulary, unknown routes); slow clients that trickle their body; and the shapes of
+issue 38: a client reusing a running stream's id as its /generate rid (the stream must finish),
+3 MB bodies of many messages, unique 256 KB JSON schemas, and half-sent request heads. The server runs
 in its own process; this process drives it with 64 concurrent clients and reads the server's RSS
 from /proc.
 
@@ -133,7 +135,44 @@ async def complete_stream(client: httpx.AsyncClient, url: str, body: dict[str, A
 
 
 KINDS = ["chat", "chat_stream", "completions", "responses", "messages", "disconnect", "malformed", "slow"]
-WEIGHTS = [25, 20, 10, 8, 7, 15, 13, 2]
+KINDS += ["rid_reuse", "huge", "schema", "half_open"]
+WEIGHTS = [25, 20, 10, 8, 7, 15, 13, 2, 3, 1, 2, 2]
+# A body of many empty messages (about 3 MB): handled off the HTTP worker.
+HUGE = json.dumps({"messages": [{"role": "user", "content": ""}] * 100_000, "max_tokens": 1}).encode()
+
+
+async def rid_reuse(client: httpx.AsyncClient, base: str, t: Tally) -> None:
+    """Another client names a running stream's id as its /generate rid and hangs up: the first
+    stream must still finish (a client's rid is a label, never a key into another request)."""
+    body = {"messages": MSG, "stream": True, "max_tokens": 20}
+    async with client.stream("POST", base + "/v1/chat/completions", json=body) as r:
+        t.status[r.status_code] += 1
+        lines = r.aiter_lines()
+        first = ""
+        async for line in lines:
+            if line.startswith("data: {"):
+                first = line
+                break
+        victim = json.loads(first[6:])["id"] if first else "none"
+        gen = {"text": "hi", "rid": victim, "stream": True}
+        async with client.stream("POST", base + "/generate", json=gen) as other:
+            t.status[other.status_code] += 1
+            async for _ in other.aiter_raw():
+                break
+        rest = [line async for line in lines]
+    if not rest or rest[-1] != "data: [DONE]" or any('"error"' in line for line in rest):
+        t.lost.append(f"rid_reuse: the first stream was cut: {rest[-3:]!r}")
+
+
+async def half_open(base: str) -> None:
+    """Half a request head, held a moment, then dropped."""
+    host, port = base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+    await writer.drain()
+    await asyncio.sleep(0.2)
+    writer.close()
+    del reader
 
 
 async def one(client: httpx.AsyncClient, base: str, rng: random.Random, t: Tally, only: str | None) -> None:
@@ -184,6 +223,22 @@ async def one(client: httpx.AsyncClient, base: str, rng: random.Random, t: Tally
         t.status[r.status_code] += 1
         if not 400 <= r.status_code < 500:
             t.lost.append(f"malformed {path} got {r.status_code}")
+    elif kind == "rid_reuse":
+        await rid_reuse(client, base, t)
+    elif kind == "huge":
+        r = await client.post(base + "/v1/chat/completions", content=HUGE, headers={"content-type": "application/json"})
+        t.status[r.status_code] += 1
+        if r.status_code != 200:
+            t.lost.append(f"huge {r.status_code}")
+    elif kind == "schema":  # a unique 256 KB schema: the check cache stays within its byte budget
+        schema = {"type": "object", "description": f"{rng.random()}" + "x" * (256 << 10)}
+        fmt = {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}
+        r = await client.post(base + "/v1/chat/completions", json={"messages": MSG, "response_format": fmt})
+        t.status[r.status_code] += 1
+        if r.status_code != 200:
+            t.lost.append(f"schema {r.status_code}")
+    elif kind == "half_open":
+        await half_open(base)
     else:  # slow: the body trickles in over ~0.3 s
         payload = json.dumps({"messages": MSG, "max_tokens": 3}).encode()
 
