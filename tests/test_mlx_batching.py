@@ -1,0 +1,217 @@
+"""The MLX engine's own batching loop (smgpy.mlx.batching, smgpy.mlx.slots) on a tiny llama.
+
+The loop's promises, each checked against mlx-lm's own ``generate_step`` on one prompt alone:
+- greedy tokens are the same whatever else runs beside a request: prompts of many lengths at once
+  (chunked, shared left-padded prefills, a joiner longer than the batch), requests arriving and
+  leaving at random while others decode (rows reused as holes), prefix-cache hits and misses, n>1;
+- seeded sampling gives the same tokens alone and in a batch;
+- a long prompt is prefilled in chunks between decode steps: running rows keep getting tokens;
+- the slot batch holds exactly each sequence's own keys and values through joins and leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tiny_models
+from conftest import demo_gguf
+from smgpy.engine import GenerateReqInput
+
+demo_gguf()
+
+import mlx.core as mx  # noqa: E402
+from smgpy.mlx import MLXEngine  # noqa: E402
+from smgpy.mlx.slots import SlotBatch  # noqa: E402
+
+CHUNK = 64  # prefill_step_size: small, so that prompts here are cut into several chunks
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_models.build("llama", tmp_path_factory.mktemp("llama"))
+
+
+@pytest.fixture(scope="module")
+def reference(model_dir: Path) -> Any:
+    from mlx_lm import load
+
+    model, _ = load(str(model_dir))
+    memo: dict[tuple[tuple[int, ...], int], list[int]] = {}
+
+    def greedy(ids: list[int], n: int) -> list[int]:
+        key = (tuple(ids), n)
+        if key not in memo:
+            from mlx_lm.generate import generate_step
+
+            memo[key] = [int(t) for t, _ in generate_step(mx.array(ids), model, max_tokens=n)]
+        return memo[key]
+
+    return greedy
+
+
+@pytest.fixture(scope="module")
+def engine(model_dir: Path) -> Any:
+    eng = MLXEngine(str(model_dir), max_running=8, max_waiting=64, prefill_step_size=CHUNK)
+    assert eng._sched.mode == "slots"
+    yield eng
+    eng.shutdown()
+
+
+def ids(rng: random.Random, n: int) -> list[int]:
+    return [rng.randrange(1000, 40000) for _ in range(n)]
+
+
+async def generate(engine: Any, prompt: list[int], max_new: int, stamps: list[int] | None = None, **params: Any) -> Any:
+    params = {"temperature": 0, "max_new_tokens": max_new, "ignore_eos": True, **params}
+    by_index: dict[int, list[int]] = {}
+    meta: dict[str, Any] = {}
+    async for out in engine.generate_request(GenerateReqInput(input_ids=prompt, sampling_params=params)):
+        by_index.setdefault(out.get("index", 0), []).extend(out["output_ids"])
+        if stamps is not None and out["output_ids"]:
+            stamps.append(len(stamps))
+        meta = out["meta_info"]
+    return (by_index[0] if len(by_index) == 1 else by_index), meta
+
+
+def test_prompts_of_every_length_at_once_equal_mlx_lm_alone(engine: Any, reference: Any) -> None:
+    """1 to 700 tokens together: chunked prefills (64), a shared padded prefill of the short ones,
+    and joiners longer than the batch (every row is shifted right)."""
+    rng = random.Random(1)
+    prompts = [ids(rng, n) for n in (1, 2, 5, 17, 40, 130, 300, 700)]
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(*(generate(engine, p, 10) for p in prompts))
+
+    for p, (got, meta) in zip(prompts, asyncio.run(main()), strict=True):
+        assert got == reference(p, 10), len(p)
+        assert meta["prompt_tokens"] == len(p) and meta["completion_tokens"] == 10
+
+
+def test_random_arrivals_and_departures_equal_mlx_lm_alone(engine: Any, reference: Any) -> None:
+    """24 requests of random lengths and budgets arrive at random moments: rows are freed and
+    refilled while others decode, and more requests wait than rows exist."""
+    rng = random.Random(2)
+    plan = [(rng.uniform(0, 0.3), ids(rng, rng.randrange(1, 90)), rng.randrange(1, 24)) for _ in range(24)]
+
+    async def one(delay: float, prompt: list[int], n: int) -> list[int]:
+        await asyncio.sleep(delay)
+        return list((await generate(engine, prompt, n))[0])
+
+    async def main() -> list[list[int]]:
+        return await asyncio.gather(*(one(*p) for p in plan))
+
+    for (_, prompt, n), got in zip(plan, asyncio.run(main()), strict=True):
+        assert got == reference(prompt, n)
+    assert engine.get_load()["num_running_reqs"] == 0
+
+
+def test_prefix_cache_hits_and_misses_give_the_same_tokens(engine: Any, reference: Any) -> None:
+    rng = random.Random(3)
+    first = ids(rng, 50)
+    got, meta = asyncio.run(generate(engine, first, 8))
+    assert got == reference(first, 8)
+    # The next turn extends the previous prompt and answer: served from the cache.
+    follow = first + got + ids(rng, 7)
+    got2, meta2 = asyncio.run(generate(engine, follow, 8))
+    assert got2 == reference(follow, 8) and meta2["cached_tokens"] >= len(first)
+    # The same prompt again: everything but the last token comes from the cache.
+    again, meta3 = asyncio.run(generate(engine, follow, 8))
+    assert again == got2 and meta3["cached_tokens"] == len(follow) - 1
+    # A prompt diverging inside the stored one reuses the common part.
+    diverged = follow[:30] + ids(rng, 10)
+    got4, meta4 = asyncio.run(generate(engine, diverged, 8))
+    assert got4 == reference(diverged, 8) and 0 < meta4["cached_tokens"] <= 30
+
+
+def test_n_samples_share_one_prefill_and_each_equals_mlx_lm(engine: Any, reference: Any) -> None:
+    prompt = ids(random.Random(4), 70)
+    before = engine.get_load()["prefilled_tokens"]
+    got, _ = asyncio.run(generate(engine, prompt, 6, n=3))
+    assert sorted(got) == [0, 1, 2] and all(v == reference(prompt, 6) for v in got.values())
+    assert engine.get_load()["prefilled_tokens"] - before <= len(prompt)
+
+
+def test_seeded_sampling_is_the_same_alone_and_in_a_batch(engine: Any) -> None:
+    rng = random.Random(5)
+    prompt, others = ids(rng, 20), [ids(rng, n) for n in (3, 33, 90)]
+    params = {"temperature": 0.9, "top_p": 0.95, "seed": 1234}
+    alone, _ = asyncio.run(generate(engine, prompt, 12, **params))
+
+    async def batched() -> list[Any]:
+        return await asyncio.gather(
+            generate(engine, others[0], 12, temperature=0.7),
+            generate(engine, prompt, 12, **params),
+            *(generate(engine, p, 12) for p in others[1:]),
+        )
+
+    assert asyncio.run(batched())[1][0] == alone
+    assert len(set(alone)) > 1
+
+
+def test_a_long_prompt_is_prefilled_between_decode_steps(engine: Any) -> None:
+    """While a 700-token prompt is prefilled in 64-token chunks, a running request keeps getting
+    tokens: at least one between most of its chunks, not all of them after it."""
+    rng = random.Random(6)
+    stamps: list[int] = []
+    order: list[str] = []
+
+    async def main() -> None:
+        running = asyncio.ensure_future(generate(engine, ids(rng, 10), 200, stamps))
+        while len(stamps) < 5:
+            await asyncio.sleep(0.001)
+        at_arrival = len(stamps)
+        first: list[int] = []
+        await generate(engine, ids(rng, 700), 1, first)
+        order.append(f"{len(stamps) - at_arrival}")
+        await running
+
+    asyncio.run(main())
+    chunks = 700 // CHUNK
+    assert int(order[0]) >= chunks - 2, order
+
+
+def test_the_slot_batch_holds_each_sequences_own_keys_and_values() -> None:
+    """Joins (shorter and longer than the batch), leaves (holes, the top rows) and the cut of
+    dead columns: each row's keys and values stay those of its sequence alone."""
+    from mlx_lm.models.cache import KVCache
+
+    rng = random.Random(7)
+    heads, dim = 2, 4
+
+    def seq_cache(n: int) -> list[Any]:
+        c = KVCache()
+        if n:
+            c.update_and_fetch(mx.random.normal((1, heads, n, dim)), mx.random.normal((1, heads, n, dim)))
+        return [c]
+
+    batch = SlotBatch(1)
+    own: dict[int, mx.array] = {}  # row -> expected keys (1, heads, L, dim)
+    for step in range(300):
+        if own and rng.random() < 0.3:
+            row = rng.choice(sorted(own))
+            del own[row]
+            batch.leave([row])
+        if len(own) < 6 and rng.random() < 0.4:
+            n = rng.choice([0, 1, 3, 40, 300])
+            c = seq_cache(n)
+            row = batch.join(c, n)
+            assert row not in own
+            own[row] = c[0].keys[..., :n, :] if n else mx.zeros((1, heads, 0, dim))
+        if batch.rows:
+            k = mx.random.normal((batch.rows, heads, 1, dim))
+            batch.caches[0].update_and_fetch(k, k)
+            batch.advance(1)
+            for row in own:
+                own[row] = mx.concatenate([own[row], k[row : row + 1]], axis=2)
+        for row, keys in own.items():
+            got = batch.extract(row, keys.shape[2])[0]
+            if keys.shape[2]:
+                assert mx.array_equal(got.keys, keys).item(), (step, row)
+        assert batch.rows == (max(own) + 1 if own else 0)
+    # The batch's width stays bounded by the longest live sequence plus the growth steps.
+    width = batch.caches[0].keys.shape[2] if batch.caches[0].keys is not None else 0
+    assert width <= max((k.shape[2] for k in own.values()), default=0) + 3 * 256
