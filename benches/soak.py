@@ -159,7 +159,7 @@ async def rid_reuse(client: httpx.AsyncClient, base: str, t: Tally) -> None:
             t.status[other.status_code] += 1
             async for _ in other.aiter_raw():
                 break
-        rest = [line async for line in lines]
+        rest = [line async for line in lines if line]
     if not rest or rest[-1] != "data: [DONE]" or any('"error"' in line for line in rest):
         t.lost.append(f"rid_reuse: the first stream was cut: {rest[-3:]!r}")
 
