@@ -22,12 +22,13 @@ use crate::state::AppState;
 /// Bodies from this size on are handled off the worker threads.
 pub const HEAVY_BODY_BYTES: usize = 1 << 20;
 
-/// Heavy requests handled at once (more wait their turn, asynchronously).
+/// Heavy requests handled at once: one less than the machine's cores, at least one (more wait
+/// their turn, asynchronously), so a burst of them leaves a core to the streams.
 fn heavy_slots() -> &'static tokio::sync::Semaphore {
     static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
     SLOTS.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
-        tokio::sync::Semaphore::new(cores.max(2))
+        tokio::sync::Semaphore::new(cores.saturating_sub(1).max(1))
     })
 }
 
