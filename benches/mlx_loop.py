@@ -18,7 +18,8 @@ version of ``smgpy.mlx``, so a change can be compared with the code before it in
   long prompt's first token, minus their median gap before it, against the time one prefill chunk
   (``--chunk`` tokens, 512) of the bare model takes;
 - **the bare step**: the model's own batched decode step, pipelined (``benches/mlx_tiny.py``),
-  the bound for any engine's tokens/s.
+  the bound for any engine's tokens/s, and its own host time per step (building the model's graph
+  and queueing it), the part of an engine's host time that only compiling the model could cut.
 
 ``--base SRC`` runs the same measurements on another checkout's ``python/`` directory (e.g. a
 ``git worktree`` of the previous commit, with the built ``_native`` extension copied in), in
@@ -211,6 +212,36 @@ async def _stall_point(engine: Any, long_prompt: int, seed: int) -> dict[str, An
     }
 
 
+def _bare_host_us(model_dir: str, batch_sizes: tuple[int, ...], steps: int = 60) -> dict[int, float]:
+    """CPU time of the calling thread per pipelined decode step of the bare model (building its
+    graph and queueing it): the part of any engine's host time that is the model's own."""
+    import mlx.core as mx
+    from mlx_lm import load
+    from mlx_lm.models.cache import make_prompt_cache
+
+    model, _ = load(model_dir)
+    out = {}
+    for b in batch_sizes:
+        cache = make_prompt_cache(model)
+        mx.eval(model(mx.full((b, 24), 5, dtype=mx.int32), cache=cache))
+        y = mx.full((b, 1), 7, dtype=mx.int32)
+
+        def step(y: Any, cache: Any = cache) -> Any:
+            return mx.argmax(model(y, cache=cache)[:, -1], axis=-1)[:, None]
+
+        for _ in range(5):
+            y = step(y)
+            mx.eval(y)
+        c0 = time.thread_time()
+        for _ in range(steps):
+            nxt = step(y)
+            mx.async_eval(nxt)
+            y.tolist()
+            y = nxt
+        out[b] = (time.thread_time() - c0) / steps * 1e6
+    return out
+
+
 def _chunk_ms(model_dir: str, chunk: int) -> float:
     """One prefill chunk of the bare model (batch 1), median of 5."""
     import mlx.core as mx
@@ -229,7 +260,18 @@ def _chunk_ms(model_dir: str, chunk: int) -> float:
     return statistics.median(runs[1:]) * 1e3
 
 
+def _install_blas(choice: str) -> str | None:
+    """``--cpu-blas``: OpenBLAS and smgpy's small-batch kernel before MLX loads (CPU only), so the
+    model's step costs little and the engine's own work shows, as on an accelerator."""
+    if choice == "off":
+        return None
+    from smgpy.mlx.blas import install_cpu_blas
+
+    return str(install_cpu_blas(choice).library)
+
+
 def worker(args: argparse.Namespace) -> None:
+    _install_blas(args.cpu_blas)
     from smgpy.mlx import MLXEngine
 
     engine = MLXEngine(args.model, max_running=32, max_waiting=256, prefix_cache_bytes=0)
@@ -265,6 +307,8 @@ def run_worker(src: Path | None, args: argparse.Namespace, model_dir: Path) -> d
         str(args.max_tokens),
         "--long-prompt",
         str(args.long_prompt),
+        "--cpu-blas",
+        args.cpu_blas,
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
@@ -286,11 +330,13 @@ def main() -> None:
     ap.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     ap.add_argument("--tokenizer", type=Path, default=os.environ.get("SMGPY_GPU_TOKENIZER"))
+    ap.add_argument("--cpu-blas", default="off", help="off (default), auto or a library, as smgpy serve --cpu-blas")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     if args.worker:
         worker(args)
         return
+    blas = _install_blas(args.cpu_blas)
 
     sys.path.insert(0, str(Path(__file__).parent))
     from mlx_tiny import forward_step_rates
@@ -300,6 +346,7 @@ def main() -> None:
         model_dir = build_model(tmp / "model", args.shape, args.dtype, args.tokenizer)
         bare = {b: r[1] for b, r in forward_step_rates(model_dir, CONCURRENCY).items()}
         chunk = _chunk_ms(str(model_dir), args.chunk)
+        bare_host = _bare_host_us(str(model_dir), CONCURRENCY)
         variants: dict[str, Path | None] = {"smgpy": None}
         if args.base is not None:
             variants["base"] = args.base.resolve()
@@ -316,11 +363,12 @@ def main() -> None:
         vals = [p[key] for r in runs[name] for p in r["points"] if p["clients"] == c and key in p]
         return statistics.median(vals) if vals else float("nan")
 
-    print(f"\nshape {args.shape}, {args.dtype}; median of {args.rounds} rounds")
-    head = "| clients | bare step tok/s | " + " | ".join(f"{n} tok/s | {n} / bare | {n} host us/step" for n in variants)
+    print(f"\nshape {args.shape}, {args.dtype}; BLAS: {blas or 'MLX bundled'}; median of {args.rounds} rounds")
+    cols = " | ".join(f"{n} tok/s | {n} / bare | {n} host us/step" for n in variants)
+    head = "| clients | bare step tok/s | bare host us/step | " + cols
     print(head + (" | host base / smgpy |" if "base" in variants else " |"))
     for c in CONCURRENCY:
-        cells = [f"{c}", f"{bare[c]:,.0f}"]
+        cells = [f"{c}", f"{bare[c]:,.0f}", f"{bare_host[c]:,.0f}"]
         for n in variants:
             tok = med(n, c, "tok_s")
             cells += [f"{tok:,.0f}", f"{tok / bare[c]:.0%}", f"{med(n, c, 'host_us_per_step'):,.0f}"]
@@ -342,7 +390,10 @@ def main() -> None:
             print(f"  {n} c={p['clients']}: the engine's own split: {split}")
     if args.out:
         args.out.write_text(
-            json.dumps({"bare": bare, "chunk_ms": chunk, "runs": runs, "args": vars(args)}, default=str)
+            json.dumps(
+                {"bare": bare, "bare_host_us": bare_host, "chunk_ms": chunk, "runs": runs, "args": vars(args)},
+                default=str,
+            )
         )
 
 

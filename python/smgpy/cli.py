@@ -54,6 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--max-waiting", type=int, default=64, help="queued requests before answering 429 (default: 64)")
     s.add_argument(
+        "--prefill-step-size",
+        type=int,
+        default=512,
+        help="prompt tokens prefilled per step between decode steps: running streams wait at most one such "
+        "chunk for an arriving prompt (default: 512, as mlx_lm.server)",
+    )
+    s.add_argument(
         "--prefix-cache-bytes", type=parse_bytes, default="2G", help="prefix KV cache budget, e.g. 512M (0 disables)"
     )
     s.add_argument(
@@ -220,6 +227,7 @@ def _serve(args: argparse.Namespace) -> int:
         dtype=dtype,
         max_running=args.max_running,
         max_waiting=args.max_waiting,
+        prefill_step_size=args.prefill_step_size,
         prefix_cache_bytes=args.prefix_cache_bytes,
         context_length=args.context_length,
         model_name=args.served_model_name,

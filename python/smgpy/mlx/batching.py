@@ -13,9 +13,10 @@ Each turn of the loop, in order:
    (:mod:`smgpy.mlx.slots`: a join copies only the joiner's keys and values);
 3. queue the decode step of every live row (``mx.async_eval``): its input is the previous
    step's sampled tokens, still lazy, so the step is queued before they are read;
-4. queue one chunk of prefill, at most ``prefill_step_size`` tokens: a long prompt is cut into
-   chunks that alternate with decode steps, so running rows never wait for more than one chunk;
-5. read the previous step's tokens and turn them into outputs (stop ids, lengths, text).
+4. read the previous step's tokens and hand their outputs (stop ids, lengths, text) to the
+   event loops;
+5. queue one chunk of prefill, at most ``prefill_step_size`` tokens: a long prompt is cut into
+   chunks that alternate with decode steps, so running rows never wait for more than one chunk.
 
 Python's work in 4-5 overlaps the device's work on 3. mlx-lm's ``BatchGenerator`` evaluated
 arriving prompts while every running row waited (~20 % of the MLX thread at 32 clients on a GPU)
@@ -295,15 +296,18 @@ class Scheduler:
                 self._start_prefill()
                 self._join()
                 nxt = self._decode() if any(s is not None for s in self._rows) else None
+                wait = 0.0
+                if step is not None:
+                    # The previous step's outputs go out before a prefill chunk is queued: where
+                    # queueing waits for the device (MLX's CPU backend bounds its queue), they
+                    # would otherwise wait for the chunk too.
+                    wait = self._collect(step)
+                    self._flush()
                 t1 = time.perf_counter()
                 self._prefill_chunk(idle=nxt is None)
                 t2 = time.perf_counter()
-                wait = 0.0
-                if step is not None:
-                    wait = self._collect(step)
                 if nxt is not None:
-                    host = (t1 - t0) + (time.perf_counter() - t2) - wait
-                    self.times.record(len(nxt.seqs), host, wait)
+                    self.times.record(len(nxt.seqs), (t1 - t0) - wait, wait)
                 self.times.prefill += t2 - t1
                 step = nxt
             except Exception as e:  # a failed step must not kill the thread: fail the batch, go on

@@ -147,8 +147,8 @@ class MLXEngine:
         generation_config: bool = True,
         graph_rewrites: bool = False,
     ) -> None:
-        if max_running < 1 or max_waiting < 0:
-            raise ValueError("max_running must be >= 1 and max_waiting >= 0")
+        if max_running < 1 or max_waiting < 0 or prefill_step_size < 1:
+            raise ValueError("max_running and prefill_step_size must be >= 1, and max_waiting >= 0")
         explicit_sampling = _checked_defaults(default_sampling or {})
         self.model_path = model_path
         self.model_name = model_name or model_path
@@ -207,11 +207,12 @@ class MLXEngine:
     def from_pretrained(cls, model: str, *, dtype: str | None = None, **kwargs: Any) -> MLXEngine:
         """Load ``model``: a local mlx-lm directory, a Hugging Face id or a ``.gguf`` file.
 
-        Keyword arguments go to the constructor (``max_running``, ``max_waiting``,
+        Keyword arguments go to the constructor: ``max_running``, ``max_waiting``,
+        ``prefill_step_size`` (prompt tokens prefilled between two decode steps),
         ``prefix_cache_bytes``, ``context_length``, ``model_name``, ``default_sampling`` (sampling
         values for keys a request leaves out, over the model's ``generation_config.json``),
         ``generation_config`` (False ignores that file), ``graph_rewrites`` (True installs
-        ``smgpy.mlx.rewrite``'s exact rewrites of the forward pass; CPU only, off by default)).
+        ``smgpy.mlx.rewrite``'s exact rewrites of the forward pass; CPU only, off by default).
         """
         path, name = resolve_model(model, dtype=dtype)
         if kwargs.get("model_name") is None:
