@@ -212,36 +212,6 @@ async def _stall_point(engine: Any, long_prompt: int, seed: int) -> dict[str, An
     }
 
 
-def _bare_host_us(model_dir: str, batch_sizes: tuple[int, ...], steps: int = 60) -> dict[int, float]:
-    """CPU time of the calling thread per pipelined decode step of the bare model (building its
-    graph and queueing it): the part of any engine's host time that is the model's own."""
-    import mlx.core as mx
-    from mlx_lm import load
-    from mlx_lm.models.cache import make_prompt_cache
-
-    model, _ = load(model_dir)
-    out = {}
-    for b in batch_sizes:
-        cache = make_prompt_cache(model)
-        mx.eval(model(mx.full((b, 24), 5, dtype=mx.int32), cache=cache))
-        y = mx.full((b, 1), 7, dtype=mx.int32)
-
-        def step(y: Any, cache: Any = cache) -> Any:
-            return mx.argmax(model(y, cache=cache)[:, -1], axis=-1)[:, None]
-
-        for _ in range(5):
-            y = step(y)
-            mx.eval(y)
-        c0 = time.thread_time()
-        for _ in range(steps):
-            nxt = step(y)
-            mx.async_eval(nxt)
-            y.tolist()
-            y = nxt
-        out[b] = (time.thread_time() - c0) / steps * 1e6
-    return out
-
-
 def _chunk_ms(model_dir: str, chunk: int) -> float:
     """One prefill chunk of the bare model (batch 1), median of 5."""
     import mlx.core as mx
@@ -344,9 +314,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="smgpy-loop-"))
     try:
         model_dir = build_model(tmp / "model", args.shape, args.dtype, args.tokenizer)
-        bare = {b: r[1] for b, r in forward_step_rates(model_dir, CONCURRENCY).items()}
+        bare_host: dict[int, float] = {}
+        bare = {b: r[1] for b, r in forward_step_rates(model_dir, CONCURRENCY, host_us=bare_host).items()}
         chunk = _chunk_ms(str(model_dir), args.chunk)
-        bare_host = _bare_host_us(str(model_dir), CONCURRENCY)
         variants: dict[str, Path | None] = {"smgpy": None}
         if args.base is not None:
             variants["base"] = args.base.resolve()

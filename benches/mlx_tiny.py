@@ -99,11 +99,13 @@ def build_tiny_model(out: Path, seed: int) -> Path:
 
 
 def forward_step_rates(
-    model_dir: Path, batch_sizes: tuple[int, ...], steps: int = 40
+    model_dir: Path, batch_sizes: tuple[int, ...], steps: int = 40, host_us: dict[int, float] | None = None
 ) -> dict[int, tuple[float, float]]:
     """Tokens/s of the bare model's decode step (forward + argmax) at each batch size: evaluated
     one step at a time, and pipelined (the next step queued with ``mx.async_eval`` before the
-    current one is read, as mlx-lm's generators do), which bounds any server's tokens/s."""
+    current one is read, as mlx-lm's generators do), which bounds any server's tokens/s.
+    ``host_us`` receives the calling thread's CPU time per pipelined step (building and queueing
+    the model's graph), when given."""
     import mlx.core as mx
     from mlx_lm import load
     from mlx_lm.models.cache import make_prompt_cache
@@ -127,13 +129,15 @@ def forward_step_rates(
             mx.eval(y)
         synchronous = b * steps / (time.perf_counter() - t0)
         mx.async_eval(y)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         for _ in range(steps):
             nxt = step(y)
             mx.async_eval(nxt)
             y.tolist()
             y = nxt
         rates[b] = (synchronous, b * steps / (time.perf_counter() - t0))
+        if host_us is not None:
+            host_us[b] = (time.thread_time() - c0) / steps * 1e6
     return rates
 
 

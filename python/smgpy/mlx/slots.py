@@ -272,6 +272,10 @@ class SlotBatch:
         self.__init__(len(self.caches))  # type: ignore[misc]
 
 
+def _nbytes(caches: list[Any] | None) -> int:
+    return 0 if caches is None else sum(int(getattr(c, "nbytes", 0)) for c in caches)
+
+
 def _kv_of(cache: Any, length: int) -> tuple[mx.array | None, mx.array | None]:
     """The first ``length`` tokens' keys and values of a per-sequence cache (1 row)."""
     if length == 0 or cache.keys is None:
@@ -297,9 +301,7 @@ class MergeBatch:
 
     @property
     def nbytes(self) -> int:
-        if self.caches is None:
-            return 0
-        return sum(int(getattr(c, "nbytes", 0)) for c in self.caches)
+        return _nbytes(self.caches)
 
     def join(self, seq_caches: list[Any], length: int) -> int:
         merged = [type(c).merge([c]) for c in seq_caches]
@@ -352,9 +354,7 @@ class SingleBatch:
 
     @property
     def nbytes(self) -> int:
-        if self.caches is None:
-            return 0
-        return sum(int(getattr(c, "nbytes", 0)) for c in self.caches)
+        return _nbytes(self.caches)
 
     def join(self, seq_caches: list[Any], length: int) -> int:
         if self.caches is not None:
