@@ -132,7 +132,8 @@ def test_n_samples_share_one_prefill_and_each_equals_mlx_lm(engine: Any, referen
     before = engine.get_load()["prefilled_tokens"]
     got, _ = asyncio.run(generate(engine, prompt, 6, n=3))
     assert sorted(got) == [0, 1, 2] and all(v == reference(prompt, 6) for v in got.values())
-    assert engine.get_load()["prefilled_tokens"] - before <= len(prompt)
+    # The prompt up to its last token once, then that token as each sample's first input.
+    assert engine.get_load()["prefilled_tokens"] - before == len(prompt) - 1 + 3
 
 
 def test_seeded_sampling_is_the_same_alone_and_in_a_batch(engine: Any) -> None:

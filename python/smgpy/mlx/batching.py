@@ -470,6 +470,7 @@ class Scheduler:
                 self._setup(seq)
                 new_rows.append(row)
                 new_tokens.append(seq.tokens[-1])
+                self.prefilled_tokens += 1  # its last prompt token, the row's first input
         self._joining = []
         rows = len(self._rows)
         old = self._inputs
