@@ -48,15 +48,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mlx_tiny import TINY, forward_step_rates
+
 SHAPES: dict[str, dict[str, Any]] = {
-    "tiny": {
-        "num_hidden_layers": 2,
-        "hidden_size": 64,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "head_dim": 32,
-        "intermediate_size": 128,
-    },
+    "tiny": TINY,
     # SmolLM2-135M's own sizes.
     "135m": {
         "num_hidden_layers": 30,
@@ -307,9 +302,6 @@ def main() -> None:
         worker(args)
         return
     blas = _install_blas(args.cpu_blas)
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from mlx_tiny import forward_step_rates
 
     tmp = Path(tempfile.mkdtemp(prefix="smgpy-loop-"))
     try:
