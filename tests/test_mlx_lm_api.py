@@ -31,7 +31,12 @@ def test_every_upstream_name_the_engine_uses_resolves() -> None:
     assert mlx_lm_api.KVCache is cache.KVCache and mlx_lm_api.BatchKVCache is cache.BatchKVCache
     assert mlx_lm_api.create_causal_mask is base.create_causal_mask
     assert callable(mlx_lm_api.make_prompt_cache)
-    from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache  # noqa: F401
+    from mlx_lm.models.cache import (  # noqa: F401
+        can_trim_prompt_cache,
+        load_prompt_cache,
+        save_prompt_cache,
+        trim_prompt_cache,
+    )
 
     # What the engine's batches call on mlx-lm's cache classes (smgpy.mlx.slots).
     for cls in (cache.KVCache, cache.RotatingKVCache, cache.ArraysCache, cache.CacheList):

@@ -49,7 +49,8 @@ import mlx.core as mx
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.detokenize import TextDecoder
 from smgpy.mlx.mailbox import Mailbox
-from smgpy.mlx.prefix_cache import PrefixCache
+from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PLAIN, Hit, PrefixCache
+from smgpy.mlx.prefix_disk import DiskStore
 from smgpy.mlx.rewrite import Rewrites, rewrite_model
 from smgpy.mlx.sampling import SamplingParams, make_logits_processors, make_sampler
 from smgpy.mlx.slots import MergeBatch, SingleBatch, SlotBatch, can_merge, is_plain_kv
@@ -95,7 +96,7 @@ class Sequence:
     sampler: Any = None
     processors: list[Any] = field(default_factory=list)
     context: Any = None  # mx.array of the tokens fed so far, for rows with logits processors
-    prefetched: tuple[Any, int] | None = None  # the prefix cache's answer, once asked
+    prefetched: Hit | None = None  # the prefix cache's answer, once asked
 
 
 @dataclass(eq=False)
@@ -108,6 +109,10 @@ class _Prefill:
     shared: bool  # several groups in one left-padded batch
     width: int = 0
     pos: int = 0
+    start: int = 0  # prompt tokens the job's cache held when it began (a prefix-cache hit)
+    # Absolute prompt positions at which to snapshot the state for the prefix cache (models
+    # whose state cannot be trimmed back: see prefix_cache), ascending.
+    checkpoints: list[int] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -157,6 +162,7 @@ class Scheduler:
         prefix_cache_bytes: int,
         prefill_step_size: int = 512,
         graph_rewrites: bool = False,
+        prefix_disk: DiskStore | None = None,
     ) -> None:
         self._load = load
         self._graph_rewrites = graph_rewrites
@@ -165,7 +171,7 @@ class Scheduler:
         self._prefill_step = max(1, prefill_step_size)
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._waiting: deque[list[Sequence]] = deque()
-        self._cache = PrefixCache(prefix_cache_bytes)
+        self._cache = PrefixCache(prefix_cache_bytes, disk=prefix_disk)
         self._lock = threading.Lock()
         self.pending = 0  # submitted, not admitted yet (guarded by _lock)
         self.running = 0  # admitted: prefilling, ready or decoding
@@ -212,8 +218,7 @@ class Scheduler:
             "num_used_tokens": used,
             "max_running_requests": self.max_running,
             "cache_hit_rate": cache.hits / cache.queries if cache.queries else 0.0,
-            "prefix_cache_bytes": cache.nbytes,
-            "prefix_cache_entries": len(cache),
+            **cache.stats(),
             "prefilled_tokens": self.prefilled_tokens,
         }
 
@@ -288,7 +293,10 @@ class Scheduler:
         while True:
             self._flush()
             idle = step is None and self._prefill is None and not self._joining and not self._waiting
-            if not self._drain(block=idle and not any(self._rows)):
+            block = idle and not any(self._rows)
+            if block and self._cache.write_pending():
+                block = False  # one disk write per idle turn, then look at the inbox again
+            if not self._drain(block=block):
                 break
             t0 = time.perf_counter()
             try:
@@ -326,7 +334,8 @@ class Scheduler:
             self._finish(seq, gone, "")
         self._flush()
         self._clear_state()
-        self._cache.clear()
+        self._cache.flush_writes()
+        self._cache.release()
         self.model = None
         gc.collect()
         mx.synchronize(self._stream)
@@ -449,7 +458,7 @@ class Scheduler:
             arrays = [a for c in caches for a in _cache_arrays(c)]
             if arrays:
                 mx.async_eval(arrays)  # type: ignore[no-untyped-call]  # releases the batch's buffers
-                self._cache.insert(known, caches)
+                self._cache.insert(known, caches, prompt_len=len(seq.tokens))
 
     def _join(self) -> None:
         """Place prefilled sequences in free rows; each one's last prompt token is its first input."""
@@ -509,14 +518,20 @@ class Scheduler:
             self.pending -= 1
         self.running += len(group)
         tokens = group[0].tokens
-        cache, cached = self._fetch(group)
+        hit = self._fetch(group)
+        cache, cached = hit.cache, hit.cached
         group[0].prefetched = None  # the copy now belongs to the job
         for seq in group:
             seq.cached_tokens = cached
         if cache is not None or self.mode != "slots":
             cache = cache or mlx_lm_api.make_prompt_cache(self.model)
             run = tokens[cached:-1]
-            self._prefill = _Prefill([group], [run], cache, shared=False, width=len(run))
+            checkpoints: list[int] = []
+            if self.mode != "slots" and self._cache.enabled:
+                block = self._cache.checkpoint_block
+                marks = set(hit.checkpoints) | set(range(block, len(tokens) - 1, block))
+                checkpoints = sorted(p for p in marks if cached < p < len(tokens) - 1)
+            self._prefill = _Prefill([group], [run], cache, False, len(run), start=cached, checkpoints=checkpoints)
             return
         groups, runs = [group], [tokens[:-1]]
         free -= len(group)
@@ -525,7 +540,7 @@ class Scheduler:
             width = max(max(len(r) for r in runs), len(nxt[0].tokens) - 1)
             if len(nxt) > free or (len(groups) + 1) * width > max(self._prefill_step, 2 * width):
                 break
-            if self._fetch(nxt)[0] is not None:
+            if self._fetch(nxt).cache is not None:
                 break  # a hit is prefilled on its own, from its cached prefix
             self._waiting.popleft()
             with self._lock:
@@ -543,7 +558,7 @@ class Scheduler:
         caches = [mlx_lm_api.BatchKVCache(pads) for _ in self.batch.caches]
         self._prefill = _Prefill(groups, runs, caches, shared=True, width=width)
 
-    def _fetch(self, group: list[Sequence]) -> tuple[Any, int]:
+    def _fetch(self, group: list[Sequence]) -> Hit:
         """The prefix cache's copy for the group's prompt and its length, asked once per request."""
         seq = group[0]
         if seq.prefetched is None:
@@ -568,6 +583,8 @@ class Scheduler:
                     for run, pad in zip(job.runs, pads, strict=True)
                 ]
             else:
+                if job.checkpoints:  # stop at the next snapshot point
+                    end = min(end, job.checkpoints[0] - job.start)
                 chunk = [job.runs[0][job.pos : end]]
             if self.rewrites is not None:
                 self.rewrites.reserve_positions(max(len(g[0].tokens) for g in job.groups) + 2)
@@ -575,12 +592,21 @@ class Scheduler:
             mx.async_eval([_cache_arrays(c) for c in job.caches])  # type: ignore[no-untyped-call]
             self.prefilled_tokens += sum(min(end, len(r)) - min(job.pos, len(r)) for r in job.runs)
             job.pos = end
+            if job.checkpoints and job.start + end >= job.checkpoints[0]:
+                at = job.checkpoints.pop(0)
+                tier = TIER_BLOCK if at % self._cache.checkpoint_block == 0 else TIER_PLAIN
+                self._cache.checkpoint(job.groups[0][0].tokens[:at], job.caches, tier=tier)
         if not job.finished:
             return
         self._prefill = None
         if not job.shared:
             group = job.groups[0]
-            self._joining.append((group, job.caches, len(group[0].tokens) - 1))
+            tokens = group[0].tokens
+            if self.mode != "slots" and job.width > 0:
+                # The end of the prompt: the next turn of an agent diverges inside this turn's
+                # answer, and an untrimmable state can only be reused from a snapshot before it.
+                self._cache.checkpoint(tokens[:-1], job.caches, tier=TIER_PLAIN)
+            self._joining.append((group, job.caches, len(tokens) - 1))
             return
         for i, group in enumerate(job.groups):
             length = len(job.runs[i])

@@ -21,6 +21,7 @@ from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.batching import Outlet, Scheduler, Sequence
 from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids
 from smgpy.mlx.mailbox import Mailboxes
+from smgpy.mlx.prefix_disk import DiskStore, model_identity
 from smgpy.mlx.sampling import SamplingParams
 from smgpy.mlx.structured import StructuredOutput
 
@@ -29,6 +30,7 @@ __all__ = ["MLXEngine", "resolve_model"]
 log = logging.getLogger("smgpy.mlx")
 
 DEFAULT_PREFIX_CACHE_BYTES = 2 << 30
+DEFAULT_PREFIX_CACHE_DISK_BYTES = 8 << 30
 
 
 # Prompts up to this many characters are encoded on the event loop (well under a millisecond).
@@ -141,6 +143,8 @@ class MLXEngine:
         max_running: int = 32,
         max_waiting: int = 64,
         prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
+        prefix_cache_dir: str | None = None,
+        prefix_cache_disk_bytes: int = DEFAULT_PREFIX_CACHE_DISK_BYTES,
         context_length: int | None = None,
         prefill_step_size: int = 512,
         default_sampling: dict[str, float] | None = None,
@@ -163,12 +167,16 @@ class MLXEngine:
             self._config = config
             return model, tok
 
+        disk = None
+        if prefix_cache_dir and prefix_cache_bytes > 0:
+            disk = DiskStore(prefix_cache_dir, model_identity(model_path), prefix_cache_disk_bytes)
         self._sched = Scheduler(
             load,
             max_running=max_running,
             prefix_cache_bytes=prefix_cache_bytes,
             prefill_step_size=prefill_step_size,
             graph_rewrites=graph_rewrites,
+            prefix_disk=disk,
         )
         self._thread = threading.Thread(target=self._sched.run, name="smgpy-mlx", daemon=True)
         self._thread.start()
@@ -209,10 +217,12 @@ class MLXEngine:
 
         Keyword arguments go to the constructor: ``max_running``, ``max_waiting``,
         ``prefill_step_size`` (prompt tokens prefilled between two decode steps),
-        ``prefix_cache_bytes``, ``context_length``, ``model_name``, ``default_sampling`` (sampling
-        values for keys a request leaves out, over the model's ``generation_config.json``),
-        ``generation_config`` (False ignores that file), ``graph_rewrites`` (True installs
-        ``smgpy.mlx.rewrite``'s exact rewrites of the forward pass; CPU only, off by default).
+        ``prefix_cache_bytes``, ``prefix_cache_dir`` (a directory that keeps prefix-cache entries
+        across restarts) and ``prefix_cache_disk_bytes`` (its bound), ``context_length``,
+        ``model_name``, ``default_sampling`` (sampling values for keys a request leaves out, over
+        the model's ``generation_config.json``), ``generation_config`` (False ignores that file),
+        ``graph_rewrites`` (True installs ``smgpy.mlx.rewrite``'s exact rewrites of the forward
+        pass; CPU only, off by default).
         """
         path, name = resolve_model(model, dtype=dtype)
         if kwargs.get("model_name") is None:

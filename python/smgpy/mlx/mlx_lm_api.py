@@ -3,10 +3,12 @@
 The engine runs its own batching loop (:mod:`smgpy.mlx.batching`) on mlx-lm's public parts:
 model loading, the model classes, their cache classes (``make_prompt_cache``, ``KVCache``,
 ``BatchKVCache`` and each cache's ``merge`` / ``extend`` / ``filter`` / ``extract``), the mask
-helper the attention layers call (``create_causal_mask``), the prompt cache (``LRUPromptCache``)
-and the sampling functions. Everything it uses beyond mlx-lm's documented top-level functions is
-resolved here, once, so a change upstream fails in one place with a message naming what moved
-(:class:`MLXLMUnsupported`), and ``tests/test_mlx_lm_api.py`` fails when any of it disappears.
+helper the attention layers call (``create_causal_mask``), the prompt-cache helpers
+(``can_trim_prompt_cache``, ``trim_prompt_cache``, and ``save_prompt_cache`` /
+``load_prompt_cache`` for the disk tier) and the sampling functions. Everything it uses beyond
+mlx-lm's documented top-level functions is resolved here, once, so a change upstream fails in
+one place with a message naming what moved (:class:`MLXLMUnsupported`), and
+``tests/test_mlx_lm_api.py`` fails when any of it disappears.
 
 Supported: the mlx-lm versions in ``pyproject.toml`` (tested by ``scripts/mlx_lm_compat.sh``
 against the oldest and newest release, and against mlx-lm's main branch when it can be fetched).
@@ -26,11 +28,12 @@ from mlx_lm.utils import load as _load
 __all__ = [
     "BatchKVCache",
     "KVCache",
-    "LRUPromptCache",
     "MLXLMUnsupported",
     "can_trim_prompt_cache",
     "create_causal_mask",
     "trim_prompt_cache",
+    "load_prompt_cache",
+    "save_prompt_cache",
     "apply_min_p",
     "apply_top_k",
     "apply_top_p",
@@ -71,9 +74,10 @@ make_prompt_cache: Callable[..., list[Any]] = _require(_cache, "make_prompt_cach
 KVCache: Any = _require(_cache, "KVCache", "mlx_lm.models.cache")
 BatchKVCache: Any = _require(_cache, "BatchKVCache", "mlx_lm.models.cache")
 create_causal_mask: Callable[..., Any] = _require(_base, "create_causal_mask", "mlx_lm.models.base")
-LRUPromptCache: Any = _require(_cache, "LRUPromptCache", "mlx_lm.models.cache")
 can_trim_prompt_cache: Callable[[list[Any]], bool] = _require(_cache, "can_trim_prompt_cache", "mlx_lm.models.cache")
 trim_prompt_cache: Callable[[list[Any], int], int] = _require(_cache, "trim_prompt_cache", "mlx_lm.models.cache")
+save_prompt_cache: Callable[..., None] = _require(_cache, "save_prompt_cache", "mlx_lm.models.cache")
+load_prompt_cache: Callable[..., Any] = _require(_cache, "load_prompt_cache", "mlx_lm.models.cache")
 apply_top_k: Callable[[mx.array, int], mx.array] = _require(_sample_utils, "apply_top_k", "mlx_lm.sample_utils")
 apply_top_p: Callable[[mx.array, float], mx.array] = _require(_sample_utils, "apply_top_p", "mlx_lm.sample_utils")
 apply_min_p: Callable[[mx.array, float], mx.array] = _require(_sample_utils, "apply_min_p", "mlx_lm.sample_utils")
