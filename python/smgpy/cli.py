@@ -64,6 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--prefix-cache-bytes", type=parse_bytes, default="2G", help="prefix KV cache budget, e.g. 512M (0 disables)"
     )
     s.add_argument(
+        "--prefix-cache-dir",
+        help="keep prefix-cache entries in this directory too, so a restarted server reuses them "
+        "(off by default; entries are keyed by the model's identity)",
+    )
+    s.add_argument(
+        "--prefix-cache-disk-bytes",
+        type=parse_bytes,
+        default="8G",
+        help="size bound of --prefix-cache-dir, least recently used entries go first (default: 8G)",
+    )
+    s.add_argument(
         "--default-max-tokens",
         type=int,
         default=8192,
@@ -229,6 +240,8 @@ def _serve(args: argparse.Namespace) -> int:
         max_waiting=args.max_waiting,
         prefill_step_size=args.prefill_step_size,
         prefix_cache_bytes=args.prefix_cache_bytes,
+        prefix_cache_dir=args.prefix_cache_dir,
+        prefix_cache_disk_bytes=args.prefix_cache_disk_bytes,
         context_length=args.context_length,
         model_name=args.served_model_name,
         default_sampling={k: v for k, v in defaults.items() if v is not None},
