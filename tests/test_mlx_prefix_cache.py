@@ -192,3 +192,43 @@ def test_disk_tier_is_byte_bounded(built: dict[str, Path], tmp_path_factory: pyt
         eng.shutdown()
     total = sum(f.stat().st_size for f in store.rglob("*.safetensors"))
     assert 0 < total <= 200_000
+
+
+def test_disk_files_are_mlx_lm_prompt_cache_files(tmp_path: Path) -> None:
+    """The writer thread's files load with mlx-lm's ``load_prompt_cache`` into the state mlx-lm's own
+    ``save_prompt_cache`` round-trips: float32 and bfloat16 keys, a rotated window, recurrent state
+    with ``None`` slots."""
+    mx = pytest.importorskip("mlx.core")
+    from mlx.utils import tree_flatten
+    from mlx_lm.models.cache import ArraysCache, KVCache, RotatingKVCache, load_prompt_cache, save_prompt_cache
+    from smgpy.mlx.prefix_disk import DiskStore
+
+    kv = KVCache()
+    kv.update_and_fetch(mx.random.normal((1, 2, 5, 4)), mx.random.normal((1, 2, 5, 4)))
+    half = KVCache()
+    half.update_and_fetch(*(mx.random.normal((1, 2, 3, 4)).astype(mx.bfloat16) for _ in range(2)))
+    rot = RotatingKVCache(max_size=4)
+    for _ in range(6):
+        rot.update_and_fetch(mx.random.normal((1, 1, 1, 4)), mx.random.normal((1, 1, 1, 4)))
+    arrays = ArraysCache(2)
+    arrays[0] = mx.random.normal((1, 3))
+    cache = [kv, half, rot, arrays]
+
+    store = DiskStore(tmp_path / "ours", "0" * 64, 1 << 30)
+    job = store.submit(list(range(5)), 5, False, cache)
+    store.wait(30)
+    assert job.entry is not None
+    ours = load_prompt_cache(str(store.dir / f"{job.key}.safetensors"))
+    save_prompt_cache(str(tmp_path / "ref.safetensors"), cache)
+    ref = load_prompt_cache(str(tmp_path / "ref.safetensors"))
+
+    assert [type(c) for c in ours] == [type(c) for c in ref]
+    for a, b in zip(ours, ref, strict=True):
+        fa, fb = tree_flatten(a.state), tree_flatten(b.state)
+        assert [k for k, _ in fa] == [k for k, _ in fb]
+        for (_, x), (_, y) in zip(fa, fb, strict=True):
+            if isinstance(x, mx.array):
+                assert x.dtype == y.dtype and x.shape == y.shape and mx.array_equal(x, y).item()
+            else:
+                assert x == y
+    assert ours[2].offset == rot.offset and ours[2]._idx == rot._idx

@@ -293,10 +293,10 @@ class Scheduler:
         while True:
             self._flush()
             idle = step is None and self._prefill is None and not self._joining and not self._waiting
+            now = time.monotonic()
+            self._cache.service(now)
             block = idle and not any(self._rows)
-            if block and self._cache.write_pending():
-                block = False  # one disk write per idle turn, then look at the inbox again
-            if not self._drain(block=block):
+            if not self._drain(block=block, timeout=self._cache.next_service_in(now) if block else None):
                 break
             t0 = time.perf_counter()
             try:
@@ -361,11 +361,12 @@ class Scheduler:
         if self.batch is not None:
             self.batch.reset()
 
-    def _drain(self, block: bool) -> bool:
-        """Apply inbox commands; return False on shutdown. Blocks only when there is no work."""
+    def _drain(self, block: bool, timeout: float | None = None) -> bool:
+        """Apply inbox commands; return False on shutdown. Blocks (up to ``timeout``, when given)
+        only when there is no work."""
         while True:
             try:
-                cmd, arg = self._inbox.get() if block else self._inbox.get_nowait()
+                cmd, arg = self._inbox.get(timeout=timeout) if block else self._inbox.get_nowait()
             except queue.Empty:
                 return True
             block = False

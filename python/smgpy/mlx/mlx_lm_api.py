@@ -4,8 +4,8 @@ The engine runs its own batching loop (:mod:`smgpy.mlx.batching`) on mlx-lm's pu
 model loading, the model classes, their cache classes (``make_prompt_cache``, ``KVCache``,
 ``BatchKVCache`` and each cache's ``merge`` / ``extend`` / ``filter`` / ``extract``), the mask
 helper the attention layers call (``create_causal_mask``), the prompt-cache helpers
-(``can_trim_prompt_cache``, ``trim_prompt_cache``, and ``save_prompt_cache`` /
-``load_prompt_cache`` for the disk tier) and the sampling functions. Everything it uses beyond
+(``can_trim_prompt_cache``, ``trim_prompt_cache``, and ``load_prompt_cache`` for the disk
+tier) and the sampling functions. Everything it uses beyond
 mlx-lm's documented top-level functions is resolved here, once, so a change upstream fails in
 one place with a message naming what moved (:class:`MLXLMUnsupported`), and
 ``tests/test_mlx_lm_api.py`` fails when any of it disappears.
@@ -33,7 +33,6 @@ __all__ = [
     "create_causal_mask",
     "trim_prompt_cache",
     "load_prompt_cache",
-    "save_prompt_cache",
     "apply_min_p",
     "apply_top_k",
     "apply_top_p",
@@ -76,7 +75,6 @@ BatchKVCache: Any = _require(_cache, "BatchKVCache", "mlx_lm.models.cache")
 create_causal_mask: Callable[..., Any] = _require(_base, "create_causal_mask", "mlx_lm.models.base")
 can_trim_prompt_cache: Callable[[list[Any]], bool] = _require(_cache, "can_trim_prompt_cache", "mlx_lm.models.cache")
 trim_prompt_cache: Callable[[list[Any], int], int] = _require(_cache, "trim_prompt_cache", "mlx_lm.models.cache")
-save_prompt_cache: Callable[..., None] = _require(_cache, "save_prompt_cache", "mlx_lm.models.cache")
 load_prompt_cache: Callable[..., Any] = _require(_cache, "load_prompt_cache", "mlx_lm.models.cache")
 apply_top_k: Callable[[mx.array, int], mx.array] = _require(_sample_utils, "apply_top_k", "mlx_lm.sample_utils")
 apply_top_p: Callable[[mx.array, float], mx.array] = _require(_sample_utils, "apply_top_p", "mlx_lm.sample_utils")

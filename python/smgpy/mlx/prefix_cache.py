@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import itertools
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from smgpy.mlx.mlx_lm_api import can_trim_prompt_cache, trim_prompt_cache
-from smgpy.mlx.prefix_disk import DiskEntry, DiskStore
+from smgpy.mlx.prefix_disk import DiskEntry, DiskStore, WriteJob
 
 __all__ = ["Hit", "PrefixCache"]
 
@@ -51,9 +52,14 @@ TIER_BLOCK = 0
 TIER_PLAIN = 1
 TIER_PINNED = 2
 
-# Untrimmable entries written to disk wait here for an idle turn; a burst beyond this drops the
-# oldest (they stay in memory, only their disk copy is skipped).
+# An entry goes to disk once it has stood this long without being superseded: an agent's turns
+# follow each other quickly, and each one's entry replaces the last (a dense model's state
+# covers every prefix of itself), so most of them never need writing.
+_WRITE_DELAY_S = 1.0
+# Entries waiting for their delay; a burst beyond this skips the oldest ones' disk copies.
 _MAX_PENDING_WRITES = 16
+# States handed to the writer thread at once (each keeps its buffers alive until written).
+_MAX_IN_FLIGHT = 2
 
 
 @dataclass(eq=False)
@@ -66,6 +72,8 @@ class _Entry:
     tier: int
     used: int
     disk: DiskEntry | None = None
+    job: WriteJob | None = None  # its disk write, while in flight
+    born: float = 0.0
 
 
 @dataclass
@@ -107,7 +115,7 @@ class PrefixCache:
         self._disk = disk
         self._entries: list[_Entry] = []
         self._clock = itertools.count(1)
-        self._pending: deque[_Entry] = deque()
+        self._pending: deque[_Entry] = deque()  # waiting for their write delay
         self.hits = 0
         self.queries = 0
         self.cached_tokens = 0  # prompt tokens served from the cache, summed
@@ -233,7 +241,7 @@ class PrefixCache:
                 # A trimmable entry serves every prefix of itself: shorter ones are redundant.
                 tier = max(tier, e.tier)
                 self._drop(e)
-        entry = _Entry(key, prompt_len, cache, nbytes, trimmable, tier, next(self._clock))
+        entry = _Entry(key, prompt_len, cache, nbytes, trimmable, tier, next(self._clock), born=time.monotonic())
         self._entries.append(entry)
         if self._disk is not None and tier != TIER_BLOCK:
             self._pending.append(entry)
@@ -282,27 +290,57 @@ class PrefixCache:
 
     # ----- disk -----
 
-    def write_pending(self) -> bool:
-        """Write one waiting entry to disk; called on idle turns. True when one was written."""
+    def service(self, now: float) -> None:
+        """Hand due entries to the disk writer and take in finished writes (MLX thread, each turn)."""
+        disk = self._disk
+        if disk is None:
+            return
+        for job in disk.completed():
+            self._written(job)
+        while self._pending and disk.in_flight < _MAX_IN_FLIGHT:
+            e = self._pending[0]
+            if now - e.born < _WRITE_DELAY_S:
+                break
+            self._pending.popleft()
+            if e.cache is not None and e in self._entries:
+                e.job = disk.submit(e.tokens.tolist(), e.prompt_len, e.trimmable, e.cache)
+
+    def next_service_in(self, now: float) -> float | None:
+        """Seconds until ``service`` has work (None: none), so an idle loop knows when to wake."""
         if self._disk is None:
-            return False
+            return None
+        if self._disk.in_flight:
+            return 0.05
+        if self._pending:
+            return max(0.0, _WRITE_DELAY_S - (now - self._pending[0].born))
+        return None
+
+    def _written(self, job: WriteJob) -> None:
+        owner = next((e for e in self._entries if e.job is job), None)
+        if owner is None:  # superseded or evicted while being written
+            if job.entry is not None and self._disk is not None:
+                self._disk.remove(job.entry)
+            return
+        owner.job = None
+        owner.disk = job.entry
+        if self._disk is None or job.entry is None:
+            return
+        for gone in self._disk.enforce_bound(keep=job.entry):
+            for other in [x for x in self._entries if x.disk is gone]:
+                other.disk = None
+                if other.cache is None:
+                    self._entries.remove(other)
+
+    def flush_writes(self, timeout: float = 60.0) -> None:
+        """Write every waiting entry now and wait for the writer (at shutdown)."""
+        if self._disk is None:
+            return
         while self._pending:
             e = self._pending.popleft()
-            if e.cache is None or e not in self._entries:
-                continue
-            e.disk = self._disk.write(e.tokens.tolist(), e.prompt_len, e.trimmable, e.cache)
-            for gone in self._disk.enforce_bound(keep=e.disk):
-                for other in [x for x in self._entries if x.disk is gone]:
-                    other.disk = None
-                    if other.cache is None:
-                        self._entries.remove(other)
-            return True
-        return False
-
-    def flush_writes(self) -> None:
-        """Write every waiting entry (at shutdown)."""
-        while self.write_pending():
-            pass
+            if e.cache is not None and e in self._entries:
+                e.job = self._disk.submit(e.tokens.tolist(), e.prompt_len, e.trimmable, e.cache)
+        for job in self._disk.wait(timeout):
+            self._written(job)
 
     def release(self) -> None:
         """Drop what is held in memory (at shutdown); files on disk stay for the next start."""
