@@ -232,3 +232,39 @@ def test_disk_files_are_mlx_lm_prompt_cache_files(tmp_path: Path) -> None:
             else:
                 assert x == y
     assert ours[2].offset == rot.offset and ours[2]._idx == rot._idx
+
+
+@pytest.mark.parametrize("name", ("llama", "mamba2"))
+def test_a_cache_key_keeps_its_prefix_ahead_of_plain_entries(
+    name: str, built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Under a byte budget that holds two conversations, a keyed one outlives later plain ones."""
+    path = model_dir(built, name, tmp_path_factory)
+    keyed = ids(50, seed=30)
+
+    def play(pin: bool) -> int:
+        probe = engine(path)
+        run(probe, ids(50, seed=31), 4)
+        one = probe._sched._cache.nbytes  # what one finished conversation holds
+        probe.shutdown()
+        eng = engine(path, prefix_cache_bytes=int(2.5 * one))
+        try:
+            obj = GenerateReqInput(
+                input_ids=keyed, sampling_params={"temperature": 0, "max_new_tokens": 4, "ignore_eos": True}
+            )
+            if pin:
+                obj.prompt_cache_key = "session-1"  # type: ignore[attr-defined]
+            asyncio.run(_drain(eng, obj))
+            for seed in range(32, 36):
+                run(eng, ids(50, seed=seed), 4)
+            return run(eng, keyed + ids(10, seed=40), 4)[1]
+        finally:
+            eng.shutdown()
+
+    assert play(pin=False) == 0, "the control: plain entries push the first conversation out"
+    assert play(pin=True) >= len(keyed) - 1
+
+
+async def _drain(eng: Any, obj: Any) -> None:
+    async for _ in eng.generate_request(obj):
+        pass

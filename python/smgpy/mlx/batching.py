@@ -49,7 +49,7 @@ import mlx.core as mx
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.detokenize import TextDecoder
 from smgpy.mlx.mailbox import Mailbox
-from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PLAIN, Hit, PrefixCache
+from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PINNED, TIER_PLAIN, Hit, PrefixCache
 from smgpy.mlx.prefix_disk import DiskStore
 from smgpy.mlx.rewrite import Rewrites, rewrite_model
 from smgpy.mlx.sampling import SamplingParams, make_logits_processors, make_sampler
@@ -88,6 +88,8 @@ class Sequence:
     top_logprobs: int | None  # None: no logprobs asked
     with_index: bool
     matcher: Any = None  # smgpy._native.GrammarMatcher when the request asked for structured output
+    pin: bool = False  # the client asked to keep this prefix (a cache key or breakpoints)
+    breakpoints: list[int] = field(default_factory=list)  # prompt positions the client marked
     generated: int = 0
     cached_tokens: int = 0
     done: bool = False
@@ -459,7 +461,8 @@ class Scheduler:
             arrays = [a for c in caches for a in _cache_arrays(c)]
             if arrays:
                 mx.async_eval(arrays)  # type: ignore[no-untyped-call]  # releases the batch's buffers
-                self._cache.insert(known, caches, prompt_len=len(seq.tokens))
+                tier = TIER_PINNED if seq.pin else TIER_PLAIN
+                self._cache.insert(known, caches, prompt_len=len(seq.tokens), tier=tier)
 
     def _join(self) -> None:
         """Place prefilled sequences in free rows; each one's last prompt token is its first input."""
@@ -530,7 +533,7 @@ class Scheduler:
             checkpoints: list[int] = []
             if self.mode != "slots" and self._cache.enabled:
                 block = self._cache.checkpoint_block
-                marks = set(hit.checkpoints) | set(range(block, len(tokens) - 1, block))
+                marks = set(hit.checkpoints) | set(range(block, len(tokens) - 1, block)) | set(group[0].breakpoints)
                 checkpoints = sorted(p for p in marks if cached < p < len(tokens) - 1)
             self._prefill = _Prefill([group], [run], cache, False, len(run), start=cached, checkpoints=checkpoints)
             return
@@ -595,7 +598,13 @@ class Scheduler:
             job.pos = end
             if job.checkpoints and job.start + end >= job.checkpoints[0]:
                 at = job.checkpoints.pop(0)
-                tier = TIER_BLOCK if at % self._cache.checkpoint_block == 0 else TIER_PLAIN
+                lead = job.groups[0][0]
+                if at in lead.breakpoints:
+                    tier = TIER_PINNED
+                elif at % self._cache.checkpoint_block == 0:
+                    tier = TIER_BLOCK
+                else:
+                    tier = TIER_PLAIN
                 self._cache.checkpoint(job.groups[0][0].tokens[:at], job.caches, tier=tier)
         if not job.finished:
             return
@@ -606,7 +615,7 @@ class Scheduler:
             if self.mode != "slots" and job.width > 0:
                 # The end of the prompt: the next turn of an agent diverges inside this turn's
                 # answer, and an untrimmable state can only be reused from a snapshot before it.
-                self._cache.checkpoint(tokens[:-1], job.caches, tier=TIER_PLAIN)
+                self._cache.checkpoint(tokens[:-1], job.caches, tier=TIER_PINNED if group[0].pin else TIER_PLAIN)
             self._joining.append((group, job.caches, len(tokens) - 1))
             return
         for i, group in enumerate(job.groups):

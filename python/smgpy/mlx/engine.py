@@ -309,6 +309,13 @@ class MLXEngine:
         top = int(getattr(obj, "top_logprobs_num", 0) or 0) if logprobs else None
         grammar = await self._structured.grammar(requested)
 
+        # Client cache hints: a `prompt_cache_key` (OpenAI) or `cache_control` breakpoints
+        # (Anthropic) keep this request's prefix-cache entries ahead of plain ones; breakpoints are
+        # also where an untrimmable model's state is snapshotted.
+        pin = bool(getattr(obj, "prompt_cache_key", None)) or bool(getattr(obj, "cache_breakpoints", None))
+        breakpoints = sorted(
+            {int(p) for p in getattr(obj, "cache_breakpoints", None) or () if 0 < int(p) < len(tokens)}
+        )
         q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         outlet = Outlet(self._mailboxes.for_running_loop(), q)
         group = [
@@ -324,6 +331,8 @@ class MLXEngine:
                 top_logprobs=top,
                 with_index=params.n > 1,
                 matcher=None if grammar is None else grammar.matcher(),
+                pin=pin,
+                breakpoints=breakpoints,
             )
             for i in range(params.n)
         ]
