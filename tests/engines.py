@@ -182,3 +182,42 @@ __all__ = [
     "ScriptedEngine",
     "TokenizingEngine",
 ]
+
+
+class HashEmbeddingEngine(ScriptedEngine):
+    """A chat engine that also embeds: each text's vector counts its characters by code point
+    modulo ``dim`` (unit length), so equal texts give equal vectors and tests can compute them.
+    Answers in sglang's list-of-dicts shape with ``prompt_tokens`` = words of the text; token-id
+    inputs count their ids. ``matryoshka_dimensions`` as given."""
+
+    embedding_model_name = "hash-embed"
+
+    def __init__(self, dim: int = 8, *, matryoshka: list[int] | None = None, max_tokens: int | None = 16) -> None:
+        super().__init__()
+        self.embedding_dimensions = dim
+        self.matryoshka_dimensions = matryoshka or []
+        self.embedding_max_tokens = max_tokens
+        self.embed_requests: list[Any] = []
+
+    @staticmethod
+    def vector(items: Any, dim: int) -> list[float]:
+        v = [0.0] * dim
+        for x in items:
+            v[(ord(x) if isinstance(x, str) else int(x)) % dim] += 1.0
+        norm = sum(c * c for c in v) ** 0.5 or 1.0
+        return [c / norm for c in v]
+
+    async def embed_request(self, obj: Any) -> list[dict[str, Any]]:
+        self.embed_requests.append(obj)
+        await asyncio.sleep(0)
+        if obj.text is not None:
+            if any("refuse" in t for t in obj.text):
+                raise EngineRequestError("this engine refuses texts that say refuse")
+            return [
+                {"embedding": self.vector(t, self.embedding_dimensions), "meta_info": {"prompt_tokens": len(t.split())}}
+                for t in obj.text
+            ]
+        return [
+            {"embedding": self.vector(ids, self.embedding_dimensions), "meta_info": {"prompt_tokens": len(ids)}}
+            for ids in obj.input_ids
+        ]

@@ -18,7 +18,14 @@ from smgpy._native import (
     reasoning_parser_for_model,
     tool_parser_for_model,
 )
-from smgpy.engine import ContextLengthExceeded, Engine, EngineOverloaded, EngineRequestError, GenerateReqInput
+from smgpy.engine import (
+    ContextLengthExceeded,
+    EmbeddingReqInput,
+    Engine,
+    EngineOverloaded,
+    EngineRequestError,
+    GenerateReqInput,
+)
 from smgpy.server import serve_oai, serve_oai_async
 
 __version__: str = _native.__version__
@@ -26,6 +33,7 @@ __version__: str = _native.__version__
 __all__ = [
     "ChatTemplate",
     "ContextLengthExceeded",
+    "EmbeddingReqInput",
     "Engine",
     "EngineOverloaded",
     "EngineRequestError",

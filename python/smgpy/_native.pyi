@@ -11,6 +11,7 @@ __all__ = [
     "ChatTemplate",
     "Decoder",
     "Doorbell",
+    "EmbedSink",
     "FailKind",
     "Grammar",
     "GrammarError",
@@ -342,6 +343,16 @@ class OutputSink:
         """Whether the HTTP side of this request is gone."""
 
 @final
+class EmbedSink:
+    """Receives one embedding request's vectors from its Python pump task (created by the server)."""
+
+    def done(self, data: bytes, rows: int, dim: int, prompt_tokens: int | None = None) -> None:
+        """The vectors: `rows * dim` little-endian f32 values in `data`, row after row; `prompt_tokens`
+        is the engine's own count of the tokens it read, if it keeps one."""
+    def fail(self, kind: FailKind, message: str) -> None:
+        """The request failed: `kind` picks the answer (400, 429 or 500), `message` is shown."""
+
+@final
 class Doorbell:
     """Wakes an asyncio loop from another thread without releasing the GIL: the loop watches
     `fileno()`; a producer queues its work, then calls `ring()`; the reader calls `take()`, then
@@ -435,6 +446,11 @@ class Server:
         http_threads: int = 1,
         default_max_tokens: int | None = None,
         max_connections_per_client: int = 256,
+        embedding_model_name: str | None = None,
+        embedding_dimensions: int | None = None,
+        embedding_max_tokens: int | None = None,
+        embedding_tokenizer: Any | None = None,
+        matryoshka_dimensions: list[int] = ...,
     ) -> Server: ...
     @property
     def parsers(self) -> tuple[str | None, str | None]:
@@ -445,6 +461,8 @@ class Server:
         """Hand engine outputs to the HTTP side once per turn of the loop whose `call_soon` this is."""
     def take_work(self) -> tuple[list[tuple[str, dict[str, Any], OutputSink]], list[str], list[str]]:
         """Queued work: new requests `(rid, fields, sink)`, cancelled rids, rids whose full sink has room."""
+    def take_embeds(self) -> list[tuple[str, dict[str, Any], EmbedSink]]:
+        """Queued embedding requests `(rid, fields, sink)` (call right after `take_work`)."""
     def start(self) -> tuple[str, int]:
         """Bind and start serving in the background; returns the bound `(host, port)`."""
     @property

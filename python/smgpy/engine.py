@@ -66,6 +66,29 @@ Two attributes move work from the engine to the server:
   A group is aborted (``abort_request(rid)``) once every choice has finished or gone, if one of
   them went early (a client disconnect, a stop string).
 
+Embeddings
+----------
+An engine that serves an embedding model defines ``async def embed_request(obj)``; ``/v1/embeddings``
+is then on (without it that route answers 400, saying that the server serves no embedding model).
+``obj`` is an :class:`EmbeddingReqInput`, with sglang's ``EmbeddingReqInput`` field names: ``rid``, and
+``text`` (a list of str) or ``input_ids`` (a list of lists of int, without special tokens: the engine
+adds its model's own), one item per input of the request. The coroutine returns one vector per
+input, in order: a 2-D array (anything with ``shape``, ``astype`` and ``tobytes``, e.g. NumPy's) or a
+list whose items are vectors or sglang-style dicts ``{"embedding": [...], "meta_info":
+{"prompt_tokens": int}}``. Errors are raised as for ``generate_request`` (below). The server does
+the rest: ``encoding_format``, ``dimensions``, ``usage`` and the response's shape.
+
+Optional attributes of such an engine: ``embedding_model_name`` (default: ``model_name``; listed in
+``/v1/models`` beside the chat model), ``embedding_dimensions`` (int: the vectors' size),
+``embedding_max_tokens`` (int: most token ids one input may have, special tokens excluded; a longer
+input is a 400 naming it before the engine sees it), ``embedding_tokenizer`` (a native
+:class:`smgpy.Tokenizer`: the server tokenizes texts itself, off the event loop, and sends
+``input_ids``) and ``matryoshka_dimensions`` (list of int: the shorter sizes the model was trained to
+be cut to; a request's ``dimensions`` may name one of them or the full size, anything else is a 400,
+because cutting an ordinary model's vectors loses meaning without telling anyone).
+An engine that serves embeddings only needs no ``generate_request``: text requests are then answered
+400.
+
 An engine raises :class:`EngineOverloaded` when its waiting queue is full (smgpy answers 429 with
 ``Retry-After``, which clients and routers retry) and :class:`EngineRequestError` for a request it
 refuses (smgpy answers 400 with the message, e.g. a prompt longer than the context). Any other
@@ -79,7 +102,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ContextLengthExceeded", "Engine", "EngineOverloaded", "EngineRequestError", "GenerateReqInput"]
+__all__ = [
+    "ContextLengthExceeded",
+    "EmbeddingReqInput",
+    "Engine",
+    "EngineOverloaded",
+    "EngineRequestError",
+    "GenerateReqInput",
+]
 
 
 @runtime_checkable
@@ -123,4 +153,14 @@ class GenerateReqInput:
     stream: bool = True
     return_logprob: bool = False
     top_logprobs_num: int = 0
+    rid: str | None = None
+
+
+@dataclass
+class EmbeddingReqInput:
+    """The request object smgpy passes to ``embed_request``: one item per input, in order, as
+    texts or as token ids without special tokens. Names follow sglang's ``EmbeddingReqInput``."""
+
+    text: list[str] | None = None
+    input_ids: list[list[int]] | None = None
     rid: str | None = None

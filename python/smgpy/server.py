@@ -9,17 +9,25 @@ engine's generator is closed, and ``engine.abort_request(rid)`` is called.
 
 from __future__ import annotations
 
+import array
 import asyncio
 import contextlib
 import inspect
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from smgpy import _native
-from smgpy.engine import ContextLengthExceeded, EngineOverloaded, EngineRequestError, GenerateReqInput
+from smgpy.engine import (
+    ContextLengthExceeded,
+    EmbeddingReqInput,
+    EngineOverloaded,
+    EngineRequestError,
+    GenerateReqInput,
+)
 
 __all__ = ["serve_oai", "serve_oai_async"]
 
@@ -41,6 +49,8 @@ class _Pump:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         # Pumps waiting for room in their request's full output channel (a slow client).
         self._room: dict[str, asyncio.Future[None]] = {}
+        self._embeds_on = callable(getattr(engine, "embed_request", None))
+        self._embeds: set[asyncio.Task[None]] = set()
 
     def on_wake(self) -> None:
         starts, cancels, ready = self._native.take_work()
@@ -61,9 +71,14 @@ class _Pump:
             room = self._room.get(rid)
             if room is not None and not room.done():
                 room.set_result(None)
+        if self._embeds_on:
+            for rid, fields, esink in self._native.take_embeds():
+                task = loop.create_task(self._embed(rid, fields, esink), name=f"smgpy-{rid}")
+                self._embeds.add(task)
+                task.add_done_callback(self._embeds.discard)
 
     def cancel_all(self) -> list[asyncio.Task[None]]:
-        tasks = list(self._tasks.values())
+        tasks = [*self._tasks.values(), *self._embeds]
         for t in tasks:
             t.cancel()
         return tasks
@@ -80,7 +95,12 @@ class _Pump:
         finished = False
         exhausted = False  # an async generator that ran to its end: nothing to close
         try:
-            agen = self._engine.generate_request(self._build(rid, fields))
+            generate = getattr(self._engine, "generate_request", None)
+            if generate is None:
+                raise EngineRequestError(
+                    "this server serves an embedding model only: it answers /v1/embeddings, not text generation"
+                )
+            agen = generate(self._build(rid, fields))
             if not hasattr(agen, "__anext__") and inspect.isawaitable(agen):
                 agen = await agen
             push = sink.push
@@ -128,6 +148,24 @@ class _Pump:
                 with contextlib.suppress(BaseException):
                     await agen.aclose()
 
+    async def _embed(self, rid: str, fields: dict[str, Any], sink: _native.EmbedSink) -> None:
+        """Run one embedding request and hand its vectors to the HTTP side as one f32 buffer."""
+        try:
+            result = await self._engine.embed_request(EmbeddingReqInput(rid=rid, **fields))
+            data, rows, dim, tokens = _vector_bytes(result)
+            sink.done(data, rows, dim, tokens)
+        except asyncio.CancelledError:
+            sink.fail(_native.FailKind.INTERNAL, "the server stopped before this request was answered; retry it")
+        except ContextLengthExceeded as e:
+            sink.fail(_native.FailKind.CONTEXT_LENGTH, str(e))
+        except EngineRequestError as e:
+            sink.fail(_native.FailKind.BAD_REQUEST, str(e))
+        except EngineOverloaded as e:
+            sink.fail(_native.FailKind.OVERLOADED, str(e) or "the engine's queue is full; retry later")
+        except Exception:
+            logger.exception("engine failed on embedding request %r", rid)
+            sink.fail(_native.FailKind.INTERNAL, f"the engine failed on request {rid} (the server log has the details)")
+
     async def _drain(self, rid: str, sink: _native.OutputSink) -> int:
         """Hand every output the sink holds to the HTTP side, sleeping while its channel is full."""
         code = sink.flush()
@@ -147,6 +185,36 @@ class _Pump:
             self._engine.abort_request(rid)
         except Exception:
             logger.exception("engine.abort_request(%r) failed", rid)
+
+
+def _vector_bytes(result: Any) -> tuple[bytes, int, int, int | None]:
+    """``embed_request``'s answer as ``(little-endian f32 bytes, rows, dim, prompt_tokens)``: a 2-D
+    array is converted in one call, a list row by row (see :mod:`smgpy.engine`)."""
+    shape = getattr(result, "shape", None)
+    if shape is not None and hasattr(result, "astype") and hasattr(result, "tobytes"):
+        if len(shape) != 2:
+            raise ValueError(f"embed_request returned an array of shape {tuple(shape)}; expected (inputs, dim)")
+        return bytes(result.astype("<f4").tobytes()), int(shape[0]), int(shape[1]), None
+    buf = array.array("f")
+    rows, dim, tokens = 0, -1, None
+    for item in result:
+        if isinstance(item, dict):
+            meta = item.get("meta_info") or {}
+            if "prompt_tokens" in meta:
+                tokens = (tokens or 0) + int(meta["prompt_tokens"])
+            item = item["embedding"]
+        before = len(buf)
+        if hasattr(item, "astype") and hasattr(item, "tobytes"):
+            buf.frombytes(item.astype("=f4").tobytes())
+        else:
+            buf.extend(float(x) for x in item)
+        width = len(buf) - before
+        if dim not in (-1, width):
+            raise ValueError(f"embed_request returned vectors of sizes {dim} and {width}")
+        dim, rows = width, rows + 1
+    if sys.byteorder == "big":
+        buf.byteswap()
+    return buf.tobytes(), rows, max(dim, 0), tokens
 
 
 def _engine_attr(engine: Any, name: str) -> Any:
@@ -224,8 +292,13 @@ async def serve_oai_async(
     get ``shutdown_timeout`` seconds to finish, the rest end with an error; then it re-raises
     ``CancelledError``.
     """
-    if not callable(getattr(engine, "generate_request", None)) or not callable(getattr(engine, "abort_request", None)):
-        raise TypeError("engine must have `async generate_request(obj)` and `abort_request(rid)` (see smgpy.engine)")
+    generates = callable(getattr(engine, "generate_request", None)) and callable(getattr(engine, "abort_request", None))
+    embeds = callable(getattr(engine, "embed_request", None))
+    if not generates and not embeds:
+        raise TypeError(
+            "engine must have `async generate_request(obj)` and `abort_request(rid)`, or `async embed_request(obj)` "
+            "(see smgpy.engine)"
+        )
     _native.init_logging(log_level)
     loop = asyncio.get_running_loop()
     model_name = model_name or _engine_attr(engine, "model_name") or "default"
@@ -241,6 +314,11 @@ async def serve_oai_async(
     max_tokens = getattr(engine, "max_total_num_tokens", None)
     model_path = getattr(engine, "model_path", None)
     flush = getattr(engine, "flush_cache", None)
+
+    def positive(name: str) -> int | None:
+        v = getattr(engine, name, None)
+        return v if isinstance(v, int) and v > 0 else None
+
     native = _native.Server(
         host=host,
         port=port,
@@ -276,6 +354,11 @@ async def serve_oai_async(
         accepts_n=getattr(engine, "accepts_n", False) is True,
         http_threads=http_threads,
         default_max_tokens=default_max_tokens,
+        embedding_model_name=str(getattr(engine, "embedding_model_name", None) or model_name) if embeds else None,
+        embedding_dimensions=positive("embedding_dimensions"),
+        embedding_max_tokens=positive("embedding_max_tokens"),
+        embedding_tokenizer=getattr(engine, "embedding_tokenizer", None),
+        matryoshka_dimensions=[int(d) for d in getattr(engine, "matryoshka_dimensions", None) or []],
     )
     pump = _Pump(engine, native, request_class)
     stopped: asyncio.Future[None] = loop.create_future()

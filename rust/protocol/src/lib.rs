@@ -6,6 +6,7 @@ pub mod anthropic;
 pub mod chat;
 pub mod common;
 pub mod completion;
+pub mod embeddings;
 pub mod error;
 pub mod generate;
 pub mod image_urls;

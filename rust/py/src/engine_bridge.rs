@@ -21,7 +21,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
-use smgpy_server::engine::{Abort, EngineError, EngineEvent, EngineStream, GenerateRequest, Tokenizer};
+use smgpy_server::engine::{
+    Abort, EmbedReply, EmbedRequest, Embeddings, EngineError, EngineEvent, EngineStream, GenerateRequest, Tokenizer,
+};
 use smgpy_server::Engine;
 use tokio::sync::mpsc;
 
@@ -30,6 +32,8 @@ use crate::output_sink::OutputSink;
 
 /// Outputs buffered per request before the pump is asked to wait (back-pressure).
 const CHANNEL_CAPACITY: usize = 1024;
+
+type EmbedSender = tokio::sync::oneshot::Sender<Result<Embeddings, EngineError>>;
 
 struct Pending {
     req: GenerateRequest,
@@ -41,6 +45,8 @@ struct Pending {
 #[derive(Default)]
 struct Queues {
     starts: Vec<Pending>,
+    /// Embedding requests and where their answers go (see `take_embeds`).
+    embeds: Vec<(EmbedRequest, EmbedSender)>,
     cancels: Vec<String>,
     /// Requests whose full output channel has room again (see `OutputSink.wait_for_room`).
     ready: Vec<String>,
@@ -119,9 +125,15 @@ impl Bridge {
     fn take(&self) -> Queues {
         // Before the queues are read: work queued before this is in them, later work rings again.
         self.bell.take();
+        // Embedding requests stay for `take_embeds`, which the loop calls right after.
         self.queues
             .lock()
-            .map(|mut q| std::mem::take(&mut *q))
+            .map(|mut q| Queues {
+                starts: std::mem::take(&mut q.starts),
+                embeds: Vec::new(),
+                cancels: std::mem::take(&mut q.cancels),
+                ready: std::mem::take(&mut q.ready),
+            })
             .unwrap_or_default()
     }
 }
@@ -215,6 +227,18 @@ impl Engine for PyEngine {
         self.0.tokenizer.clone()
     }
 
+    fn embed(&self, req: EmbedRequest) -> Result<EmbedReply, EngineError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.0
+            .queues
+            .lock()
+            .map_err(|_| EngineError::Internal("engine queue poisoned".into()))?
+            .embeds
+            .push((req, tx));
+        self.0.wake();
+        Ok(rx)
+    }
+
     fn flush_cache(&self) -> Result<bool, EngineError> {
         let Some(f) = self.0.flush.as_ref() else {
             return Ok(false);
@@ -258,6 +282,36 @@ pub fn take_work<'py>(
     let cancels = PyList::new(py, q.cancels)?;
     let ready = PyList::new(py, q.ready)?;
     Ok((starts, cancels, ready))
+}
+
+/// Take queued embedding requests: `[(rid, fields, sink), ...]`, `fields` being the
+/// `EmbeddingReqInput` keyword arguments (`text` or `input_ids`, lists with one item per input).
+pub fn take_embeds<'py>(py: Python<'py>, bridge: &Arc<Bridge>) -> PyResult<Bound<'py, PyList>> {
+    let embeds = bridge
+        .queues
+        .lock()
+        .map(|mut q| std::mem::take(&mut q.embeds))
+        .unwrap_or_default();
+    let out = PyList::empty(py);
+    for (req, tx) in embeds {
+        let fields = PyDict::new(py);
+        if let Some(t) = &req.text {
+            fields.set_item(intern!(py, "text"), t)?;
+        }
+        if let Some(ids) = &req.input_ids {
+            fields.set_item(intern!(py, "input_ids"), ids)?;
+        }
+        let sink = Py::new(py, crate::embed_sink::EmbedSink::new(tx))?;
+        out.append(PyTuple::new(
+            py,
+            [
+                req.rid.into_bound_py_any(py)?,
+                fields.into_any(),
+                sink.into_bound(py).into_any(),
+            ],
+        )?)?;
+    }
+    Ok(out)
 }
 
 /// The `GenerateReqInput` fields of a request, as keyword arguments.

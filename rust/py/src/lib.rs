@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod blas;
 pub mod convert;
 mod doorbell;
+mod embed_sink;
 mod engine_bridge;
 mod engine_output;
 mod errors;
@@ -42,5 +43,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     server::register(m)?;
     blas::register(m)?;
     doorbell::register(m)?;
+    embed_sink::register(m)?;
     Ok(())
 }

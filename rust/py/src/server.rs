@@ -12,7 +12,7 @@ use smgpy_parsers::{ReasoningFormat, ToolFormat};
 use smgpy_server::{AppState, ServerConfig};
 use tokio::sync::watch;
 
-use crate::engine_bridge::{take_work, Bridge, PyEngine, PyTokenizer};
+use crate::engine_bridge::{take_embeds, take_work, Bridge, PyEngine, PyTokenizer};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Server>()?;
@@ -147,7 +147,9 @@ impl Server {
         engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
         response_store_bytes = 268_435_456, flush_cache = None, worker_id = None, model_path = None,
         max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false, accepts_n = false,
-        http_threads = 1, default_max_tokens = None, max_connections_per_client = 256))]
+        http_threads = 1, default_max_tokens = None, max_connections_per_client = 256,
+        embedding_model_name = None, embedding_dimensions = None, embedding_max_tokens = None,
+        embedding_tokenizer = None, matryoshka_dimensions = Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -184,6 +186,11 @@ impl Server {
         http_threads: usize,
         default_max_tokens: Option<u32>,
         max_connections_per_client: usize,
+        embedding_model_name: Option<String>,
+        embedding_dimensions: Option<u32>,
+        embedding_max_tokens: Option<u32>,
+        embedding_tokenizer: Option<Py<PyAny>>,
+        matryoshka_dimensions: Vec<u32>,
     ) -> PyResult<Self> {
         if default_max_tokens == Some(0) {
             return Err(crate::errors::invalid(
@@ -232,7 +239,24 @@ impl Server {
                     .map(|n| n.get().inner.clone())
             })
         });
+        // `embedding_model_name` turns `/v1/embeddings` on; only a native tokenizer is used (the
+        // server tokenizes texts with it), anything else leaves tokenizing to the engine.
+        let embedding = embedding_model_name.map(|name| smgpy_server::routes::embeddings::EmbeddingConfig {
+            model_name: name,
+            dimensions: embedding_dimensions,
+            matryoshka_dimensions,
+            max_input_tokens: embedding_max_tokens,
+            tokenizer: embedding_tokenizer.as_ref().and_then(|t| {
+                Python::attach(|py| {
+                    t.bind(py)
+                        .cast::<crate::tokenizer::PyTokenizer>()
+                        .ok()
+                        .map(|n| n.get().inner.clone())
+                })
+            }),
+        });
         let config = ServerConfig {
+            embedding,
             model_name,
             chat_template: template,
             tool_format,
@@ -324,6 +348,11 @@ impl Server {
         py: Python<'py>,
     ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
         take_work(py, &self.bridge)
+    }
+
+    /// Queued embedding requests: `[(rid, fields, sink), ...]` (call right after `take_work`).
+    fn take_embeds<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        take_embeds(py, &self.bridge)
     }
 
     /// Bind and start serving in the background. Returns `(host, port)` actually bound.

@@ -167,6 +167,38 @@ impl Tokenizer for smgpy_tokenizer::Tokenizer {
     }
 }
 
+/// One embedding request: the inputs of one `/v1/embeddings` call, in order, as texts or as token
+/// ids (the server's own tokenization, or the client's ids, without special tokens).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EmbedRequest {
+    pub rid: String,
+    pub text: Option<Vec<String>>,
+    pub input_ids: Option<Vec<Vec<i64>>>,
+}
+
+/// The vectors of one [`EmbedRequest`]: `rows` vectors of `dim` numbers, row after row.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Embeddings {
+    pub dim: usize,
+    pub data: Vec<f32>,
+    /// Tokens the engine read, when it reports them (else the server counts the ids it sent).
+    pub prompt_tokens: Option<u64>,
+}
+
+impl Embeddings {
+    /// Vector `i`.
+    pub fn row(&self, i: usize) -> &[f32] {
+        self.data.get(i * self.dim..(i + 1) * self.dim).unwrap_or(&[])
+    }
+
+    pub fn rows(&self) -> usize {
+        self.data.len().checked_div(self.dim).unwrap_or(0)
+    }
+}
+
+/// Where an engine's answer to an [`EmbedRequest`] arrives.
+pub type EmbedReply = tokio::sync::oneshot::Receiver<Result<Embeddings, EngineError>>;
+
 /// An LLM engine.
 pub trait Engine: Send + Sync + 'static {
     /// Start a request. Must not block: hand the request over and return its stream.
@@ -189,6 +221,13 @@ pub trait Engine: Send + Sync + 'static {
     /// Current load (running / waiting requests, token usage) for `/v1/loads` and `/metrics`.
     fn load(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
         None
+    }
+
+    /// Start an embedding request. Must not block. The default refuses: only engines that serve
+    /// an embedding model override it (and the server routes nothing here unless configured).
+    fn embed(&self, req: EmbedRequest) -> Result<EmbedReply, EngineError> {
+        let _ = req;
+        Err(EngineError::BadRequest("this engine serves no embedding model".into()))
     }
 
     /// Drop cached prompt state (`POST /flush_cache`). `Ok(false)`: the engine has no cache to

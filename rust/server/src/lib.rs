@@ -30,7 +30,9 @@ use axum::routing::{get, post};
 use axum::Router;
 use tokio::net::TcpListener;
 
-pub use engine::{Engine, EngineError, EngineEvent, EngineOutput, EngineStream, GenerateRequest};
+pub use engine::{
+    EmbedRequest, Embeddings, Engine, EngineError, EngineEvent, EngineOutput, EngineStream, GenerateRequest,
+};
 pub use error::ApiError;
 pub use state::{AppState, ServerConfig};
 
@@ -45,6 +47,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(routes::info::metrics))
         .route("/v1/chat/completions", post(routes::chat::chat_completions))
         .route("/v1/completions", post(routes::completions::completions))
+        .route("/v1/embeddings", post(routes::embeddings::embeddings))
         .route("/v1/messages", post(routes::messages::messages))
         .route("/v1/messages/count_tokens", post(routes::messages::count_tokens))
         .route("/v1/responses", post(routes::responses::create))

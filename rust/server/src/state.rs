@@ -73,6 +73,8 @@ pub struct ServerConfig {
     /// tool calls are then constrained in the model's own format. Otherwise forced calls are
     /// constrained as JSON (a JSON Schema every structured-output backend takes).
     pub lark_grammars: bool,
+    /// The embedding model the engine serves on `/v1/embeddings` (`None`: that route says so).
+    pub embedding: Option<crate::routes::embeddings::EmbeddingConfig>,
 }
 
 impl Default for ServerConfig {
@@ -105,6 +107,7 @@ impl Default for ServerConfig {
             keep_alive: Duration::from_secs(15),
             shutdown_timeout: Duration::from_secs(10),
             lark_grammars: false,
+            embedding: None,
         }
     }
 }

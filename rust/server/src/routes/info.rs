@@ -44,14 +44,31 @@ fn model_card(state: &AppState) -> Value {
     card
 }
 
+/// The embedding model's card, when it is served under a name of its own.
+fn embedding_card(state: &AppState) -> Option<Value> {
+    let cfg = state.config();
+    let emb = cfg.embedding.as_ref().filter(|e| e.model_name != cfg.model_name)?;
+    Some(json!({
+        "id": emb.model_name,
+        "object": "model",
+        "created": state.0.started,
+        "owned_by": "smgpy",
+        "root": emb.model_name,
+    }))
+}
+
 pub async fn models(State(state): State<AppState>) -> impl IntoResponse {
-    Json(json!({"object": "list", "data": [model_card(&state)]}))
+    let mut data = vec![model_card(&state)];
+    data.extend(embedding_card(&state));
+    Json(json!({"object": "list", "data": data}))
 }
 
 /// `GET /v1/models/{id}`: the served model under its name; any other name is a 404.
 pub async fn model(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<Json<Value>, ApiError> {
     if id == state.config().model_name {
         Ok(Json(model_card(&state)))
+    } else if let Some(card) = embedding_card(&state).filter(|c| c["id"] == id.as_str()) {
+        Ok(Json(card))
     } else {
         Err(ApiError::NotFound(format!(
             "model `{id}` is not served here; this server serves `{}`",

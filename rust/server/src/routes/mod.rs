@@ -2,6 +2,7 @@
 
 pub mod chat;
 pub mod completions;
+pub mod embeddings;
 pub mod generate;
 pub mod info;
 pub mod loads;
