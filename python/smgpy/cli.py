@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["build_parser", "main", "parse_bytes"]
@@ -42,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--model",
         help="mlx-lm directory, Hugging Face id or .gguf file (default: the SmolLM2-135M-Instruct demo model)",
+    )
+    s.add_argument(
+        "--embedding-model",
+        metavar="DIR",
+        help="also serve this sentence-embedding model on /v1/embeddings: a sentence-transformers or BERT "
+        "directory, or all-MiniLM-L6-v2 (fetched once); such a model given as --model is served alone",
     )
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
@@ -233,7 +239,11 @@ def _serve(args: argparse.Namespace) -> int:
         print("smgpy: this build has no HTTP server (smgpy.serve_oai is missing)", file=sys.stderr)
         return 2
     dtype = None if args.dtype == "auto" else args.dtype
-    engine = MLXEngine.from_pretrained(
+    from smgpy.mlx.embedder import EmbeddingServing, MLXEmbedder, is_embedding_model
+
+    # A sentence-embedding --model is served alone (/v1/embeddings); its loader ignores chat-only options.
+    load: Callable[..., Any] = MLXEmbedder.from_pretrained if is_embedding_model(model) else MLXEngine.from_pretrained
+    engine = load(
         model,
         dtype=dtype,
         max_running=args.max_running,
@@ -248,6 +258,9 @@ def _serve(args: argparse.Namespace) -> int:
         generation_config=args.generation_config != "none",
         graph_rewrites=args.graph_rewrites,
     )
+    if args.embedding_model:
+        engine = EmbeddingServing(engine, MLXEmbedder.from_pretrained(args.embedding_model))
+        log.info("embedding model %s loaded beside it", engine.embedding_model_name)
     name = engine.model_name
     log.info("model %s loaded: context %d tokens", name, engine.context_length)
     if engine.default_sampling:

