@@ -18,6 +18,7 @@ __all__ = [
     "GrammarMatcher",
     "OutputSink",
     "ReasoningStream",
+    "ResponseStoreError",
     "Server",
     "StopMatcher",
     "TemplateError",
@@ -173,6 +174,11 @@ class ReasoningStream:
 
 class TemplateError(ValueError):
     """A chat template refused its input (``raise_exception``) or failed to render."""
+
+class ResponseStoreError(OSError):
+    """The Responses store file (``response_store=``, ``--response-store``) cannot be used: another
+    program's database, a newer smgpy's store, a damaged file, or one that cannot be opened. The
+    message names the file and what to do."""
 
 class TemplateSyntaxError(ValueError):
     """A chat template does not compile; ``file``, ``line`` and ``reason`` say where and why."""
@@ -435,6 +441,8 @@ class Server:
         vocab_size: int | None = None,
         max_running_requests: int | None = None,
         response_store_bytes: int = 268435456,
+        response_store: str | os.PathLike[str] | None = None,
+        response_store_ttl: float | None = ...,
         flush_cache: Any | None = None,
         worker_id: str | None = None,
         model_path: str | None = None,

@@ -8,6 +8,7 @@
 use pyo3::create_exception;
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use smgpy_server::routes::response_store::StoreError;
 use smgpy_template::TemplateError as CoreTemplateError;
 
 create_exception!(
@@ -28,6 +29,15 @@ create_exception!(
     TemplateSyntaxError,
     PyValueError,
     "A chat template does not compile; `file`, `line` and `reason` say where and why."
+);
+
+create_exception!(
+    smgpy._native,
+    ResponseStoreError,
+    PyOSError,
+    "The Responses store file (`response_store=`, `--response-store`) cannot be used: another \
+     program's database, a newer smgpy's store, a damaged file, or one that cannot be opened. The \
+     message names the file and what to do."
 );
 
 /// `smgpy_structured` errors: `GrammarError` (a `ValueError`).
@@ -79,6 +89,11 @@ pub fn blas(e: impl std::fmt::Display) -> PyErr {
     PyOSError::new_err(e.to_string())
 }
 
+/// The Responses store file cannot be opened or used: `ResponseStoreError` (an `OSError`).
+pub fn response_store(e: StoreError) -> PyErr {
+    ResponseStoreError::new_err(e.to_string())
+}
+
 /// An argument with a value the call cannot take: `ValueError`.
 pub fn invalid(message: impl Into<String>) -> PyErr {
     PyValueError::new_err(message.into())
@@ -104,5 +119,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("GrammarError", py.get_type::<GrammarError>())?;
     m.add("TemplateError", py.get_type::<TemplateError>())?;
     m.add("TemplateSyntaxError", py.get_type::<TemplateSyntaxError>())?;
+    m.add("ResponseStoreError", py.get_type::<ResponseStoreError>())?;
     Ok(())
 }

@@ -145,7 +145,8 @@ impl Server {
         keep_alive = 15.0, shutdown_timeout = 10.0, tokenizer = None, get_load = None,
         header_read_timeout = 30.0, body_read_timeout = 60.0, max_connections = 1024,
         engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
-        response_store_bytes = 268_435_456, flush_cache = None, worker_id = None, model_path = None,
+        response_store_bytes = 268_435_456, response_store = None, response_store_ttl = Some(2_592_000.0),
+        flush_cache = None, worker_id = None, model_path = None,
         max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false, accepts_n = false,
         http_threads = 1, default_max_tokens = None, max_connections_per_client = 256,
         embedding_model_name = None, embedding_dimensions = None, embedding_max_tokens = None,
@@ -175,6 +176,8 @@ impl Server {
         vocab_size: Option<u32>,
         max_running_requests: Option<u32>,
         response_store_bytes: usize,
+        response_store: Option<std::path::PathBuf>,
+        response_store_ttl: Option<f64>,
         flush_cache: Option<Py<PyAny>>,
         worker_id: Option<String>,
         model_path: Option<String>,
@@ -283,6 +286,10 @@ impl Server {
             default_max_tokens,
             accepts_images,
             response_store_bytes,
+            response_store_ttl: response_store_ttl
+                .map(|t| positive("response_store_ttl", t))
+                .transpose()?,
+            response_store_path: response_store,
             worker_id,
             model_path,
             max_total_num_tokens,
@@ -370,7 +377,11 @@ impl Server {
         let (listener, addr) = py
             .detach(|| rt.block_on(smgpy_server::bind(&bind)))
             .map_err(|e| crate::errors::os(format!("cannot listen on {bind}: {e}")))?;
-        let state = AppState::new(Arc::new(PyEngine(self.bridge.clone())), config);
+        // Opening a store file reads and checks it: off the GIL.
+        let engine = Arc::new(PyEngine(self.bridge.clone()));
+        let state = py
+            .detach(|| AppState::new(engine, config))
+            .map_err(crate::errors::response_store)?;
         self.health = Some(state.health());
         let mut sd = self.shutdown.subscribe();
         let bridge = self.bridge.clone();

@@ -7,6 +7,7 @@ use serde_json::json;
 use smgpy_protocol::ProtocolError;
 
 use crate::engine::EngineError;
+use crate::routes::response_store::{HistoryError, StoreError};
 
 /// An error answered to a client.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -188,6 +189,23 @@ impl From<EngineError> for ApiError {
             EngineError::Overloaded(m) => ApiError::Overloaded(m),
             EngineError::Internal(m) => ApiError::EngineFailed(m),
         }
+    }
+}
+
+impl From<HistoryError> for ApiError {
+    fn from(e: HistoryError) -> Self {
+        match e {
+            HistoryError::NotFound(_) => ApiError::NotFound(e.to_string()),
+            HistoryError::Broken(..) => ApiError::bad_request(Some("previous_response_id"), e.to_string()),
+            HistoryError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// A store that fails while serving is the server's problem, not the client's.
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::Internal(e.to_string())
     }
 }
 

@@ -1,5 +1,6 @@
 //! Server configuration and the shared state every handler gets through `with_state`.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,7 +10,7 @@ use smgpy_template::ChatTemplate;
 use crate::engine::Engine;
 use crate::health::Health;
 use crate::metrics::Metrics;
-use crate::routes::response_store::ResponseStore;
+use crate::routes::response_store::{Bounds, ResponseStore, StoreError};
 
 /// Everything `serve` needs besides the engine. Built once at start-up.
 #[derive(Debug, Clone)]
@@ -57,6 +58,12 @@ pub struct ServerConfig {
     pub max_running_requests: Option<u32>,
     /// Byte budget of the Responses store (`store: true`), least recently used evicted first.
     pub response_store_bytes: usize,
+    /// Stored responses are dropped this long after they were stored (`None`: kept until
+    /// evicted or deleted). The default is OpenAI's: 30 days.
+    pub response_store_ttl: Option<Duration>,
+    /// Keep the Responses store in this SQLite file, so stored responses and their
+    /// conversations survive a restart (`None`: in memory).
+    pub response_store_path: Option<PathBuf>,
     /// This worker's name in `/metrics` and `/server_info` (e.g. behind a router).
     pub worker_id: Option<String>,
     /// Where the model came from (`/model_info`, `/server_info`).
@@ -100,6 +107,8 @@ impl Default for ServerConfig {
             tokenizer: None,
             prompt_ids: false,
             response_store_bytes: 256 * 1024 * 1024,
+            response_store_ttl: Some(Duration::from_secs(30 * 24 * 3600)),
+            response_store_path: None,
             worker_id: None,
             model_path: None,
             max_total_num_tokens: None,
@@ -127,12 +136,20 @@ pub(crate) struct Inner {
 }
 
 impl AppState {
-    pub fn new(engine: Arc<dyn Engine>, config: ServerConfig) -> Self {
+    /// The state of a server of `engine`. Fails only when `config.response_store_path` names a
+    /// file that cannot be used as the Responses store (the error says why and what to do).
+    pub fn new(engine: Arc<dyn Engine>, config: ServerConfig) -> Result<Self, StoreError> {
         let started = unix_now();
         let fingerprint = format!("fp_smgpy_{}", env!("CARGO_PKG_VERSION").replace('.', "_"));
         let health = Arc::new(Health::new(config.engine_stall_timeout));
-        let responses = ResponseStore::new(config.response_store_bytes);
-        Self(Arc::new(Inner {
+        let bounds = Bounds {
+            max_bytes: config.response_store_bytes,
+            ttl_ms: config
+                .response_store_ttl
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        };
+        let responses = ResponseStore::open(config.response_store_path.as_deref(), bounds)?;
+        Ok(Self(Arc::new(Inner {
             engine,
             config,
             started,
@@ -140,7 +157,7 @@ impl AppState {
             metrics: Metrics::default(),
             health,
             responses,
-        }))
+        })))
     }
 
     /// The server's lifecycle state: the engine side calls [`Health::beat`] on it.

@@ -23,7 +23,7 @@ use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
 use crate::prompt::{self, ChatPrompt};
-use crate::routes::response_store::{HistoryError, Stored};
+use crate::routes::response_store::Stored;
 use crate::routes::start_choices;
 use crate::sse;
 use crate::state::{random_alnum, unix_now, AppState};
@@ -39,10 +39,7 @@ pub async fn create(
         messages.push(json!({"role": "system", "content": i}));
     }
     if let Some(prev) = &req.previous_response_id {
-        let history = state.0.responses.history(prev).map_err(|e| match e {
-            HistoryError::NotFound(_) => ApiError::NotFound(e.to_string()),
-            HistoryError::Broken(..) => ApiError::bad_request(Some("previous_response_id"), e.to_string()),
-        })?;
+        let history = state.0.responses.history(prev).await?;
         // The stored history counts against the body limit as if the client had sent it.
         let limit = state.config().max_body_bytes;
         if history.iter().map(super::json_size).sum::<usize>() > limit {
@@ -132,7 +129,7 @@ pub async fn create(
 }
 
 pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<Response, ApiError> {
-    let stored = state.0.responses.get(&id).ok_or_else(|| not_found(&id))?;
+    let stored = state.0.responses.get(&id).await?.ok_or_else(|| not_found(&id))?;
     Ok((
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         stored.response.to_string(),
@@ -141,7 +138,7 @@ pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) ->
 }
 
 pub async fn delete(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<Json<Value>, ApiError> {
-    if state.0.responses.remove(&id) {
+    if state.0.responses.remove(&id).await? {
         Ok(Json(json!({"id": id, "object": "response", "deleted": true})))
     } else {
         Err(not_found(&id))
@@ -164,7 +161,7 @@ pub async fn input_items(
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<ItemsQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let stored = state.0.responses.get(&id).ok_or_else(|| not_found(&id))?;
+    let stored = state.0.responses.get(&id).await?.ok_or_else(|| not_found(&id))?;
     let mut items: Vec<Value> = serde_json::from_str(&stored.input_items).unwrap_or_default();
     match q.order.as_deref() {
         None | Some("desc") => items.reverse(),
@@ -308,8 +305,10 @@ impl Ctx {
         Value::Object(m)
     }
 
-    /// Store the finished response with the conversation it completes.
-    fn save(&self, response: &Value, items: &Items) {
+    /// Store the finished response with the conversation it completes. Awaited before the
+    /// client hears that the response is done, so a follow-up can continue it at once; a store
+    /// that fails is logged, and the response is still answered.
+    async fn save(&self, response: &Value, items: &Items) {
         let Some(state) = &self.store else { return };
         let mut turn = self.turn.clone();
         turn.push(items.as_chat_message());
@@ -319,8 +318,12 @@ impl Ctx {
             turn,
             input_items: self.input_items.clone(),
         };
-        if !state.0.responses.put(self.id.clone(), stored) {
-            tracing::warn!(id = %self.id, "response not stored: larger than the whole response store budget");
+        match state.0.responses.put(self.id.clone(), stored).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(id = %self.id, "response not stored: larger than the whole response store budget")
+            }
+            Err(e) => tracing::error!(id = %self.id, error = %e, "response not stored"),
         }
     }
 }
@@ -524,7 +527,7 @@ async fn collect(ctx: Arc<Ctx>, mut d: ChoiceDriver) -> Result<Value, ApiError> 
         sink.clear();
     }
     let resp = ctx.response(items.output(), finish.as_ref(), Some(d.counts));
-    ctx.save(&resp, &items);
+    ctx.save(&resp, &items).await;
     Ok(resp)
 }
 
@@ -579,7 +582,7 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
             if let Some(f) = &step.finish {
                 st.items.finish(&step.abandoned, &mut out);
                 let r = st.ctx.response(st.items.output(), Some(f), Some(st.driver.counts));
-                st.ctx.save(&r, &st.items);
+                st.ctx.save(&r, &st.items).await;
                 let kind = if f.reason == "length" {
                     "response.incomplete"
                 } else {

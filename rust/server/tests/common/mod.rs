@@ -82,7 +82,10 @@ pub fn config() -> ServerConfig {
 /// The router serving `engine` with `config`, and the engine to look at afterwards.
 pub fn router(engine: Scripted, config: ServerConfig) -> (axum::Router, Arc<Scripted>) {
     let engine = Arc::new(engine);
-    (smgpy_server::router(AppState::new(engine.clone(), config)), engine)
+    (
+        smgpy_server::router(AppState::new(engine.clone(), config).unwrap()),
+        engine,
+    )
 }
 
 /// Sends `req` and returns the status and the body as text.

@@ -1,71 +1,30 @@
-//! The bounded in-memory store behind `store: true`, `previous_response_id` and
-//! `GET`/`DELETE /v1/responses/{id}`.
+//! The in-memory backend of the Responses store (the default): gone when the process ends.
 //!
-//! Bounded by bytes, not entries: a budget (`ServerConfig::response_store_bytes`) covers every
-//! stored response and the conversation turns it added, and the least recently used entries are
-//! evicted first. An entry that alone exceeds the budget is not stored. Entries are kept as JSON
-//! text, not as `serde_json::Value` trees (which take several times their text's size in small
-//! allocations), so the budget is close to the memory actually held.
-//!
-//! Chained responses share their history instead of copying it: each entry keeps only the turn
-//! it added (the request's input messages and the assistant's output) and the id of the response
-//! it continues. A conversation is read back by walking those ids, which also marks every
-//! ancestor as recently used, so the turns of a conversation in use are not evicted before its
-//! newest response. Storing N chained responses of size S costs N x S, not N^2 x S / 2.
+//! Least recently used entries are evicted first to stay within the byte budget, and entries
+//! past the age bound are dropped: lazily when read, in order of creation on every write. A
+//! conversation is read back by walking its parent ids, which also marks every ancestor as
+//! recently used, so the turns of a conversation in use are not evicted before its newest
+//! response.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
-/// Longest chain of `previous_response_id` links followed (a guard, far above real use).
-const MAX_CHAIN: usize = 100_000;
-
-/// One response to store.
-#[derive(Debug)]
-pub struct Stored {
-    /// The response object as returned to the client.
-    pub response: Value,
-    /// The response this one continues (`previous_response_id`).
-    pub parent: Option<String>,
-    /// Chat messages this response added to the conversation: its input messages, then the
-    /// assistant's output (the request's `instructions` do not carry over).
-    pub turn: Vec<Value>,
-    /// The request's input items, as `GET /v1/responses/{id}/input_items` lists them.
-    pub input_items: Vec<Value>,
-}
-
-/// A stored response, as text.
-#[derive(Debug)]
-pub struct Entry {
-    /// The response object's JSON.
-    pub response: Box<str>,
-    parent: Option<Box<str>>,
-    /// The turn's messages as a JSON array.
-    turn: Box<str>,
-    /// The input items as a JSON array.
-    pub input_items: Box<str>,
-}
-
-/// A conversation could not be read back.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HistoryError {
-    #[error(
-        "previous response `{0}` was not found: it was not stored (`store: false`), was deleted, \
-         or was evicted from the in-memory store"
-    )]
-    NotFound(String),
-    #[error(
-        "the conversation of `{0}` is incomplete: the earlier response `{1}` it continues was deleted or \
-         evicted from the in-memory store"
-    )]
-    Broken(String, String),
-}
+use super::entry::{turn_messages, Bounds, Encoded, Entry, MAX_CHAIN};
+use super::error::{HistoryError, StoreError};
 
 struct Slot {
+    /// Last use, in the store's own clock of ticks.
     tick: u64,
+    /// When it was stored (ms since the epoch), for the age bound.
+    created: u64,
+    /// The tick of its insertion: with `created`, its key in `by_age`.
+    born: u64,
     bytes: usize,
     entry: Arc<Entry>,
+    parent: Option<Box<str>>,
+    turn: Box<str>,
 }
 
 #[derive(Default)]
@@ -73,67 +32,95 @@ struct Lru {
     tick: u64,
     bytes: usize,
     entries: HashMap<String, Slot>,
+    /// Entries by last use.
     order: BTreeMap<u64, String>,
+    /// Entries by `(created, born)`, for the age bound.
+    by_age: BTreeMap<(u64, u64), String>,
 }
 
 impl Lru {
-    fn touch(&mut self, id: &str) -> Option<Arc<Entry>> {
+    fn touch(&mut self, id: &str) -> Option<&Slot> {
         self.tick += 1;
         let tick = self.tick;
         let e = self.entries.get_mut(id)?;
         let old = std::mem::replace(&mut e.tick, tick);
-        let stored = e.entry.clone();
         self.order.remove(&old);
         self.order.insert(tick, id.to_string());
-        Some(stored)
+        self.entries.get(id)
     }
 
     fn remove(&mut self, id: &str) -> bool {
         match self.entries.remove(id) {
             Some(e) => {
                 self.order.remove(&e.tick);
+                self.by_age.remove(&(e.created, e.born));
                 self.bytes -= e.bytes;
                 true
             }
             None => false,
         }
     }
+
+    /// Drop what has expired at `now`: oldest first, so this stops at the first live entry.
+    fn prune(&mut self, bounds: &Bounds, now: u64) {
+        while let Some(first) = self.by_age.first_entry() {
+            if !bounds.expired(first.key().0, now) {
+                break;
+            }
+            let id = first.remove();
+            self.remove(&id);
+        }
+    }
+
+    /// The live entry `id`, marked as most recently used (an expired one is dropped).
+    fn live(&mut self, id: &str, bounds: &Bounds, now: u64) -> Option<&Slot> {
+        if self.entries.get(id).is_some_and(|s| bounds.expired(s.created, now)) {
+            self.remove(id);
+            return None;
+        }
+        self.touch(id)
+    }
 }
 
-pub struct ResponseStore {
-    budget: usize,
+/// Responses kept in this process's memory.
+pub(crate) struct MemoryStore {
+    bounds: Bounds,
     inner: Mutex<Lru>,
 }
 
-impl ResponseStore {
-    /// A store holding at most `budget` bytes of responses and turns.
-    pub fn new(budget: usize) -> Self {
+impl MemoryStore {
+    pub fn new(bounds: Bounds) -> Self {
         Self {
-            budget,
+            bounds,
             inner: Mutex::new(Lru::default()),
         }
     }
 
+    fn lock(&self) -> Result<MutexGuard<'_, Lru>, StoreError> {
+        // Only a panic while holding the lock poisons it, and nothing in here panics.
+        self.inner.lock().map_err(|_| StoreError::Closed)
+    }
+
     /// The entry, marked as most recently used.
-    pub fn get(&self, id: &str) -> Option<Arc<Entry>> {
-        self.inner.lock().ok()?.touch(id)
+    pub fn get(&self, id: &str, now: u64) -> Result<Option<Arc<Entry>>, StoreError> {
+        Ok(self.lock()?.live(id, &self.bounds, now).map(|s| s.entry.clone()))
     }
 
     /// The conversation up to and including response `id`, oldest message first.
-    pub fn history(&self, id: &str) -> Result<Vec<Value>, HistoryError> {
-        let mut lru = self.inner.lock().map_err(|_| HistoryError::NotFound(id.to_string()))?;
-        let mut turns: Vec<Arc<Entry>> = Vec::new();
+    pub fn history(&self, id: &str, now: u64) -> Result<Vec<Value>, HistoryError> {
+        let mut lru = self.lock()?;
+        let mut turns: Vec<Box<str>> = Vec::new();
         let mut next = Some(id.to_string());
         while let Some(cur) = next.take() {
-            let Some(stored) = lru.touch(&cur) else {
+            let Some(slot) = lru.live(&cur, &self.bounds, now) else {
                 return Err(if turns.is_empty() {
                     HistoryError::NotFound(cur)
                 } else {
                     HistoryError::Broken(id.to_string(), cur)
                 });
             };
-            next = stored.parent.as_deref().map(str::to_string);
-            turns.push(stored);
+            next = slot.parent.as_deref().map(str::to_string);
+            turns.push(slot.turn.clone());
             if turns.len() > MAX_CHAIN {
                 return Err(HistoryError::Broken(id.to_string(), next.unwrap_or_default()));
             }
@@ -141,135 +128,151 @@ impl ResponseStore {
         drop(lru);
         let mut out = Vec::new();
         for t in turns.iter().rev() {
-            // Written by `put` from a `Vec<Value>`, so it parses back.
-            if let Ok(Value::Array(messages)) = serde_json::from_str(&t.turn) {
-                out.extend(messages);
-            }
+            // Written by `Encoded::new` from a `Vec<Value>`, so it parses back.
+            out.extend(turn_messages(t).unwrap_or_default());
         }
         Ok(out)
     }
 
-    /// Store `stored` under `id`, evicting the least recently used entries to stay in budget.
+    /// Store `entry` under `id`, evicting the least recently used entries to stay in budget.
     /// Returns false when the entry alone is larger than the budget (it is not stored).
-    pub fn put(&self, id: String, stored: Stored) -> bool {
-        let entry = Entry {
-            response: stored.response.to_string().into_boxed_str(),
-            parent: stored.parent.map(String::into_boxed_str),
-            turn: Value::Array(stored.turn).to_string().into_boxed_str(),
-            input_items: Value::Array(stored.input_items).to_string().into_boxed_str(),
-        };
-        let bytes = entry.response.len()
-            + entry.turn.len()
-            + entry.input_items.len()
-            + id.len()
-            + entry.parent.as_ref().map_or(0, |p| p.len());
-        let Ok(mut lru) = self.inner.lock() else { return false };
+    pub fn put(&self, id: String, entry: Encoded, now: u64) -> Result<bool, StoreError> {
+        let bytes = entry.bytes(&id);
+        let mut lru = self.lock()?;
+        lru.prune(&self.bounds, now);
         lru.remove(&id);
-        if bytes > self.budget {
-            return false;
+        if bytes > self.bounds.max_bytes {
+            return Ok(false);
         }
-        while lru.bytes + bytes > self.budget {
-            let Some((_, oldest)) = lru.order.pop_first() else {
+        while lru.bytes + bytes > self.bounds.max_bytes {
+            let Some(oldest) = lru.order.first_key_value().map(|(_, id)| id.clone()) else {
                 break;
             };
-            if let Some(e) = lru.entries.remove(&oldest) {
-                lru.bytes -= e.bytes;
-            }
+            lru.remove(&oldest);
         }
         lru.tick += 1;
         let tick = lru.tick;
         lru.order.insert(tick, id.clone());
+        lru.by_age.insert((now, tick), id.clone());
         lru.bytes += bytes;
         lru.entries.insert(
             id,
             Slot {
                 tick,
+                created: now,
+                born: tick,
                 bytes,
-                entry: Arc::new(entry),
+                entry: Arc::new(entry.entry),
+                parent: entry.parent,
+                turn: entry.turn,
             },
         );
-        true
+        Ok(true)
     }
 
-    pub fn remove(&self, id: &str) -> bool {
-        self.inner.lock().map(|mut lru| lru.remove(id)).unwrap_or(false)
+    pub fn remove(&self, id: &str, now: u64) -> Result<bool, StoreError> {
+        let mut lru = self.lock()?;
+        lru.prune(&self.bounds, now);
+        Ok(lru.remove(id))
     }
 
     /// Bytes held now.
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
         self.inner.lock().map(|l| l.bytes).unwrap_or(0)
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.inner.lock().map(|l| l.entries.len()).unwrap_or(0)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::entry::Stored;
     use super::*;
     use serde_json::json;
 
-    fn entry(parent: Option<&str>, text: &str) -> Stored {
-        Stored {
+    pub(crate) fn entry(parent: Option<&str>, text: &str) -> Encoded {
+        Encoded::new(Stored {
             response: json!({"t": text}),
             parent: parent.map(str::to_string),
             turn: vec![json!({"role": "user", "content": text})],
             input_items: Vec::new(),
-        }
+        })
+    }
+
+    fn store(max_bytes: usize, ttl_ms: Option<u64>) -> MemoryStore {
+        MemoryStore::new(Bounds { max_bytes, ttl_ms })
     }
 
     #[test]
     fn evicts_least_recently_used_within_the_byte_budget() {
-        let json_size = |v: &Value| v.to_string().len();
-        let one = json_size(&json!({"t": "aaaa"})) + json_size(&json!([{"role": "user", "content": "aaaa"}])) + 2 + 1;
-        let s = ResponseStore::new(2 * one);
-        assert!(s.put("a".into(), entry(None, "aaaa")));
-        assert!(s.put("b".into(), entry(None, "bbbb")));
-        assert!(s.get("a").is_some()); // "b" is now the oldest
-        assert!(s.put("c".into(), entry(None, "cccc")));
-        assert!(s.get("b").is_none());
-        assert!(s.get("a").is_some() && s.get("c").is_some());
+        let one = entry(None, "aaaa").bytes("a");
+        let s = store(2 * one, None);
+        assert!(s.put("a".into(), entry(None, "aaaa"), 0).unwrap());
+        assert!(s.put("b".into(), entry(None, "bbbb"), 0).unwrap());
+        assert!(s.get("a", 0).unwrap().is_some()); // "b" is now the oldest
+        assert!(s.put("c".into(), entry(None, "cccc"), 0).unwrap());
+        assert!(s.get("b", 0).unwrap().is_none());
+        assert!(s.get("a", 0).unwrap().is_some() && s.get("c", 0).unwrap().is_some());
         assert!(s.bytes() <= 2 * one);
-        assert!(s.remove("a") && !s.remove("a"));
-        assert!(s.get("a").is_none());
-        assert!(!s.put("huge".into(), entry(None, &"x".repeat(10 * one))));
-        assert!(s.get("huge").is_none());
+        assert!(s.remove("a", 0).unwrap() && !s.remove("a", 0).unwrap());
+        assert!(s.get("a", 0).unwrap().is_none());
+        assert!(!s.put("huge".into(), entry(None, &"x".repeat(10 * one)), 0).unwrap());
+        assert!(s.get("huge", 0).unwrap().is_none());
     }
 
     #[test]
     fn chained_responses_share_history() {
-        let s = ResponseStore::new(1 << 20);
-        s.put("r1".into(), entry(None, "one"));
-        s.put("r2".into(), entry(Some("r1"), "two"));
-        s.put("r3".into(), entry(Some("r2"), "three"));
-        let h = s.history("r3").unwrap();
+        let s = store(1 << 20, None);
+        s.put("r1".into(), entry(None, "one"), 0).unwrap();
+        s.put("r2".into(), entry(Some("r1"), "two"), 0).unwrap();
+        s.put("r3".into(), entry(Some("r2"), "three"), 0).unwrap();
+        let h = s.history("r3", 0).unwrap();
         let texts: Vec<&str> = h.iter().map(|m| m["content"].as_str().unwrap()).collect();
         assert_eq!(texts, ["one", "two", "three"]);
         // Each entry holds only its own turn: bytes grow linearly with the chain.
         let per = s.bytes() / 3;
-        s.put("r4".into(), entry(Some("r3"), "four"));
+        s.put("r4".into(), entry(Some("r3"), "four"), 0).unwrap();
         assert!(s.bytes() <= 4 * per + 16);
-        s.remove("r2");
-        assert_eq!(s.history("r4"), Err(HistoryError::Broken("r4".into(), "r2".into())));
-        assert_eq!(s.history("nope"), Err(HistoryError::NotFound("nope".into())));
+        s.remove("r2", 0).unwrap();
+        assert_eq!(s.history("r4", 0), Err(HistoryError::Broken("r4".into(), "r2".into())));
+        assert_eq!(s.history("nope", 0), Err(HistoryError::NotFound("nope".into())));
     }
 
     #[test]
     fn reading_a_conversation_keeps_its_ancestors_fresh() {
-        let json_size = |v: &Value| v.to_string().len();
-        let one = json_size(&json!({"t": "aaaa"})) + json_size(&json!([{"role": "user", "content": "aaaa"}])) + 2 + 4;
-        let s = ResponseStore::new(3 * one);
-        s.put("a".into(), entry(None, "aaaa"));
-        s.put("x".into(), entry(None, "xxxx"));
-        s.put("b".into(), entry(Some("a"), "bbbb"));
-        s.history("b").unwrap(); // touches b and a: x is now the oldest
-        s.put("c".into(), entry(None, "cccc"));
-        assert!(s.get("x").is_none());
-        assert!(s.history("b").is_ok());
+        let one = entry(None, "aaaa").bytes("a") + 1;
+        let s = store(3 * one, None);
+        s.put("a".into(), entry(None, "aaaa"), 0).unwrap();
+        s.put("x".into(), entry(None, "xxxx"), 0).unwrap();
+        s.put("b".into(), entry(Some("a"), "bbbb"), 0).unwrap();
+        s.history("b", 0).unwrap(); // touches b and a: x is now the oldest
+        s.put("c".into(), entry(None, "cccc"), 0).unwrap();
+        assert!(s.get("x", 0).unwrap().is_none());
+        assert!(s.history("b", 0).is_ok());
+    }
+
+    #[test]
+    fn entries_expire_by_age_whatever_their_use() {
+        let s = store(1 << 20, Some(1_000));
+        s.put("old".into(), entry(None, "old"), 0).unwrap();
+        s.put("new".into(), entry(Some("old"), "new"), 600).unwrap();
+        assert!(s.get("old", 999).unwrap().is_some());
+        assert!(s.get("old", 1_000).unwrap().is_none());
+        assert_eq!(
+            s.history("new", 1_000),
+            Err(HistoryError::Broken("new".into(), "old".into()))
+        );
+        // A write prunes what has expired, used or not.
+        s.put("later".into(), entry(None, "later"), 1_600).unwrap();
+        assert_eq!(s.len(), 1);
+        assert!(s.get("later", 1_600).unwrap().is_some());
+        // A replaced entry's first insertion does not expire the second.
+        s.put("later".into(), entry(None, "again"), 2_500).unwrap();
+        s.put("x".into(), entry(None, "x"), 2_700).unwrap();
+        assert!(s.get("later", 2_700).unwrap().is_some());
     }
 }
