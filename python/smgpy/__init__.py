@@ -4,6 +4,7 @@ from smgpy import _native
 from smgpy._native import (
     ChatTemplate,
     ReasoningStream,
+    ResponseStoreError,
     StopMatcher,
     TemplateError,
     TemplateSyntaxError,
@@ -39,6 +40,7 @@ __all__ = [
     "EngineRequestError",
     "GenerateReqInput",
     "ReasoningStream",
+    "ResponseStoreError",
     "StopMatcher",
     "TemplateError",
     "TemplateSyntaxError",

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["build_parser", "main", "parse_bytes"]
+__all__ = ["build_parser", "main", "parse_bytes", "parse_duration"]
 
 log = logging.getLogger("smgpy")
 
@@ -32,6 +32,17 @@ def parse_bytes(text: str) -> int:
     if not m:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 512M, 2G or a number of bytes)")
     return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``"30d"``, ``"12h"``, ``"90m"``, ``"45s"`` or a plain number of seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text.lower())
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 30d, 12h, 90m or a number of seconds)")
+    return float(m.group(1)) * _SECONDS[m.group(2)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -162,7 +173,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--response-store-size",
         type=parse_bytes,
         default="256M",
-        help="memory for stored Responses (store: true), least recently used evicted first (default 256M)",
+        help="bytes of stored Responses (store: true), in memory or in the --response-store file; least "
+        "recently used evicted first (default 256M)",
+    )
+    s.add_argument(
+        "--response-store",
+        metavar="PATH",
+        help="keep stored Responses in this SQLite file, so previous_response_id, GET/DELETE /v1/responses/{id} "
+        "and input_items work after a restart (created if missing; default: in memory, lost on exit)",
+    )
+    s.add_argument(
+        "--response-store-ttl",
+        type=parse_duration,
+        default="30d",
+        help="drop stored Responses this long after they were stored, e.g. 12h or 7d (0: no age bound; default 30d)",
     )
     s.add_argument(
         "--shutdown-timeout",
@@ -286,6 +310,8 @@ def _serve(args: argparse.Namespace) -> int:
         "max_connections_per_client": args.max_connections_per_client,
         "max_body_bytes": args.max_body_size,
         "response_store_bytes": args.response_store_size,
+        "response_store": args.response_store,
+        "response_store_ttl": args.response_store_ttl if args.response_store_ttl > 0 else None,
         "shutdown_timeout": args.shutdown_timeout,
         "worker_id": args.worker_id,
         "http_threads": args.http_threads,
@@ -293,6 +319,9 @@ def _serve(args: argparse.Namespace) -> int:
     }
     try:
         serve_oai(engine, args.host, args.port, **opts)
+    except smgpy.ResponseStoreError as e:
+        print(f"smgpy: {e}", file=sys.stderr)
+        return 2
     finally:
         engine.shutdown()
     return 0

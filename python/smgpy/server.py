@@ -253,6 +253,8 @@ async def serve_oai_async(
     max_connections_per_client: int = 256,
     engine_stall_timeout: float = 10.0,
     response_store_bytes: int = 256 << 20,
+    response_store: str | os.PathLike[str] | None = None,
+    response_store_ttl: float | None = 30 * 86400.0,
     worker_id: str | None = None,
     http_threads: int = 1,
     default_max_tokens: int | None = None,
@@ -282,7 +284,9 @@ async def serve_oai_async(
     ``header_read_timeout`` (a request head must arrive in time; also closes idle keep-alive
     connections), ``body_read_timeout``, ``max_body_bytes``, ``max_connections``,
     ``max_connections_per_client`` (one address's share; raise it for a router in front),
-    ``response_store_bytes`` (the Responses store), ``default_max_tokens`` (a request without
+    ``response_store_bytes`` and ``response_store_ttl`` (the Responses store: bytes held, least
+    recently used evicted first, and seconds a stored response is kept, 30 days by default, None for
+    no age bound), ``default_max_tokens`` (a request without
     ``max_tokens`` generates at most this many tokens, fewer when its prompt leaves less of the
     context, and one asking for more is a 400 naming its field; None: no default and no cap),
     ``engine_stall_timeout`` (``/health`` fails when
@@ -344,6 +348,8 @@ async def serve_oai_async(
         vocab_size=vocab_size if isinstance(vocab_size, int) and vocab_size > 0 else None,
         max_running_requests=max_running if isinstance(max_running, int) and max_running > 0 else None,
         response_store_bytes=response_store_bytes,
+        response_store=os.fspath(response_store) if response_store is not None else None,
+        response_store_ttl=response_store_ttl,
         flush_cache=flush if callable(flush) else None,
         worker_id=worker_id,
         model_path=str(model_path) if model_path else None,
