@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use crate::cache_hints;
 use crate::chat::ToolChoice;
 use crate::common::StopField;
 use crate::error::ProtocolError;
@@ -63,6 +64,9 @@ pub struct ChatForm {
     pub prefill: bool,
     /// Image blocks, in order (kept as chat `image_url` parts in `messages`).
     pub images: Vec<ImageRef>,
+    /// `cache_control` breakpoints, as indices into `messages`: the prefix through that chat
+    /// message is one the client will send again (ascending, at most four).
+    pub cache_breakpoints: Vec<usize>,
 }
 
 impl MessagesRequest {
@@ -118,15 +122,43 @@ impl MessagesRequest {
             ));
         }
         let mut messages = Vec::with_capacity(self.messages.len() + 1);
+        let mut breakpoints = Vec::new();
         if let Some(system) = &self.system {
             let text = system_text(system)?;
             if !text.is_empty() {
                 messages.push(json!({"role": "system", "content": text}));
             }
         }
+        // A breakpoint on the system prompt or on a tool: templates render the tools into the
+        // system turn, so both end with the system message (none: nothing to keep before turns).
+        let on_tools = self
+            .tools
+            .iter()
+            .flatten()
+            .enumerate()
+            .try_fold(false, |found, (i, t)| {
+                Ok::<bool, ProtocolError>(found | cache_hints::has_breakpoint(t, &format!("tools[{i}]"))?)
+            })?;
+        if (cache_hints::any_breakpoint(self.system.as_ref(), "system")? || on_tools) && !messages.is_empty() {
+            breakpoints.push(0);
+        }
         let mut images = Vec::new();
         for (i, m) in self.messages.iter().enumerate() {
             convert_message(i, m, &mut messages, &mut images)?;
+            if cache_hints::any_breakpoint(m.get("content"), &format!("messages[{i}].content"))? {
+                breakpoints.push(messages.len() - 1);
+            }
+        }
+        breakpoints.dedup();
+        if breakpoints.len() > cache_hints::MAX_BREAKPOINTS {
+            return Err(ProtocolError::new(
+                "messages",
+                format!(
+                    "a request may set at most {} cache_control breakpoints, got {}",
+                    cache_hints::MAX_BREAKPOINTS,
+                    breakpoints.len()
+                ),
+            ));
         }
         let tools = self.tools.as_ref().map(|t| convert_tools(t)).transpose()?;
         let tool_choice = parse_tool_choice(self.tool_choice.as_ref(), tools.as_deref())?;
@@ -167,6 +199,7 @@ impl MessagesRequest {
             thinking,
             prefill,
             images,
+            cache_breakpoints: breakpoints,
         })
     }
 }
@@ -484,6 +517,34 @@ mod tests {
         assert_eq!(f.messages.len(), 4);
         assert_eq!(f.tool_choice, ToolChoice::Required);
         assert_eq!(f.tools.unwrap()[0]["function"]["parameters"], json!({"type":"object"}));
+    }
+
+    #[test]
+    fn cache_control_breakpoints_map_to_chat_messages() {
+        let f = form(
+            r#"{"max_tokens":5,
+            "system":[{"type":"text","text":"long rules","cache_control":{"type":"ephemeral"}}],
+            "messages":[
+              {"role":"user","content":[{"type":"text","text":"q1","cache_control":{"type":"ephemeral"}}]},
+              {"role":"assistant","content":"a1"},
+              {"role":"user","content":"q2"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(f.cache_breakpoints, vec![0, 1]);
+        let on_tool = form(
+            r#"{"max_tokens":5,"system":"rules","messages":[{"role":"user","content":"q"}],
+            "tools":[{"name":"get","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(on_tool.cache_breakpoints, vec![0]);
+        let none = form(r#"{"max_tokens":5,"messages":[{"role":"user","content":"q"}]}"#).unwrap();
+        assert!(none.cache_breakpoints.is_empty());
+        let five = (0..5)
+            .map(|_| r#"{"role":"user","content":[{"type":"text","text":"q","cache_control":{"type":"ephemeral"}}]}"#)
+            .collect::<Vec<_>>()
+            .join(",");
+        let e = form(&format!(r#"{{"max_tokens":5,"messages":[{five}]}}"#)).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("messages"));
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub struct ChatCompletionRequest {
     pub user: Option<String>,
     #[serde(default)]
     pub metadata: Option<Value>,
+    /// Names a conversation whose prefix the engine should keep (see `cache_hints`).
+    #[serde(default)]
+    pub prompt_cache_key: Option<String>,
 }
 }
 
@@ -87,6 +90,7 @@ impl ChatCompletionRequest {
             validate_message(i, m)?;
         }
         check_ranges(&self.sampling())?;
+        crate::cache_hints::check_key(self.prompt_cache_key.as_deref())?;
         if self.continue_final_message && self.add_generation_prompt == Some(true) {
             return Err(ProtocolError::new(
                 "continue_final_message",

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod anthropic;
+pub mod cache_hints;
 pub mod chat;
 pub mod common;
 pub mod completion;

@@ -37,6 +37,9 @@ pub struct ResponsesRequest {
     pub store: bool,
     #[serde(default)]
     pub previous_response_id: Option<String>,
+    /// Names a conversation whose prefix the engine should keep (see `cache_hints`).
+    #[serde(default)]
+    pub prompt_cache_key: Option<String>,
     /// `{"effort": "low" | "medium" | "high", ...}`.
     #[serde(default)]
     pub reasoning: Option<Value>,
@@ -78,6 +81,7 @@ impl ResponsesRequest {
 
     pub fn validate(&self) -> Result<ResponsesForm, ProtocolError> {
         crate::structured::from_responses(self.text.as_ref())?;
+        crate::cache_hints::check_key(self.prompt_cache_key.as_deref())?;
         check_ranges(&self.sampling()).map_err(|mut e| {
             if e.param.as_deref() == Some("max_tokens") {
                 e = ProtocolError::new("max_output_tokens", "max_output_tokens must be at least 1");

@@ -326,6 +326,12 @@ fn request_fields<'py>(py: Python<'py>, r: &GenerateRequest) -> PyResult<Bound<'
     if !r.image_data.is_empty() {
         d.set_item(intern!(py, "image_data"), &r.image_data)?;
     }
+    if let Some(k) = &r.prompt_cache_key {
+        d.set_item(intern!(py, "prompt_cache_key"), k)?;
+    }
+    if !r.cache_breakpoints.is_empty() {
+        d.set_item(intern!(py, "cache_breakpoints"), &r.cache_breakpoints)?;
+    }
     let s = &r.sampling;
     let sp = PyDict::new(py);
     macro_rules! opt {

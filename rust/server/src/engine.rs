@@ -18,6 +18,10 @@ pub struct GenerateRequest {
     pub stream: bool,
     pub return_logprob: bool,
     pub top_logprobs_num: u32,
+    /// The client's `prompt_cache_key`: a conversation whose prefix the engine should keep.
+    pub prompt_cache_key: Option<String>,
+    /// Prompt token positions the client marked with Anthropic `cache_control` (ascending).
+    pub cache_breakpoints: Vec<u32>,
 }
 
 /// Why the engine finished.

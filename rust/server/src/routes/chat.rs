@@ -85,6 +85,8 @@ pub async fn chat_completions(
         stream: req.stream,
         return_logprob: req.logprobs,
         top_logprobs_num: req.top_logprobs.unwrap_or(0),
+        prompt_cache_key: req.prompt_cache_key.clone(),
+        cache_breakpoints: Vec::new(),
     };
     let max_param = if req.max_completion_tokens.is_some() {
         "max_completion_tokens"

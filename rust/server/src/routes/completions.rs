@@ -68,6 +68,7 @@ pub async fn completions(
             stream: req.stream,
             return_logprob: req.logprobs.is_some(),
             top_logprobs_num: req.logprobs.unwrap_or(0),
+            ..GenerateRequest::default()
         };
         let param = if single {
             "prompt".to_string()

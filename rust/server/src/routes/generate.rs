@@ -56,6 +56,7 @@ pub async fn generate(
         stream: body.stream,
         return_logprob: body.return_logprob,
         top_logprobs_num: body.top_logprobs_num.unwrap_or(0),
+        ..GenerateRequest::default()
     };
     let driver = start_choices(&state, req, &spec, "input_ids", "sampling_params.max_new_tokens")
         .await?

@@ -68,7 +68,12 @@ pub async fn messages(
         tools: plan.stage,
     };
     let id = format!("msg_{}", crate::state::random_alnum(24));
+    let full = text.clone();
     let (text, input_ids) = super::prompt_of(&state, text).await?;
+    let breakpoints = match &input_ids {
+        Some(ids) => breakpoint_positions(&state, &form, &full, ids).await,
+        None => Vec::new(),
+    };
     let base = GenerateRequest {
         rid: id.clone(),
         text,
@@ -78,6 +83,8 @@ pub async fn messages(
         stream: req.stream,
         return_logprob: false,
         top_logprobs_num: 0,
+        prompt_cache_key: None,
+        cache_breakpoints: breakpoints,
     };
     let mut drivers = start_choices(&state, base, &spec, "messages", "max_tokens").await?;
     let driver = drivers
@@ -110,6 +117,17 @@ pub async fn count_tokens(
 }
 
 fn render(state: &AppState, form: &ChatForm) -> Result<String, ApiError> {
+    render_through(state, form, form.messages.len(), !form.prefill, form.prefill)
+}
+
+/// The prompt of `form`'s first `count` messages.
+fn render_through(
+    state: &AppState,
+    form: &ChatForm,
+    count: usize,
+    add_generation_prompt: bool,
+    continue_final_message: bool,
+) -> Result<String, ApiError> {
     let mut kwargs = serde_json::Map::new();
     if let Some(on) = form.thinking {
         // The switch Qwen3-style templates read; other templates ignore unknown variables.
@@ -118,14 +136,47 @@ fn render(state: &AppState, form: &ChatForm) -> Result<String, ApiError> {
     prompt::render(
         state,
         ChatPrompt {
-            messages: form.messages.clone(),
+            messages: form.messages[..count.min(form.messages.len())].to_vec(),
             tools: prompt::tools_for_template(form.tools.as_deref(), &form.tool_choice),
             documents: None,
-            add_generation_prompt: !form.prefill,
-            continue_final_message: form.prefill,
+            add_generation_prompt,
+            continue_final_message,
             kwargs,
         },
     )
+}
+
+/// Prompt token positions of the request's `cache_control` breakpoints.
+///
+/// A breakpoint after chat message `k` is where the render of the messages through `k` stops
+/// agreeing with the full prompt's render (templates may close the last turn differently), and
+/// its token position is where the two tokenizations stop agreeing, so the position is always a
+/// true prefix of the prompt the engine runs. A template that cannot render the shorter
+/// conversation just loses that breakpoint: hints never fail a request.
+async fn breakpoint_positions(state: &AppState, form: &ChatForm, full: &str, ids: &[i64]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for &k in &form.cache_breakpoints {
+        let Ok(head) = render_through(state, form, k + 1, false, false) else {
+            continue;
+        };
+        let mut agree = head.bytes().zip(full.bytes()).take_while(|(a, b)| a == b).count();
+        while !full.is_char_boundary(agree) {
+            agree -= 1;
+        }
+        if agree == 0 {
+            continue;
+        }
+        let Ok((_, Some(head_ids))) = super::prompt_of(state, full[..agree].to_string()).await else {
+            continue;
+        };
+        let n = head_ids.iter().zip(ids).take_while(|(a, b)| a == b).count();
+        if n > 0 && n < ids.len() {
+            out.push(u32::try_from(n).unwrap_or(u32::MAX));
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 struct Ctx {

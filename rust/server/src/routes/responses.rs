@@ -99,6 +99,8 @@ pub async fn create(
         stream: req.stream,
         return_logprob: false,
         top_logprobs_num: 0,
+        prompt_cache_key: req.prompt_cache_key.clone(),
+        cache_breakpoints: Vec::new(),
     };
     let driver = start_choices(&state, base, &spec, "input", "max_output_tokens")
         .await?
