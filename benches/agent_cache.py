@@ -147,6 +147,9 @@ def serve_cmd(kind: str, model_dir: str, name: str, port: int, cache_dir: str, b
             cache_dir,
             "--cpu-blas",
             blas,
+            # The tiny models' configs say 2,048 positions; the conversation outgrows it.
+            "--max-model-len",
+            "32768",
         ]
     return [sys.executable, "-m", "mlx_lm.server", "--model", model_dir, "--port", str(port), "--log-level", "WARNING"]
 

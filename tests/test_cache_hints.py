@@ -47,7 +47,10 @@ def test_anthropic_breakpoints_become_prompt_positions(native: Tokenizer) -> Non
             max_tokens=4,
             system=[{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
             messages=[
-                {"role": "user", "content": [{"type": "text", "text": "first question", "cache_control": {"type": "ephemeral"}}]},
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": "first question", "cache_control": {"type": "ephemeral"}}],
+                },
                 {"role": "assistant", "content": "first answer"},
                 {"role": "user", "content": "second question"},
             ],

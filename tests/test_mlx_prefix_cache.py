@@ -181,7 +181,9 @@ def test_disk_tier_skips_corrupt_and_foreign_files(
     assert not data.exists()
 
 
-def test_disk_tier_is_byte_bounded(built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+def test_disk_tier_is_byte_bounded(
+    built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
     path = model_dir(built, "llama", tmp_path_factory)
     store = tmp_path / "prefix"
     eng = engine(path, prefix_cache_dir=str(store), prefix_cache_disk_bytes=200_000)

@@ -13,7 +13,9 @@ The request object
 smgpy builds ``obj`` with the attributes of sglang's / tokenspeed's ``GenerateReqInput`` that
 matter for serving (see :class:`GenerateReqInput`): ``rid``, ``text`` (the rendered prompt) or
 ``input_ids``, ``sampling_params`` (a dict), ``stream``, ``return_logprob``,
-``top_logprobs_num``. ``serve_oai(..., request_class=X)`` builds ``X(**fields)`` instead and
+``top_logprobs_num``, and the client's prompt-cache hints when it sent any
+(``prompt_cache_key``; ``cache_breakpoints``, prompt token positions of Anthropic
+``cache_control`` marks). ``serve_oai(..., request_class=X)`` builds ``X(**fields)`` instead and
 sets ``rid`` after construction (as tokenspeed requires).
 
 ``sampling_params`` keys (only those the client set are present): ``max_new_tokens``,
@@ -154,6 +156,12 @@ class GenerateReqInput:
     return_logprob: bool = False
     top_logprobs_num: int = 0
     rid: str | None = None
+    # Client prompt-cache hints (set only when the client sent them): OpenAI's
+    # ``prompt_cache_key``, and Anthropic ``cache_control`` breakpoints as prompt token positions
+    # (only when the server tokenized the prompt). An engine with a prefix cache may keep those
+    # prefixes ahead of others; any engine may ignore them.
+    prompt_cache_key: str | None = None
+    cache_breakpoints: list[int] | None = None
 
 
 @dataclass

@@ -37,6 +37,8 @@ logger = logging.getLogger("smgpy")
 _OK, _FULL, _CLOSED = 0, 1, 2
 # Seconds between heartbeats of the event loop (see `engine_stall_timeout`).
 _HEARTBEAT_S = 1.0
+# Request fields that only smgpy's own GenerateReqInput declares.
+_CACHE_HINTS = ("prompt_cache_key", "cache_breakpoints")
 
 
 class _Pump:
@@ -86,8 +88,13 @@ class _Pump:
     def _build(self, rid: str, fields: dict[str, Any]) -> Any:
         if self._request_class is None:
             return GenerateReqInput(rid=rid, **fields)
+        # Cache hints are smgpy's, not sglang's: set them only where the class takes them.
+        hints = {k: fields.pop(k) for k in _CACHE_HINTS if k in fields}
         obj = self._request_class(**fields)
         obj.rid = rid  # tokenspeed requires rid to be set after construction
+        for k, v in hints.items():
+            with contextlib.suppress(AttributeError):
+                setattr(obj, k, v)
         return obj
 
     async def _run(self, rid: str, fields: dict[str, Any], sink: _native.OutputSink) -> None:
