@@ -19,7 +19,11 @@ BLAS: as ``benches/mlx_serve.py``, ``--cpu-blas auto`` (the default here: a 4,00
 reference BLAS of the Linux ``mlx[cpu]`` wheel takes minutes) gives ``smgpy serve`` OpenBLAS when
 installed, and preloads the same library into ``mlx_lm.server``.
 
-Run: ``python benches/agent_cache.py [--hybrid] [--turns 8] [--cpu-blas auto|off] [--json out.json]``.
+With ``--strip-answers`` the client sends each answer back cut to its second half, so every turn
+diverges inside the previous answer, as when a template drops the last turn's reasoning: an
+attention cache is cut back to that point, an untrimmable state needs a snapshot before it.
+
+Run: ``python benches/agent_cache.py [--hybrid] [--strip-answers] [--turns 8] [--cpu-blas auto|off]``.
 """
 
 from __future__ import annotations
@@ -110,13 +114,18 @@ def turn(client: httpx.Client, base: str, model: str, messages: list[dict[str, A
     }
 
 
-def play(base: str, model: str, messages: list[dict[str, Any]], turns: range, label: str) -> list[dict[str, Any]]:
+def play(
+    base: str, model: str, messages: list[dict[str, Any]], turns: range, label: str, strip: bool
+) -> list[dict[str, Any]]:
     out = []
     with httpx.Client() as client:
         for t in turns:
             messages.append({"role": "user", "content": tool_output(t)})
             r = turn(client, base, model, messages)
-            messages.append({"role": "assistant", "content": r["text"] or "(no answer)"})
+            answer = r["text"] or "(no answer)"
+            if strip:  # the history keeps only the answer's second half, as templates drop reasoning
+                answer = answer[len(answer) // 2 :] or "(no answer)"
+            messages.append({"role": "assistant", "content": answer})
             r.pop("text")
             r["turn"] = t
             print(
@@ -155,7 +164,7 @@ def serve_cmd(kind: str, model_dir: str, name: str, port: int, cache_dir: str, b
 
 
 def run_server(
-    kind: str, model_dir: str, name: str, turns: int, log_dir: str, blas: str, env: dict[str, str]
+    kind: str, model_dir: str, name: str, turns: int, log_dir: str, blas: str, env: dict[str, str], strip: bool
 ) -> dict[str, Any]:
     cache_dir = tempfile.mkdtemp(prefix="agent-cache-")
     model = name if kind == "smgpy" else model_dir
@@ -167,7 +176,7 @@ def run_server(
         log = os.path.join(log_dir, f"agent-cache-{kind}.log")
         cmd = serve_cmd(kind, model_dir, name, port, cache_dir, blas)
         with running(cmd, base + "/v1/models", name=kind, log_path=log, env=env if kind != "smgpy" else None):
-            result[phase] = play(base, model, messages, span, f"{kind} ({phase})")
+            result[phase] = play(base, model, messages, span, f"{kind} ({phase})", strip)
     return result
 
 
@@ -187,6 +196,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--hybrid", action="store_true", help="a tiny random-weight qwen3_next instead of the demo")
+    parser.add_argument(
+        "--strip-answers",
+        action="store_true",
+        help="send each answer back cut to its second half, so every turn diverges inside the previous answer "
+        "(what templates that drop the last turn's reasoning do)",
+    )
     parser.add_argument("--peers", default="smgpy,mlx_lm", help="comma-separated: smgpy, mlx_lm")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--cpu-blas", default="auto", help="auto (default), off or a library: smgpy serve --cpu-blas")
@@ -213,7 +228,7 @@ def main() -> None:
         model_dir, name = resolve_model(str(demo_gguf_path()), dtype="float32")
     log_dir = os.environ.get("TMPDIR", "/tmp")
     results = {
-        kind: run_server(kind, model_dir, name, args.turns, log_dir, args.cpu_blas, peer_env)
+        kind: run_server(kind, model_dir, name, args.turns, log_dir, args.cpu_blas, peer_env, args.strip_answers)
         for kind in args.peers.split(",")
     }
     print()
