@@ -156,6 +156,21 @@ pub fn document() -> Value {
             "rid": {"type": "string"},
         }),
     );
+    let embeddings = obj(
+        &["input"],
+        json!({
+            "model": {"type": "string"},
+            "input": {"oneOf": [
+                {"type": "string"},
+                {"type": "array", "items": {"type": "string"}},
+                {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                {"type": "array", "items": {"type": "array", "items": {"type": "integer", "minimum": 0}}},
+            ]},
+            "encoding_format": {"enum": ["float", "base64"]},
+            "dimensions": {"type": "integer", "minimum": 1},
+            "user": {"type": "string"},
+        }),
+    );
     let tokenize = obj(
         &[],
         json!({"prompt": {"type": "string"}, "messages": {"type": "array", "items": {"type": "object"}}}),
@@ -204,6 +219,7 @@ pub fn document() -> Value {
             "/openapi.json": get("This document.", "server", "OpenAPI document.", "application/json"),
             "/v1/chat/completions": post("Chat completion.", "openai", chat, "A chat completion (or SSE chunks).", true, "OpenAIError"),
             "/v1/completions": post("Text completion.", "openai", completions, "A text completion (or SSE chunks).", true, "OpenAIError"),
+            "/v1/embeddings": post("Embeddings of texts or token ids.", "openai", embeddings, "A list of embeddings.", false, "OpenAIError"),
             "/v1/responses": post("OpenAI Responses API.", "openai", responses, "A response (or SSE events).", true, "OpenAIError"),
             "/v1/responses/{id}": {
                 "parameters": id_param,
