@@ -43,6 +43,7 @@ EXPECTED = {
     ("get", "/openapi.json"),
     ("post", "/v1/chat/completions"),
     ("post", "/v1/completions"),
+    ("post", "/v1/embeddings"),
     ("post", "/v1/responses"),
     ("get", "/v1/responses/{id}"),
     ("delete", "/v1/responses/{id}"),
