@@ -12,6 +12,7 @@ pub mod extract;
 pub mod health;
 pub mod layers;
 pub mod listen;
+pub mod literal;
 pub mod logging;
 pub mod metrics;
 pub mod offload;

@@ -12,6 +12,7 @@ use smgpy_protocol::chat::{tool_name, ToolChoice};
 use smgpy_template::{RenderArgs, TemplateError};
 
 use crate::error::ApiError;
+use crate::literal::{Masker, Rendered};
 use crate::pipeline::ToolStage;
 use crate::state::AppState;
 
@@ -264,8 +265,10 @@ fn json_form(specs: &[ToolSpec<'_>], choice: &ToolChoice, parallel: bool) -> Res
     Ok((schema, forced))
 }
 
-/// Render with the server's chat template.
-pub fn render(state: &AppState, p: ChatPrompt) -> Result<String, ApiError> {
+/// Render with the server's chat template. When the server tokenizes prompts itself, special
+/// tokens spelled inside the request's content come back as literal spans (see
+/// [`crate::literal`]), so that only the template's markup produces special tokens.
+pub fn render(state: &AppState, p: ChatPrompt) -> Result<Rendered, ApiError> {
     let template = state.config().chat_template.as_ref().ok_or_else(|| {
         ApiError::bad_request(
             None,
@@ -273,17 +276,31 @@ pub fn render(state: &AppState, p: ChatPrompt) -> Result<String, ApiError> {
              a chat template (serve_oai(..., chat_template=...) or --chat-template), or use /v1/completions",
         )
     })?;
-    let messages = smgpy_template::normalize_messages(p.messages, template.info());
-    let tools = p.tools.map(|t| smgpy_template::normalize_tools(&t));
+    let cfg = state.config();
+    let mut masker = cfg
+        .tokenizer
+        .as_ref()
+        .filter(|_| cfg.prompt_ids)
+        .map(|t| Masker::new(t.specials()));
+    let (messages, tools, documents) = match masker.as_mut() {
+        Some(m) => (
+            p.messages.into_iter().map(|v| m.mask(v)).collect(),
+            p.tools.map(|t| t.into_iter().map(|v| m.mask(v)).collect::<Vec<_>>()),
+            p.documents.map(|d| d.into_iter().map(|v| m.mask(v)).collect()),
+        ),
+        None => (p.messages, p.tools, p.documents),
+    };
+    let messages = smgpy_template::normalize_messages(messages, template.info());
+    let tools = tools.map(|t| smgpy_template::normalize_tools(&t));
     let args = RenderArgs {
         messages,
         tools,
-        documents: p.documents,
+        documents,
         add_generation_prompt: p.add_generation_prompt,
         continue_final_message: p.continue_final_message,
         kwargs: p.kwargs,
     };
-    template.render(&args).map_err(|e| match e {
+    let text = template.render(&args).map_err(|e| match e {
         TemplateError::Raised { message } => ApiError::BadRequest {
             message,
             param: Some("messages".into()),
@@ -293,6 +310,10 @@ pub fn render(state: &AppState, p: ChatPrompt) -> Result<String, ApiError> {
             Some("messages"),
             format!("the chat template cannot render this request: {other}"),
         ),
+    })?;
+    Ok(match &masker {
+        Some(m) => m.unmask(text),
+        None => text.into(),
     })
 }
 

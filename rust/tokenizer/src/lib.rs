@@ -15,12 +15,15 @@
 //!   longer ends in a partial character), over an owned, shareable tokenizer.
 #![forbid(unsafe_code)]
 
+mod literal;
 mod segments;
 pub mod split;
 
+use std::ops::Range;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+pub use literal::Specials;
 pub use segments::Segments;
 
 /// Errors of loading or running a tokenizer.
@@ -42,6 +45,8 @@ pub struct Tokenizer {
     /// Ids of segments between added tokens seen before; `None` when the tokenizer's segments
     /// cannot be encoded on their own (see [`Segments`]).
     segments: Option<Arc<Segments>>,
+    /// The special tokens' texts and a copy that encodes them as text, made on first use.
+    specials: Arc<OnceLock<Specials>>,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -90,6 +95,7 @@ impl Tokenizer {
             inner: Arc::new(inner),
             bos: bos.filter(|b| !b.is_empty()),
             segments,
+            specials: Arc::new(OnceLock::new()),
         })
     }
 
@@ -125,6 +131,37 @@ impl Tokenizer {
     pub fn encode_prompt(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
         let has_bos = self.bos.as_deref().is_some_and(|b| text.starts_with(b));
         self.encode(text, !has_bos)
+    }
+
+    /// Ids of a rendered prompt (BOS as in [`Tokenizer::encode_prompt`]) in which the byte ranges
+    /// `literal` (sorted, disjoint: text that came from request content) never produce a special
+    /// token: their special tokens' texts are encoded as text (see [`Specials`]). Without literal
+    /// ranges this is [`Tokenizer::encode_prompt`].
+    pub fn encode_prompt_literal(&self, text: &str, literal: &[Range<usize>]) -> Result<Vec<u32>, TokenizerError> {
+        if literal.is_empty() {
+            return self.encode_prompt(text);
+        }
+        let has_bos = self.bos.as_deref().is_some_and(|b| text.starts_with(b));
+        let inner = &*self.inner;
+        let ids = self
+            .specials()
+            .encode(inner, text, literal, |piece| match &self.segments {
+                Some(s) => s.encode(inner, piece, false),
+                None => inner.encode_fast(piece, false).map(|e| e.get_ids().to_vec()),
+            })
+            .and_then(|ids| {
+                if has_bos {
+                    Ok(ids)
+                } else {
+                    segments::post_process(inner, ids)
+                }
+            });
+        ids.map_err(|e| TokenizerError::Encode(e.to_string()))
+    }
+
+    /// The tokenizer's special tokens (their matcher is built on first use).
+    pub fn specials(&self) -> &Specials {
+        self.specials.get_or_init(|| Specials::new(&self.inner))
     }
 
     /// Text of `ids`, special tokens included (no clean-up of spaces).
@@ -206,7 +243,7 @@ impl Decoder {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::single_range_in_vec_init)]
     use super::*;
 
     /// A byte-level BPE tokenizer with byte fallback pieces, written out as a tokenizer.json.
@@ -302,6 +339,60 @@ mod tests {
             }
             out.push_str(&d.flush().unwrap());
             proptest::prop_assert_eq!(out, text);
+        }
+    }
+
+    #[test]
+    fn special_tokens_inside_literal_spans_are_text() {
+        let t = tiny();
+        let b = |c: u8| u32::from(c);
+        // The template's own `<s>` stays the token; the one the user typed is three bytes.
+        assert_eq!(t.encode_prompt("<s>a<s>b").unwrap(), [256, b(b'a'), 256, b(b'b')]);
+        assert_eq!(
+            t.encode_prompt_literal("<s>a<s>b", &[4..7]).unwrap(),
+            [256, b(b'a'), b(b'<'), b(b's'), b(b'>'), b(b'b')]
+        );
+        // A literal span that holds no special token changes nothing.
+        assert_eq!(
+            t.encode_prompt_literal("<s>a<s>b", &[3..4]).unwrap(),
+            t.encode_prompt("<s>a<s>b").unwrap()
+        );
+        // Without a leading BOS the post-processor still adds one.
+        assert_eq!(
+            t.encode_prompt_literal("a<s>", &[1..4]).unwrap(),
+            [256, b(b'a'), b(b'<'), b(b's'), b(b'>')]
+        );
+        assert!(t.specials().occurs_in("x<s>"));
+        assert_eq!(t.specials().find_in("x<s>"), [(1..4, 0)]);
+        assert_eq!(t.specials().text(0), Some("<s>"));
+    }
+
+    proptest::proptest! {
+        /// Literal spans around text that spells no special token leave the ids as they were.
+        #[test]
+        fn literal_spans_without_specials_change_nothing(
+            parts in proptest::collection::vec(("[a-z <>s]{0,6}", proptest::bool::ANY), 0..6),
+        ) {
+            let t = tiny();
+            let mut text = String::new();
+            let mut literal = Vec::new();
+            for (p, lit) in &parts {
+                text.push_str("<s>");
+                let start = text.len();
+                text.push_str(p);
+                if *lit && !p.is_empty() && !p.contains("<s>") {
+                    literal.push(start..text.len());
+                }
+            }
+            // A span only counts as holding no special if no match crosses into it.
+            let crossing = t.specials().find_in(&text).into_iter().any(|(r, _)| {
+                literal.iter().any(|l| l.start < r.end && r.start < l.end)
+            });
+            proptest::prop_assume!(!crossing);
+            proptest::prop_assert_eq!(
+                t.encode_prompt_literal(&text, &literal).unwrap(),
+                t.encode_prompt(&text).unwrap()
+            );
         }
     }
 

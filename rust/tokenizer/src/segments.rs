@@ -185,19 +185,7 @@ impl Segments {
             // Without special tokens every post-processor leaves the ids as they are.
             return Ok(ids);
         }
-        let n = ids.len();
-        let encoding = Encoding::new(
-            ids,
-            vec![0; n],
-            vec![String::new(); n],
-            vec![None; n],
-            vec![(0, 0); n],
-            vec![0; n],
-            vec![1; n],
-            Vec::new(),
-            Default::default(),
-        );
-        Ok(tokenizer.post_process(encoding, None, true)?.get_ids().to_vec())
+        post_process(tokenizer, ids)
     }
 
     /// The ids of one segment: cached, or encoded with the tokenizer's pre-tokenizer and model.
@@ -246,4 +234,22 @@ fn position_free(p: &PreTokenizerWrapper) -> bool {
         PreTokenizerWrapper::Sequence(s) => s.as_ref().iter().all(position_free),
         _ => true,
     }
+}
+
+/// `ids` with the tokenizer's special tokens added (BOS, ...), as its post-processor adds them to
+/// an encoding of one sequence.
+pub(crate) fn post_process(tokenizer: &tokenizers::Tokenizer, ids: Vec<u32>) -> tokenizers::Result<Vec<u32>> {
+    let n = ids.len();
+    let encoding = Encoding::new(
+        ids,
+        vec![0; n],
+        vec![String::new(); n],
+        vec![None; n],
+        vec![(0, 0); n],
+        vec![0; n],
+        vec![1; n],
+        Vec::new(),
+        Default::default(),
+    );
+    Ok(tokenizer.post_process(encoding, None, true)?.get_ids().to_vec())
 }

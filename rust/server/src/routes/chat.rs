@@ -68,7 +68,7 @@ pub async fn chat_completions(
         include_stop: req.include_stop_str_in_output,
         // A forced call's output is held to JSON from its first token: no reasoning block.
         reasoning: if req.separate_reasoning && !forced {
-            prompt::reasoning_options(&state, &text)
+            prompt::reasoning_options(&state, &text.text)
         } else {
             None
         },

@@ -21,6 +21,7 @@ use crate::engine::GenerateRequest;
 use crate::error::{AnthropicError, ApiError};
 use crate::extract::ApiJson;
 use crate::layers::with_tokens;
+use crate::literal::Rendered;
 use crate::pipeline::PipelineSpec;
 use crate::prompt::{self, ChatPrompt};
 use crate::routes::{start_choices, tokenize};
@@ -63,7 +64,7 @@ pub async fn messages(
         reasoning: if forced {
             None
         } else {
-            prompt::reasoning_options(&state, &text)
+            prompt::reasoning_options(&state, &text.text)
         },
         tools: plan.stage,
     };
@@ -112,11 +113,11 @@ pub async fn count_tokens(
     let ApiJson(req) = body?;
     let form = req.validate(false)?;
     let text = render(&state, &form)?;
-    let ids = tokenize::encode(&state, text, "/v1/messages/count_tokens").await?;
+    let ids = tokenize::encode_rendered(&state, text, "/v1/messages/count_tokens").await?;
     Ok(Json(json!({ "input_tokens": ids.len() })))
 }
 
-fn render(state: &AppState, form: &ChatForm) -> Result<String, ApiError> {
+fn render(state: &AppState, form: &ChatForm) -> Result<Rendered, ApiError> {
     render_through(state, form, form.messages.len(), !form.prefill, form.prefill)
 }
 
@@ -127,7 +128,7 @@ fn render_through(
     count: usize,
     add_generation_prompt: bool,
     continue_final_message: bool,
-) -> Result<String, ApiError> {
+) -> Result<Rendered, ApiError> {
     let mut kwargs = serde_json::Map::new();
     if let Some(on) = form.thinking {
         // The switch Qwen3-style templates read; other templates ignore unknown variables.
@@ -153,20 +154,25 @@ fn render_through(
 /// its token position is where the two tokenizations stop agreeing, so the position is always a
 /// true prefix of the prompt the engine runs. A template that cannot render the shorter
 /// conversation just loses that breakpoint: hints never fail a request.
-async fn breakpoint_positions(state: &AppState, form: &ChatForm, full: &str, ids: &[i64]) -> Vec<u32> {
+async fn breakpoint_positions(state: &AppState, form: &ChatForm, full: &Rendered, ids: &[i64]) -> Vec<u32> {
     let mut out = Vec::new();
     for &k in &form.cache_breakpoints {
         let Ok(head) = render_through(state, form, k + 1, false, false) else {
             continue;
         };
-        let mut agree = head.bytes().zip(full.bytes()).take_while(|(a, b)| a == b).count();
-        while !full.is_char_boundary(agree) {
+        let mut agree = head
+            .text
+            .bytes()
+            .zip(full.text.bytes())
+            .take_while(|(a, b)| a == b)
+            .count();
+        while !full.text.is_char_boundary(agree) {
             agree -= 1;
         }
         if agree == 0 {
             continue;
         }
-        let Ok((_, Some(head_ids))) = super::prompt_of(state, full[..agree].to_string()).await else {
+        let Ok((_, Some(head_ids))) = super::prompt_of(state, full.prefix(agree)).await else {
             continue;
         };
         let n = head_ids.iter().zip(ids).take_while(|(a, b)| a == b).count();

@@ -91,8 +91,13 @@ fn long_encode_slots() -> &'static tokio::sync::Semaphore {
 
 /// The prompt as the engine gets it: token ids made here from the rendered text, when the
 /// server has the model's tokenizer in Rust and the engine takes ids (so the engine's event loop
-/// never spends time encoding), else the text itself.
-pub async fn prompt_of(state: &AppState, text: String) -> Result<(Option<String>, Option<Vec<i64>>), ApiError> {
+/// never spends time encoding), else the text itself. Literal spans of a chat render (request
+/// content that spells special tokens) are encoded as text (see [`crate::literal`]).
+pub async fn prompt_of(
+    state: &AppState,
+    prompt: impl Into<crate::literal::Rendered>,
+) -> Result<(Option<String>, Option<Vec<i64>>), ApiError> {
+    let crate::literal::Rendered { text, literal } = prompt.into();
     let cfg = state.config();
     let Some(tok) = cfg.tokenizer.clone().filter(|_| cfg.prompt_ids) else {
         return Ok((Some(text), None));
@@ -101,7 +106,7 @@ pub async fn prompt_of(state: &AppState, text: String) -> Result<(Option<String>
     // pool would cost two thread switches, more than the encoding. A long one moves off the
     // async workers so that it does not hold up other requests' streams.
     let ids = if text.len() <= INLINE_ENCODE_BYTES {
-        tok.encode_prompt(&text)
+        tok.encode_prompt_literal(&text, &literal)
     } else {
         // Long prompts take turns on all but one core, so a burst of them leaves a core to the
         // engine's event loop and the streams it feeds.
@@ -109,7 +114,7 @@ pub async fn prompt_of(state: &AppState, text: String) -> Result<(Option<String>
             .acquire()
             .await
             .map_err(|e| ApiError::Internal(format!("tokenizer slots closed: {e}")))?;
-        tokio::task::spawn_blocking(move || tok.encode_prompt(&text))
+        tokio::task::spawn_blocking(move || tok.encode_prompt_literal(&text, &literal))
             .await
             .map_err(|e| ApiError::Internal(format!("tokenizer task failed: {e}")))?
     }

@@ -84,7 +84,7 @@ pub async fn create(
         reasoning: if forced {
             None
         } else {
-            prompt::reasoning_options(&state, &text)
+            prompt::reasoning_options(&state, &text.text)
         },
         tools: plan.stage,
     };

@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 use crate::engine::Tokenizer;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
+use crate::literal::Rendered;
 use crate::prompt::{self, ChatPrompt};
 use crate::state::AppState;
 
@@ -69,6 +70,20 @@ pub async fn encode(state: &AppState, text: String, what: &str) -> Result<Vec<i6
         .map_err(ApiError::from)
 }
 
+/// Token ids of a chat render: as [`encode`], except that literal spans (special tokens spelled in
+/// request content) are encoded as text, as the prompt the engine gets is.
+pub async fn encode_rendered(state: &AppState, prompt: Rendered, what: &str) -> Result<Vec<i64>, ApiError> {
+    let cfg = state.config();
+    match cfg.tokenizer.clone().filter(|_| !prompt.literal.is_empty()) {
+        Some(tok) => tokio::task::spawn_blocking(move || tok.encode_prompt_literal(&prompt.text, &prompt.literal))
+            .await
+            .map_err(|e| ApiError::Internal(format!("tokenizer task failed: {e}")))?
+            .map(|ids| ids.into_iter().map(i64::from).collect())
+            .map_err(|e| ApiError::bad_request(None, e.to_string())),
+        None => encode(state, prompt.text, what).await,
+    }
+}
+
 /// Text of `ids` with the engine's tokenizer.
 pub async fn decode(state: &AppState, ids: Vec<i64>, what: &str) -> Result<String, ApiError> {
     let tok = tokenizer(state, what)?;
@@ -83,7 +98,7 @@ pub async fn tokenize(
     ApiJson(req): ApiJson<TokenizeRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let text = match (req.prompt, req.messages) {
-        (Some(p), None) => p,
+        (Some(p), None) => p.into(),
         (None, Some(messages)) => prompt::render(
             &state,
             ChatPrompt {
@@ -102,7 +117,7 @@ pub async fn tokenize(
             ))
         }
     };
-    let ids = encode(&state, text, "/v1/tokenize").await?;
+    let ids = encode_rendered(&state, text, "/v1/tokenize").await?;
     Ok(Json(json!({
         "tokens": ids,
         "count": ids.len(),
