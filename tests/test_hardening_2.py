@@ -373,7 +373,7 @@ def _raw(url: str, data: bytes, wait: float = 5.0) -> tuple[int, Any]:
                     break
             try:
                 chunk = s.recv(65536)
-            except TimeoutError:
+            except (TimeoutError, ConnectionResetError):
                 break
             if not chunk:
                 break
@@ -421,6 +421,37 @@ def test_http11_requests_need_exactly_one_host(hosts: bytes) -> None:
         status, body = _raw(url, b"GET /v1/messages/x HTTP/1.1\r\n" + hosts + b"connection: close\r\n\r\n")
         assert status == 400 and body["type"] == "error", body
         assert _raw(url, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nconnection: close\r\n\r\n")[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "status", "code"),
+    [
+        (
+            "too-many-headers",
+            b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + b"".join(b"x-h%d: v\r\n" % i for i in range(200)) + b"\r\n",
+            431,
+            "request_header_fields_too_large",
+        ),
+        ("long-uri", b"GET /v1/models?q=" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "uri_too_long"),
+        (
+            "conflicting-lengths",
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}",
+            400,
+            "malformed_request",
+        ),
+        ("bad-header-line", b"GET /v1/models HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n", 400, "malformed_request"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_requests_hyper_cannot_parse_get_the_api_error_shape(name: str, data: bytes, status: int, code: str) -> None:
+    """hyper answers these before any route runs; the answer still carries an error object."""
+    with serve_in_thread(ScriptedEngine()) as url:
+        got, body = _raw(url, data)
+        assert got == status and body is not None, (name, got, body)
+        assert body["error"]["code"] == code and body["error"]["message"], body
+        # The server's own errors with the same statuses keep their bodies.
+        r = httpx.get(url + "/v1/models/%FF%FE")
+        assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
 
 
 # ----- 2. a large request does not stall other clients' streams -----

@@ -154,7 +154,7 @@ pub async fn serve(
             let _client_slot = client_slot;
             let mut builder = http1::Builder::new();
             builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let conn = builder.serve_connection(TokioIo::new(crate::wire_errors::WireErrors::new(stream)), service);
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
                 r = conn.as_mut() => {
