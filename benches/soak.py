@@ -8,7 +8,10 @@ issue 38: a client reusing a running stream's id as its /generate rid (the strea
 in its own process; this process drives it with 64 concurrent clients and reads the server's RSS
 from /proc.
 
-Reported: RSS growth after warm-up (goal < 5 %), requests lost (a request that hung or ended
+Reported: RSS growth (goal < 5 %), read in quiet pauses after each fifth of the run: from the second
+pause, once the bounded caches have filled (the structured-output check cache reaches its 16 MiB bound
+within the first two fifths; its size at each pause is reported), to the end; the growth from the first
+pause and the peak under load beside it, requests lost (a request that hung or ended
 without a complete answer or a clean error; goal 0), 5xx answers (goal 0), and whether every
 disconnected stream was aborted in the engine (no engine request left running that nobody reads;
 a stream dropped before the engine started it never reaches the engine at all).
@@ -134,6 +137,10 @@ async def complete_stream(client: httpx.AsyncClient, url: str, body: dict[str, A
         t.lost.append(f"stream {url} incomplete: {text[-200:]!r}")
 
 
+# Seconds without load before RSS is read (half-open connections time out, pools settle).
+QUIET_S = 3.0
+# The run is cut in this many equal parts, each followed by a quiet pause where RSS is read.
+FIFTHS = 5
 KINDS = ["chat", "chat_stream", "completions", "responses", "messages", "disconnect", "malformed", "slow"]
 KINDS += ["rid_reuse", "huge", "schema", "half_open"]
 WEIGHTS = [25, 20, 10, 8, 7, 15, 13, 2, 3, 1, 2, 2]
@@ -258,38 +265,55 @@ async def one(client: httpx.AsyncClient, base: str, rng: random.Random, t: Tally
 
 
 async def drive(base: str, pid: int, total: int, concurrency: int, only: str | None) -> dict[str, Any]:
+    """Warm-up (a fifth of the requests), a quiet pause, the rest, a quiet pause. RSS is compared
+    at the two pauses: mid-load it holds the requests in flight (64 clients with 3 MB bodies are
+    hundreds of MB), which says nothing about growth; the peak is reported beside it."""
     rng = random.Random(1)
     t = Tally()
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    warm = max(1, total // 5)
-    rss: dict[str, int] = {"start": rss_kib(pid)}
-    done = 0
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(total):
-        queue.put_nowait(i)
+    rss: dict[str, int] = {"start": rss_kib(pid), "peak": 0}
+    sampling = True
+
+    async def sample() -> None:
+        while sampling:
+            rss["peak"] = max(rss["peak"], rss_kib(pid))
+            await asyncio.sleep(0.1)
 
     async with httpx.AsyncClient(timeout=30.0, limits=limits) as client:
 
-        async def worker() -> None:
-            nonlocal done
-            while True:
-                try:
-                    queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                try:
-                    await one(client, base, rng, t, only)
-                except Exception as e:  # a hang (timeout) or a broken answer: lost
-                    t.lost.append(f"{type(e).__name__}: {e}")
-                done += 1
-                if done == warm:
-                    rss["after_warmup"] = rss_kib(pid)
+        async def phase(n: int) -> None:
+            queue: asyncio.Queue[int] = asyncio.Queue()
+            for i in range(n):
+                queue.put_nowait(i)
 
-        t0 = time.monotonic()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed = time.monotonic() - t0
-        await asyncio.sleep(0.5)
-        rss["end"] = rss_kib(pid)
+            async def worker() -> None:
+                while True:
+                    try:
+                        queue.get_nowait()
+                    except asyncio.QueueEmpty:
+                        return
+                    try:
+                        await one(client, base, rng, t, only)
+                    except Exception as e:  # a hang (timeout) or a broken answer: lost
+                        t.lost.append(f"{type(e).__name__}: {e}")
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+        sampler = asyncio.create_task(sample())
+        elapsed = 0.0
+        quiet: list[int] = []
+        checks: list[int] = []
+        for k in range(FIFTHS):
+            n = total * (k + 1) // FIFTHS - total * k // FIFTHS
+            t0 = time.monotonic()
+            await phase(n)
+            elapsed += time.monotonic() - t0
+            await asyncio.sleep(QUIET_S)
+            quiet.append(rss_kib(pid))
+            checks.append(await check_cache_bytes(client, base))
+        rss["after_warmup"], rss["end"] = quiet[0], quiet[-1]
+        sampling = False
+        await sampler
         load = (await client.get(base + "/v1/loads")).json()["loads"][0]
     five = sum(v for k, v in t.status.items() if k >= 500)
     return {
@@ -302,11 +326,25 @@ async def drive(base: str, pid: int, total: int, concurrency: int, only: str | N
         "5xx": five,
         "rss_kib": rss,
         "rss_growth_after_warmup_pct": round(100 * (rss["end"] - rss["after_warmup"]) / rss["after_warmup"], 2),
+        # RSS at each quiet pause: a leak climbs to the end; bounded caches filling level off.
+        "rss_quiet_kib": quiet,
+        "rss_growth_last_three_fifths_pct": round(100 * (quiet[-1] - quiet[1]) / quiet[1], 2),
+        # The structured-output check cache at each pause: it fills to its bound (16 MiB) early on.
+        "structured_check_cache_bytes": checks,
         "disconnects": t.disconnects,
         "engine_aborts": load.get("aborted"),
         # Engine requests neither finished nor aborted when the load ended: generation nobody reads.
         "engine_orphans": load.get("started", 0) - load.get("finished", 0) - load.get("aborted", 0),
     }
+
+
+async def check_cache_bytes(client: httpx.AsyncClient, base: str) -> int:
+    """The server's structured-output check cache size, from /metrics."""
+    text = (await client.get(base + "/metrics")).text
+    for line in text.splitlines():
+        if line.startswith("smgpy_structured_check_cache_bytes"):
+            return int(float(line.split()[-1]))
+    return 0
 
 
 def free_port() -> int:
