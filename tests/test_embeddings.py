@@ -5,8 +5,10 @@ MLX encoder against sentence-transformers' own vectors."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import struct
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -158,3 +160,36 @@ def test_an_embedding_only_engine_serves_embeddings_and_refuses_generation() -> 
         assert r["usage"]["prompt_tokens"] == 0
         gen = httpx.post(url + "/v1/completions", json={"prompt": "hi", "max_tokens": 2}, timeout=30)
     assert gen.status_code == 400 and "embedding model only" in gen.json()["error"]["message"]
+
+
+class _SlowEmbed:
+    """An engine whose `embed_request` takes its time, and records being cancelled."""
+
+    model_name = "slow-embed"
+
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+        self.finished: list[str] = []
+
+    async def embed_request(self, obj: Any) -> list[list[float]]:
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            self.cancelled.append(obj.rid)
+            raise
+        self.finished.append(obj.rid)
+        return [[1.0]] * len(obj.text or obj.input_ids)
+
+
+def test_a_client_that_hangs_up_cancels_its_embedding_request() -> None:
+    engine = _SlowEmbed()
+    with serve_in_thread(engine) as url:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(url + "/v1/embeddings", json={"input": "x"}, timeout=0.5)
+        deadline = time.monotonic() + 4
+        while not engine.cancelled and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(engine.cancelled) == 1 and not engine.finished
+        # A client that waits still gets its answer.
+        r = httpx.post(url + "/v1/embeddings", json={"input": "x"}, timeout=30)
+        assert r.status_code == 200 and len(engine.finished) == 1

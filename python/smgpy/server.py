@@ -12,6 +12,7 @@ from __future__ import annotations
 import array
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import os
@@ -52,7 +53,7 @@ class _Pump:
         # Pumps waiting for room in their request's full output channel (a slow client).
         self._room: dict[str, asyncio.Future[None]] = {}
         self._embeds_on = callable(getattr(engine, "embed_request", None))
-        self._embeds: set[asyncio.Task[None]] = set()
+        self._embeds: dict[str, asyncio.Task[None]] = {}
 
     def on_wake(self) -> None:
         starts, cancels, ready = self._native.take_work()
@@ -66,7 +67,7 @@ class _Pump:
                 continue
             self._tasks[rid] = loop.create_task(self._run(rid, fields, sink), name=f"smgpy-{rid}")
         for rid in cancels:
-            task = self._tasks.get(rid)
+            task = self._tasks.get(rid) or self._embeds.get(rid)
             if task is not None:
                 task.cancel()
         for rid in ready:
@@ -76,11 +77,14 @@ class _Pump:
         if self._embeds_on:
             for rid, fields, esink in self._native.take_embeds():
                 task = loop.create_task(self._embed(rid, fields, esink), name=f"smgpy-{rid}")
-                self._embeds.add(task)
-                task.add_done_callback(self._embeds.discard)
+                self._embeds[rid] = task
+                task.add_done_callback(functools.partial(self._embed_done, rid))
+
+    def _embed_done(self, rid: str, _task: asyncio.Task[None]) -> None:
+        self._embeds.pop(rid, None)
 
     def cancel_all(self) -> list[asyncio.Task[None]]:
-        tasks = [*self._tasks.values(), *self._embeds]
+        tasks = [*self._tasks.values(), *self._embeds.values()]
         for t in tasks:
             t.cancel()
         return tasks

@@ -65,7 +65,14 @@ class MLXEmbedder:
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._waiting = 0
         self._lock = threading.Lock()
-        self.stats = {"requests": 0, "inputs": 0, "forward_passes": 0, "largest_pass": 0, "most_requests_grouped": 0}
+        self.stats = {
+            "requests": 0,
+            "inputs": 0,
+            "forward_passes": 0,
+            "largest_pass": 0,
+            "most_requests_grouped": 0,
+            "cancelled": 0,
+        }
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._model: Any = None
@@ -185,6 +192,15 @@ class MLXEmbedder:
     def _serve(self, jobs: list[_Job]) -> None:
         import numpy as np
 
+        # A request whose client hung up was cancelled on the loop: its inputs are not computed.
+        # (Reading `done()` from this thread is a plain flag read; a cancel that lands after it
+        # only wastes this one pass.)
+        gone = [job for job in jobs if job.future.done()]
+        if gone:
+            jobs = [job for job in jobs if not job.future.done()]
+            self.stats["cancelled"] += len(gone)
+            with self._lock:
+                self._waiting -= sum(len(job.ids) for job in gone)
         order = sorted(((len(ids), j, i) for j, job in enumerate(jobs) for i, ids in enumerate(job.ids)))
         results: list[list[Any]] = [[None] * len(job.ids) for job in jobs]
         try:

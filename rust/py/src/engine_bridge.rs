@@ -227,8 +227,13 @@ impl Engine for PyEngine {
         self.0.tokenizer.clone()
     }
 
+    /// The engine's answer reaches the route through a relay task, which also notices the route
+    /// going away (its client hung up) and then cancels the engine's `embed_request`, as a
+    /// generation is aborted.
     fn embed(&self, req: EmbedRequest) -> Result<EmbedReply, EngineError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let (mut to_route, route) = tokio::sync::oneshot::channel();
+        let rid = req.rid.clone();
         self.0
             .queues
             .lock()
@@ -236,7 +241,18 @@ impl Engine for PyEngine {
             .embeds
             .push((req, tx));
         self.0.wake();
-        Ok(rx)
+        let bridge = self.0.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                answer = rx => {
+                    if let Ok(answer) = answer {
+                        let _ = to_route.send(answer);
+                    }
+                }
+                () = to_route.closed() => bridge.cancel(rid),
+            }
+        });
+        Ok(route)
     }
 
     fn flush_cache(&self) -> Result<bool, EngineError> {
