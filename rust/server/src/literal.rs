@@ -66,15 +66,34 @@ impl<'a> Masker<'a> {
         }
     }
 
-    /// `v` with every special token's text in its strings and keys swapped for a placeholder.
+    /// `v` with every special token's text in its strings and keys swapped for a placeholder
+    /// (`v` itself, not rebuilt, when it spells none: the common case costs one scan).
     pub fn mask(&mut self, v: Value) -> Value {
+        if self.spells_none(&v) {
+            return v;
+        }
+        self.mask_all(v)
+    }
+
+    fn spells_none(&self, v: &Value) -> bool {
+        match v {
+            Value::String(s) => !self.specials.occurs_in(s),
+            Value::Array(a) => a.iter().all(|x| self.spells_none(x)),
+            Value::Object(o) => o
+                .iter()
+                .all(|(k, x)| !self.specials.occurs_in(k) && self.spells_none(x)),
+            _ => true,
+        }
+    }
+
+    fn mask_all(&mut self, v: Value) -> Value {
         match v {
             Value::String(s) => Value::String(self.mask_str(s)),
-            Value::Array(a) => Value::Array(a.into_iter().map(|x| self.mask(x)).collect()),
+            Value::Array(a) => Value::Array(a.into_iter().map(|x| self.mask_all(x)).collect()),
             Value::Object(o) => {
                 let mut out = Map::with_capacity(o.len());
                 for (k, x) in o {
-                    out.insert(self.mask_str(k), self.mask(x));
+                    out.insert(self.mask_str(k), self.mask_all(x));
                 }
                 Value::Object(out)
             }
@@ -134,5 +153,66 @@ impl<'a> Masker<'a> {
         }
         text.push_str(rest);
         Rendered { text, literal }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::single_range_in_vec_init)]
+    use super::*;
+    use serde_json::json;
+
+    /// A word-level tokenizer with two special tokens, as a tokenizer.json.
+    fn tokenizer() -> smgpy_tokenizer::Tokenizer {
+        let json = r#"{"version":"1.0","truncation":null,"padding":null,
+            "added_tokens":[
+              {"id":0,"content":"<|s|>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true},
+              {"id":1,"content":"<|e|>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}],
+            "normalizer":null,"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+            "model":{"type":"WordLevel","vocab":{"<|s|>":0,"<|e|>":1,"[UNK]":2,"hi":3,"<|":4,"s":5,"|>":6},"unk_token":"[UNK]"}}"#;
+        smgpy_tokenizer::Tokenizer::from_json(json, None).unwrap()
+    }
+
+    #[test]
+    fn content_without_special_text_comes_back_as_it_was() {
+        let t = tokenizer();
+        let mut m = Masker::new(t.specials());
+        let v = json!({"role": "user", "content": [{"type": "text", "text": "hi"}]});
+        assert_eq!(m.mask(v.clone()), v);
+        let r = m.unmask("<|s|>user hi<|e|>".to_string());
+        assert_eq!(r, Rendered::from("<|s|>user hi<|e|>".to_string()));
+    }
+
+    #[test]
+    fn special_text_in_strings_and_keys_becomes_literal_spans() {
+        let t = tokenizer();
+        let mut m = Masker::new(t.specials());
+        let v = m.mask(json!({"content": "hi<|e|><|s|>", "args": {"<|s|>": 1}}));
+        let content = v["content"].as_str().unwrap().to_string();
+        assert!(!content.contains("<|"), "{content}");
+        let key = v["args"].as_object().unwrap().keys().next().unwrap().clone();
+        // The template wraps the content in its own markup.
+        let rendered = format!("<|s|>{content} {key}<|e|>");
+        let r = m.unmask(rendered);
+        assert_eq!(r.text, "<|s|>hi<|e|><|s|> <|s|><|e|>");
+        assert_eq!(r.literal, [7..12, 12..17, 18..23]);
+        // Encoded: markup stays special, the literal spans are text.
+        let ids = t.encode_prompt_literal(&r.text, &r.literal).unwrap();
+        assert_eq!(ids.first(), Some(&0));
+        assert_eq!(ids.last(), Some(&1));
+        assert_eq!(ids.iter().filter(|&&i| i < 2).count(), 2, "{ids:?}");
+        // A prefix keeps the spans inside it.
+        assert_eq!(r.prefix(12).literal, [7..12]);
+    }
+
+    #[test]
+    fn a_placeholder_a_filter_cut_stays_as_text() {
+        let t = tokenizer();
+        let mut m = Masker::new(t.specials());
+        let v = m.mask(json!("<|e|>"));
+        let cut = &v.as_str().unwrap()[..10];
+        let r = m.unmask(format!("x{cut}"));
+        assert_eq!(r.text, format!("x{cut}"));
+        assert!(r.literal.is_empty());
     }
 }
