@@ -495,6 +495,22 @@ def test_large_requests_do_not_stall_another_clients_stream() -> None:
         assert max(during) < 0.5, max(during)
 
 
+def test_a_large_request_whose_client_hangs_up_is_aborted() -> None:
+    """Large bodies run on their own runtime; a client that leaves still aborts the generation."""
+    engine = ScriptedEngine(["t"] * 400, delay=0.02)
+    big = [{"role": "user", "content": "x" * (1 << 20)}]
+    with serve_in_thread(engine) as url:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(url + "/v1/chat/completions", json={"messages": big}, timeout=1.0)
+        deadline = time.monotonic() + 5
+        while not engine.aborted and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [r.rid for r in engine.requests] == engine.aborted
+        # A client that waits gets its whole answer from the same path.
+        r = httpx.post(url + "/v1/chat/completions", json={"messages": big, "max_tokens": 5}, timeout=30)
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "t" * 5
+
+
 def test_the_cli_sets_a_default_max_tokens_and_documents_it() -> None:
     from smgpy.cli import build_parser
 

@@ -89,6 +89,8 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     // Framing rules apply to requests off the wire (router tests build theirs without a Host).
     let app = crate::router(state.clone()).layer(axum::middleware::from_fn(crate::layers::check_framing));
+    // Its threads start now rather than under the first large request.
+    crate::offload::prepare();
     let cfg = state.config();
     let slots = cfg.max_connections.max(1);
     let permits = Arc::new(Semaphore::new(slots));
