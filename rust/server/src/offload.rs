@@ -100,7 +100,7 @@ pub async fn offload_heavy(State(state): State<AppState>, req: Request, next: Ne
     };
     let (parts, body) = req.into_parts();
     let wait = cfg.body_read_timeout;
-    let bytes = match tokio::time::timeout(wait, read_body(body, limit)).await {
+    let bytes = match tokio::time::timeout(wait, read_body(body, limit, declared)).await {
         Err(_) => return shaped(ApiError::BodyTimeout(wait.as_secs())),
         Ok(Err(e)) => return shaped(e),
         Ok(Ok(b)) => b,
@@ -137,15 +137,116 @@ impl<T> Drop for AbortOnDrop<T> {
 }
 
 /// The whole body, or a 413 past `limit` bytes.
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+///
+/// Never grown by doubling: the last steps would each copy tens of megabytes into freshly
+/// faulted memory in one go on an HTTP worker, and another client's stream paused for 70-100 ms
+/// while four 33 MB bodies arrived on two cores (benches/heavy_bodies.py). With a
+/// `Content-Length` (at most `limit` here) the buffer is sized up front and filled as bytes
+/// arrive; a chunked body's pieces are kept and joined at the end, a slice at a time.
+async fn read_body(body: Body, limit: usize, declared: Option<u64>) -> Result<Bytes, ApiError> {
     let mut stream = body.into_data_stream();
-    let mut buf = BytesMut::new();
+    let expected = declared.and_then(|n| usize::try_from(n).ok()).map(|n| n.min(limit));
+    let mut buf = BytesMut::with_capacity(expected.unwrap_or(0));
+    let mut pieces: Vec<Bytes> = Vec::new();
+    let mut total = 0usize;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| ApiError::bad_request(None, format!("cannot read request body: {e}")))?;
-        if buf.len() + chunk.len() > limit {
+        total += chunk.len();
+        if total > limit {
             return Err(ApiError::PayloadTooLarge { limit });
         }
-        buf.extend_from_slice(&chunk);
+        if expected.is_some() {
+            buf.extend_from_slice(&chunk);
+        } else {
+            pieces.push(chunk);
+        }
     }
-    Ok(buf.freeze())
+    if expected.is_some() {
+        return Ok(buf.freeze());
+    }
+    if pieces.len() == 1 {
+        return Ok(pieces.swap_remove(0));
+    }
+    Ok(join_yielding(pieces, total).await)
+}
+
+/// Bytes copied between yields to the runtime while joining a chunked body.
+const JOIN_SLICE_BYTES: usize = 1 << 20;
+
+/// One buffer from `pieces`, copied a slice at a time with a yield between slices, so the
+/// worker's other tasks (other clients' streams) run while a large body is joined.
+async fn join_yielding(pieces: Vec<Bytes>, total: usize) -> Bytes {
+    let mut buf = BytesMut::with_capacity(total);
+    let mut since_yield = 0usize;
+    for piece in pieces {
+        for part in piece.chunks(JOIN_SLICE_BYTES) {
+            buf.extend_from_slice(part);
+            since_yield += part.len();
+            if since_yield >= JOIN_SLICE_BYTES {
+                since_yield = 0;
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+    buf.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A body that arrives in the given pieces, as a chunked upload does.
+    fn chunked(pieces: Vec<Vec<u8>>) -> Body {
+        Body::from_stream(futures::stream::iter(
+            pieces.into_iter().map(|p| Ok::<_, std::io::Error>(Bytes::from(p))),
+        ))
+    }
+
+    fn pieces(n: usize, size: usize) -> Vec<Vec<u8>> {
+        (0..n).map(|i| vec![u8::try_from(i % 251).unwrap(); size]).collect()
+    }
+
+    #[tokio::test]
+    async fn chunked_pieces_are_joined_in_order() {
+        let parts = pieces(7, (1 << 20) / 3 + 5);
+        let whole: Vec<u8> = parts.concat();
+        let got = read_body(chunked(parts), 64 << 20, None).await.unwrap();
+        assert_eq!(got.as_ref(), whole.as_slice());
+    }
+
+    #[tokio::test]
+    async fn declared_length_fills_one_buffer() {
+        let parts = pieces(5, 300_000);
+        let whole: Vec<u8> = parts.concat();
+        let got = read_body(chunked(parts), 64 << 20, Some(whole.len() as u64))
+            .await
+            .unwrap();
+        assert_eq!(got.as_ref(), whole.as_slice());
+    }
+
+    #[tokio::test]
+    async fn a_length_that_lies_still_reads_what_arrives() {
+        // hyper enforces Content-Length on the wire; the buffer size is only a hint here.
+        let parts = pieces(3, 1000);
+        let whole: Vec<u8> = parts.concat();
+        let got = read_body(chunked(parts), 64 << 20, Some(10)).await.unwrap();
+        assert_eq!(got.as_ref(), whole.as_slice());
+    }
+
+    #[tokio::test]
+    async fn past_the_limit_is_413_with_or_without_length() {
+        for declared in [None, Some(2_000)] {
+            let err = read_body(chunked(pieces(3, 1000)), 2_500, declared).await.unwrap_err();
+            assert!(matches!(err, ApiError::PayloadTooLarge { limit: 2_500 }), "{err:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn one_piece_is_returned_without_a_copy() {
+        let piece = Bytes::from(vec![7u8; 4096]);
+        let ptr = piece.as_ptr();
+        let body = Body::from_stream(futures::stream::iter([Ok::<_, std::io::Error>(piece)]));
+        let got = read_body(body, 1 << 20, None).await.unwrap();
+        assert_eq!(got.as_ptr(), ptr);
+    }
 }
