@@ -37,6 +37,32 @@ extern "C" {
     /// mimalloc's own setter; its symbols are local to this extension (a cdylib exports only its
     /// Python entry points), so this reaches this extension's allocator and no other.
     fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+    /// mimalloc's collection of the calling thread's heap (`force = false`: the cheap part).
+    fn mi_collect(force: bool);
+}
+
+/// Least time between two collections on one thread.
+const COLLECT_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Run by the extension's runtime threads (HTTP workers, heavy requests) as they go idle: frees
+/// made to this thread's heap from other threads (a request's buffers are often dropped on
+/// another worker than the one that built them) are only taken back when the owning thread
+/// allocates again or collects, so a thread that went idle after a burst kept that memory
+/// resident, and the soak's quiet-pause RSS wandered by 10 MB and more (benches/README.md,
+/// "Hardening soak"). At most once a millisecond per thread, so a busy worker that parks between
+/// every request does not pay for it each time.
+pub(crate) fn release_idle_memory() {
+    thread_local! {
+        static LAST: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+    }
+    let now = std::time::Instant::now();
+    if LAST.get().is_some_and(|t| now.duration_since(t) < COLLECT_EVERY) {
+        return;
+    }
+    LAST.set(Some(now));
+    // SAFETY: `mi_collect` is mimalloc's documented API; it touches only the calling thread's
+    // heap and the allocator's own shared state, under its own synchronisation.
+    unsafe { mi_collect(false) }
 }
 
 /// Pages freed by this extension go back to the OS at once instead of after mimalloc's delay.
@@ -53,6 +79,7 @@ fn purge_freed_memory_at_once() {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     purge_freed_memory_at_once();
+    smgpy_server::offload::set_idle_hook(release_idle_memory);
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     parsers::register(m)?;

@@ -83,6 +83,7 @@ pub(crate) fn runtime_with(threads: usize) -> PyResult<&'static tokio::runtime::
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .thread_name("smgpy-http")
+        .on_thread_park(crate::release_idle_memory)
         .enable_all()
         .build()
         .map_err(|e| crate::errors::os(format!("cannot start the HTTP runtime: {e}")))?;

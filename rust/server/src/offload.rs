@@ -50,12 +50,30 @@ fn heavy_runtime() -> Option<&'static Runtime> {
                 .worker_threads(cores.saturating_sub(1).max(1))
                 .thread_name("smgpy-heavy")
                 .on_thread_start(lower_priority)
+                .on_thread_park(on_idle)
                 .enable_all()
                 .build()
                 .map_err(|e| tracing::warn!(error = %e, "no runtime for heavy requests; they share the HTTP workers"))
                 .ok()
         })
         .as_ref()
+}
+
+/// Run by a heavy-request thread each time it goes idle; see [`set_idle_hook`].
+static IDLE_HOOK: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// What a heavy-request thread runs when it goes idle: the embedding crate, which owns the
+/// allocator, hands memory the thread freed back to the OS there (a large request frees tens of
+/// megabytes, and the thread may then sit idle for hours). Set once, before the first server
+/// starts; later calls are ignored.
+pub fn set_idle_hook(hook: fn()) {
+    let _ = IDLE_HOOK.set(hook);
+}
+
+fn on_idle() {
+    if let Some(hook) = IDLE_HOOK.get() {
+        hook();
+    }
 }
 
 /// Start the heavy-request runtime (its threads) ahead of the first large request.
@@ -239,6 +257,27 @@ mod tests {
             let err = read_body(chunked(pieces(3, 1000)), 2_500, declared).await.unwrap_err();
             assert!(matches!(err, ApiError::PayloadTooLarge { limit: 2_500 }), "{err:?}");
         }
+    }
+
+    static IDLE_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    fn count_idle() {
+        IDLE_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    #[tokio::test]
+    async fn heavy_threads_run_the_idle_hook_when_they_go_idle() {
+        set_idle_hook(count_idle);
+        let rt = heavy_runtime().expect("the heavy runtime starts");
+        let before = IDLE_RUNS.load(std::sync::atomic::Ordering::Relaxed);
+        rt.spawn(async { vec![0u8; 1 << 20].len() }).await.unwrap();
+        for _ in 0..100 {
+            if IDLE_RUNS.load(std::sync::atomic::Ordering::Relaxed) > before {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("no heavy-request thread ran the idle hook after its task");
     }
 
     #[tokio::test]
