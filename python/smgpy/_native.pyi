@@ -428,7 +428,7 @@ class Server:
         api_key: str | None = None,
         allowed_origins: list[str] | None = None,
         max_body_bytes: int = 33554432,
-        request_timeout: float | None = None,
+        request_timeout: float | None = ...,
         context_length: int | None = None,
         keep_alive: float = 15.0,
         shutdown_timeout: float = 10.0,

@@ -23,10 +23,6 @@ impl ProtocolError {
             code: None,
         }
     }
-    pub fn with_code(mut self, code: &'static str) -> Self {
-        self.code = Some(code);
-        self
-    }
 }
 
 /// Parse a JSON body into `T`, reporting the path of the first bad field.

@@ -142,7 +142,7 @@ impl Server {
     #[new]
     #[pyo3(signature = (*, host, port, model_name, chat_template = None, special_tokens = None,
         tool_parser = None, reasoning_parser = None, api_key = None, allowed_origins = None,
-        max_body_bytes = 33_554_432, request_timeout = None, context_length = None,
+        max_body_bytes = 33_554_432, request_timeout = Some(1800.0), context_length = None,
         keep_alive = 15.0, shutdown_timeout = 10.0, tokenizer = None, get_load = None,
         header_read_timeout = 30.0, body_read_timeout = 60.0, max_connections = 1024,
         engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,

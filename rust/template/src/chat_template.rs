@@ -53,15 +53,6 @@ impl ChatTemplate {
         )
     }
 
-    /// Compile named variants (tokenizer_config's list form); `default` is used unless tools are given and a
-    /// `tool_use` variant exists. Without a `default`, the first variant is the default.
-    pub fn from_named(
-        templates: Vec<(String, String)>,
-        special_tokens: Map<String, Value>,
-    ) -> Result<Self, TemplateError> {
-        Self::compile(templates, "<chat_template>".into(), special_tokens, None)
-    }
-
     /// Take `source_or_path` as a file path when such a file exists, otherwise as template source.
     pub fn from_source_or_path(
         source_or_path: &str,

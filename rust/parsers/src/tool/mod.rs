@@ -328,11 +328,6 @@ impl ToolCallParser {
         out
     }
 
-    /// `finish`, appending to `out`.
-    pub fn finish_into(&mut self, out: &mut ToolDelta) {
-        self.engine.finish(out);
-    }
-
     /// The calls this stream started that never completed (so far): see [`Abandoned`].
     pub fn abandoned(&self) -> &Abandoned {
         self.engine.abandoned()
