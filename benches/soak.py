@@ -8,6 +8,12 @@ issue 38: a client reusing a running stream's id as its /generate rid (the strea
 in its own process; this process drives it with 64 concurrent clients and reads the server's RSS
 from /proc.
 
+A sentinel client in a process of its own streams one long chat completion through each fifth of the
+run and records when each of its reads arrives: its longest gaps are reported overall, and apart for
+the gaps that overlapped a 3 MB request in flight (goal: those no longer than the others, i.e. no
+stream gap from another client's request). ``benches/heavy_bodies.py`` measures the same with 33 MB
+bodies on an otherwise idle server.
+
 Reported: RSS growth (goal < 5 %), read in quiet pauses after each fifth of the run: from the second
 pause, once the bounded caches have filled (the structured-output check cache reaches its 16 MiB bound
 within the first two fifths; its size at each pause is reported), to the end; the growth from the first
@@ -30,6 +36,7 @@ import socket
 import subprocess
 import sys
 import time
+from asyncio.subprocess import PIPE
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -118,6 +125,51 @@ class Tally:
         self.status: Counter[int] = Counter()
         self.lost: list[str] = []
         self.disconnects = 0
+        # (start, end) monotonic times of the 3 MB requests, for the sentinel's gaps.
+        self.huge_windows: list[tuple[float, float]] = []
+
+
+def sentinel(port: int) -> None:
+    """Stream one long chat completion until a line arrives on stdin; print the monotonic time of
+    every read (JSON). A process of its own, so that the load's client does not delay its reads."""
+    import selectors
+
+    body = json.dumps({"messages": MSG, "stream": True, "max_tokens": 10_000_000}).encode()
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: soak\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n" % len(body)
+    )
+    reads: list[float] = []
+    with socket.create_connection(("127.0.0.1", port)) as s, selectors.DefaultSelector() as sel:
+        s.sendall(head + body)
+        sel.register(s, selectors.EVENT_READ)
+        sel.register(sys.stdin, selectors.EVENT_READ)
+        while True:
+            ready = {key.fileobj for key, _ in sel.select()}
+            if sys.stdin in ready:
+                break
+            if s in ready:
+                if not s.recv(1 << 16):
+                    break
+                reads.append(time.monotonic())
+    print(json.dumps(reads))
+
+
+def stream_gaps(runs: list[list[float]], huge: list[tuple[float, float]]) -> dict[str, float]:
+    """The sentinel's longest gaps in ms (``runs``: its read times in each fifth): overall, p99, and
+    split by whether a 3 MB request was in flight during the gap."""
+    gaps = sorted((b - a, a, b) for reads in runs for a, b in zip(reads, reads[1:], strict=False))
+    if not gaps:
+        return {}
+    during = [g for g, a, b in gaps if any(s < b and a < e for s, e in huge)]
+    other = [g for g, a, b in gaps if not any(s < b and a < e for s, e in huge)]
+    return {
+        "gaps": len(gaps),
+        "max_ms": round(gaps[-1][0] * 1e3, 1),
+        "p99_ms": round(gaps[int(0.99 * (len(gaps) - 1))][0] * 1e3, 1),
+        "max_while_huge_ms": round(max(during, default=0.0) * 1e3, 1),
+        "max_otherwise_ms": round(max(other, default=0.0) * 1e3, 1),
+    }
 
 
 async def complete_stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], t: Tally) -> None:
@@ -233,7 +285,9 @@ async def one(client: httpx.AsyncClient, base: str, rng: random.Random, t: Tally
     elif kind == "rid_reuse":
         await rid_reuse(client, base, t)
     elif kind == "huge":
+        start = time.monotonic()
         r = await client.post(base + "/v1/chat/completions", content=HUGE, headers={"content-type": "application/json"})
+        t.huge_windows.append((start, time.monotonic()))
         t.status[r.status_code] += 1
         if r.status_code != 200:
             t.lost.append(f"huge {r.status_code}")
@@ -303,11 +357,19 @@ async def drive(base: str, pid: int, total: int, concurrency: int, only: str | N
         elapsed = 0.0
         quiet: list[int] = []
         checks: list[int] = []
+        port = base.rsplit(":", 1)[1]
+        reads: list[list[float]] = []
         for k in range(FIFTHS):
             n = total * (k + 1) // FIFTHS - total * k // FIFTHS
+            watcher = await asyncio.create_subprocess_exec(
+                sys.executable, __file__, "--sentinel", port, stdin=PIPE, stdout=PIPE
+            )
+            await asyncio.sleep(0.5)  # its stream is running
             t0 = time.monotonic()
             await phase(n)
             elapsed += time.monotonic() - t0
+            out, _ = await watcher.communicate(b"stop\n")
+            reads.append([x for x in json.loads(out) if x >= t0])
             await asyncio.sleep(QUIET_S)
             quiet.append(rss_kib(pid))
             checks.append(await check_cache_bytes(client, base))
@@ -331,6 +393,8 @@ async def drive(base: str, pid: int, total: int, concurrency: int, only: str | N
         "rss_growth_last_three_fifths_pct": round(100 * (quiet[-1] - quiet[1]) / quiet[1], 2),
         # The structured-output check cache at each pause: it fills to its bound (16 MiB) early on.
         "structured_check_cache_bytes": checks,
+        # Gaps between the sentinel's reads during the load (a 3 MB request in flight or not).
+        "stream_gaps": stream_gaps(reads, t.huge_windows),
         "disconnects": t.disconnects,
         "engine_aborts": load.get("aborted"),
         # Engine requests neither finished nor aborted when the load ended: generation nobody reads.
@@ -359,9 +423,13 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--only", choices=KINDS, help="send only this kind of request (to find what grows)")
     p.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--sentinel", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
         serve(args.serve)
+        return
+    if args.sentinel:
+        sentinel(args.sentinel)
         return
     port = free_port()
     proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port)], env=os.environ.copy())
