@@ -7,9 +7,12 @@ import this module as ``_servers``.
 
 from __future__ import annotations
 
+import json
 import os
+import selectors
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -42,6 +45,32 @@ def answers(url: str, timeout: float = 2.0) -> bool:
             return r.status == 200
     except OSError:
         return False
+
+
+def stream_read_times(port: int, body: dict[str, object], seconds: float | None = None) -> list[float]:
+    """Post ``body`` (a streamed chat completion) to 127.0.0.1:``port`` and return the monotonic time
+    of every read from the socket, until a line arrives on stdin, the stream ends or ``seconds``
+    pass. Run in a process of its own, so that no load in the caller's process delays the reads."""
+    data = json.dumps(body).encode()
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n" % len(data)
+    )
+    reads: list[float] = []
+    end = None if seconds is None else time.monotonic() + seconds
+    with socket.create_connection(("127.0.0.1", port)) as s, selectors.DefaultSelector() as sel:
+        s.sendall(head + data)
+        sel.register(s, selectors.EVENT_READ)
+        sel.register(sys.stdin, selectors.EVENT_READ)
+        while end is None or time.monotonic() < end:
+            ready = {key.fileobj for key, _ in sel.select(None if end is None else end - time.monotonic())}
+            if sys.stdin in ready:
+                break
+            if s in ready:
+                if not s.recv(1 << 16):
+                    break
+                reads.append(time.monotonic())
+    return reads
 
 
 @contextmanager

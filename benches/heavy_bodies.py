@@ -31,7 +31,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _servers import free_port, running  # noqa: E402
+from _servers import free_port, running, stream_read_times  # noqa: E402
 
 TOKEN_EVERY_S = 0.005
 
@@ -75,28 +75,8 @@ def serve(port: int) -> None:
 def read_stream(port: int, seconds: float) -> None:
     """Stream one chat completion until stdin has a line (at most ``seconds``); print the monotonic
     time of every read (JSON)."""
-    import selectors
-
-    body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "stream": True}).encode()
-    head = (
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
-        b"content-length: %d\r\n\r\n" % len(body)
-    )
-    reads: list[float] = []
-    with socket.create_connection(("127.0.0.1", port)) as s, selectors.DefaultSelector() as sel:
-        s.sendall(head + body)
-        sel.register(s, selectors.EVENT_READ)
-        sel.register(sys.stdin, selectors.EVENT_READ)
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            ready = {key.fileobj for key, _ in sel.select(end - time.monotonic())}
-            if sys.stdin in ready:
-                break
-            if s in ready:
-                if not s.recv(1 << 16):
-                    break
-                reads.append(time.monotonic())
-    print(json.dumps(reads))
+    body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+    print(json.dumps(stream_read_times(port, body, seconds)))
 
 
 def send_body(port: int, path: str) -> None:

@@ -132,27 +132,9 @@ class Tally:
 def sentinel(port: int) -> None:
     """Stream one long chat completion until a line arrives on stdin; print the monotonic time of
     every read (JSON). A process of its own, so that the load's client does not delay its reads."""
-    import selectors
+    from _servers import stream_read_times
 
-    body = json.dumps({"messages": MSG, "stream": True, "max_tokens": 10_000_000}).encode()
-    head = (
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: soak\r\ncontent-type: application/json\r\n"
-        b"content-length: %d\r\n\r\n" % len(body)
-    )
-    reads: list[float] = []
-    with socket.create_connection(("127.0.0.1", port)) as s, selectors.DefaultSelector() as sel:
-        s.sendall(head + body)
-        sel.register(s, selectors.EVENT_READ)
-        sel.register(sys.stdin, selectors.EVENT_READ)
-        while True:
-            ready = {key.fileobj for key, _ in sel.select()}
-            if sys.stdin in ready:
-                break
-            if s in ready:
-                if not s.recv(1 << 16):
-                    break
-                reads.append(time.monotonic())
-    print(json.dumps(reads))
+    print(json.dumps(stream_read_times(port, {"messages": MSG, "stream": True, "max_tokens": 10_000_000})))
 
 
 def stream_gaps(runs: list[list[float]], huge: list[tuple[float, float]]) -> dict[str, float]:
