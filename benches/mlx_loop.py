@@ -28,6 +28,11 @@ random-weight model (the demo model's llama config cut down, or at the size of S
 SmolLM2-1.7B); ``--tokenizer DIR`` gives the tokenizer files where the demo model cannot be
 fetched (a device machine).
 
+``--cpu-blas auto`` (or a library) runs everything on OpenBLAS (or BLIS, MKL) instead of the
+reference BLAS the Linux ``mlx[cpu]`` wheel links: preloaded in this process for the bare step
+and the prefill chunk, and into the engine's worker processes through ``LD_PRELOAD`` (``benches/_blas.py``),
+so on a CPU the model's step costs little and the engine's own work shows, as on an accelerator.
+
 Run: ``python benches/mlx_loop.py [--base DIR] [--rounds 2] [--shape tiny] [--out results.json]``.
 """
 
@@ -48,6 +53,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _blas import child_env, find_blas, preload_here
 from mlx_tiny import TINY, forward_step_rates
 
 SHAPES: dict[str, dict[str, Any]] = {
@@ -225,18 +231,7 @@ def _chunk_ms(model_dir: str, chunk: int) -> float:
     return statistics.median(runs[1:]) * 1e3
 
 
-def _install_blas(choice: str) -> str | None:
-    """``--cpu-blas``: OpenBLAS and smgpy's small-batch kernel before MLX loads (CPU only), so the
-    model's step costs little and the engine's own work shows, as on an accelerator."""
-    if choice == "off":
-        return None
-    from smgpy.mlx.blas import install_cpu_blas
-
-    return str(install_cpu_blas(choice).library)
-
-
 def worker(args: argparse.Namespace) -> None:
-    _install_blas(args.cpu_blas)
     from smgpy.mlx import MLXEngine
 
     engine = MLXEngine(args.model, max_running=32, max_waiting=256, prefix_cache_bytes=0)
@@ -256,8 +251,8 @@ def worker(args: argparse.Namespace) -> None:
 # ----- the driver -----
 
 
-def run_worker(src: Path | None, args: argparse.Namespace, model_dir: Path) -> dict[str, Any]:
-    env = dict(os.environ)
+def run_worker(src: Path | None, args: argparse.Namespace, model_dir: Path, blas: str | None) -> dict[str, Any]:
+    env = child_env(blas)  # the engine's process runs on the BLAS of the bare step
     if src is not None:
         env["PYTHONPATH"] = str(src)
     cmd = [
@@ -272,8 +267,6 @@ def run_worker(src: Path | None, args: argparse.Namespace, model_dir: Path) -> d
         str(args.max_tokens),
         "--long-prompt",
         str(args.long_prompt),
-        "--cpu-blas",
-        args.cpu_blas,
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
@@ -295,13 +288,19 @@ def main() -> None:
     ap.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     ap.add_argument("--tokenizer", type=Path, default=os.environ.get("SMGPY_GPU_TOKENIZER"))
-    ap.add_argument("--cpu-blas", default="off", help="off (default), auto or a library, as smgpy serve --cpu-blas")
+    ap.add_argument(
+        "--cpu-blas",
+        default="off",
+        help="the BLAS of every measurement: off (default: the mlx wheel's own), auto (OpenBLAS/BLIS/MKL, "
+        "first found) or a library",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     if args.worker:
         worker(args)
         return
-    blas = _install_blas(args.cpu_blas)
+    blas = find_blas(args.cpu_blas)
+    preload_here(blas)  # before mlx.core loads: the bare step and the prefill chunk run here
 
     tmp = Path(tempfile.mkdtemp(prefix="smgpy-loop-"))
     try:
@@ -316,7 +315,7 @@ def main() -> None:
         for i in range(args.rounds):
             order = list(variants) if i % 2 == 0 else list(reversed(variants))
             for name in order:
-                runs[name].append(run_worker(variants[name], args, model_dir))
+                runs[name].append(run_worker(variants[name], args, model_dir, blas))
                 print(f"round {i + 1}: {name} done", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

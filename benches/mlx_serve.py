@@ -3,9 +3,8 @@
 Measures, with streaming greedy chat completions of 64 tokens:
 
 * aggregate tokens/s and mean time to first token at 1, 4 and 8 concurrent clients;
-* single-stream decode tokens/s against mlx-lm's raw ``stream_generate``, on mlx-lm's model as loaded
-  and on the same model after ``smgpy.mlx.rewrite`` (what the engine runs: so the second ratio is
-  the serving overhead alone);
+* single-stream decode tokens/s against mlx-lm's raw ``stream_generate`` on the same model, in this
+  process (the ratio is the serving overhead);
 * time to first token of a request sharing a ~2,000-token prefix, cold vs warm prefix cache.
 
 Both servers are started as subprocesses, one after the other, on free ports, from the same
@@ -13,14 +12,12 @@ converted model directory (SmolLM2-135M-Instruct, float32). Rounds alternate bet
 servers so that load from other processes on a shared machine hits both alike, and the raw
 ``stream_generate`` measurement runs inside each round too, not once at the end.
 
-BLAS: by default everything runs on the BLAS the Linux ``mlx[cpu]`` wheel ships. ``--cpu-blas auto``
-opts in to smgpy's CPU option (``smgpy serve --cpu-blas auto``: OpenBLAS when installed, plus
-smgpy's small-batch kernel) for the smgpy server and the raw ``stream_generate`` run (this process);
-``--peer-blas same`` (default) then preloads the same library into ``mlx_lm.server`` so the
-comparison is of the servers alone; ``--peer-blas own`` runs ``mlx_lm.server`` as installed.
-``--graph-rewrites`` passes that flag to ``smgpy serve``.
+BLAS: by default everything runs on the reference BLAS the Linux ``mlx[cpu]`` wheel links.
+``--cpu-blas auto`` (or a library) puts OpenBLAS (or BLIS, MKL) in its place for all of it: both
+servers (``LD_PRELOAD``) and the raw ``stream_generate`` run (preloaded in this process), so the
+comparison is of the servers alone (see ``benches/_blas.py``).
 
-Run: ``python benches/mlx_serve.py [--rounds 2] [--cpu-blas auto] [--graph-rewrites] [--peer-blas same|own]``.
+Run: ``python benches/mlx_serve.py [--rounds 2] [--cpu-blas auto]``.
 """
 
 from __future__ import annotations
@@ -39,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from _blas import child_env, find_blas, preload_here
 from _servers import QUESTIONS, free_port, running
 
 MAX_TOKENS = 64
@@ -141,14 +139,10 @@ async def prefix_ttft(base: str, model: str) -> dict[str, float]:
 class RawStreamGenerate:
     """mlx-lm's own single-stream decode rate on the same model and prompt (no server)."""
 
-    def __init__(self, model_dir: str, rewrite: bool = False) -> None:
+    def __init__(self, model_dir: str) -> None:
         from mlx_lm import load
 
         self.model, self.tok = load(model_dir)
-        if rewrite:
-            from smgpy.mlx.rewrite import rewrite_model
-
-            rewrite_model(self.model)
         self.prompt = self.tok.apply_chat_template(
             [{"role": "user", "content": QUESTIONS[0]}], add_generation_prompt=True, tokenize=False
         )
@@ -204,32 +198,25 @@ def main() -> None:
     parser.add_argument("--chart", default=os.path.join(os.path.dirname(__file__), "mlx_throughput.png"))
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument(
-        "--peer-blas",
-        choices=("same", "own"),
-        default="same",
-        help="same: mlx_lm.server gets the BLAS smgpy uses (LD_PRELOAD); own: it runs as installed",
-    )
-    parser.add_argument(
         "--client-nice",
         type=int,
         default=0,
         help="lower the bench client's priority by this much once the servers are up (e.g. 10)",
     )
-    parser.add_argument("--cpu-blas", default="off", help="off (default), auto or a library: smgpy serve --cpu-blas")
-    parser.add_argument("--graph-rewrites", action="store_true", help="smgpy serve --graph-rewrites")
+    parser.add_argument(
+        "--cpu-blas",
+        default="off",
+        help="the BLAS of both servers and the raw run: off (default: the mlx wheel's own), auto "
+        "(OpenBLAS/BLIS/MKL, first found) or a library",
+    )
     args = parser.parse_args()
 
-    from smgpy.mlx.blas import install_cpu_blas
-
-    installed = install_cpu_blas(args.cpu_blas) if args.cpu_blas != "off" else None
+    blas = find_blas(args.cpu_blas)
+    preload_here(blas)  # before mlx.core loads: the raw stream_generate run is in this process
     from smgpy.mlx import demo_gguf_path, resolve_model
 
-    blas = installed.library if installed else None
-    peer_blas = blas if args.peer_blas == "same" else "as installed"
-    print(f"BLAS: smgpy {blas or 'bundled reference'}; mlx_lm.server {peer_blas or 'bundled reference'}")
-    peer_env = dict(os.environ)
-    if blas and args.peer_blas == "same":
-        peer_env["LD_PRELOAD"] = " ".join(filter(None, [blas, peer_env.get("LD_PRELOAD")]))
+    print(f"BLAS: {blas or 'bundled reference'} (both servers and the raw run)")
+    server_env = child_env(blas)  # the same BLAS for both servers
     load_before = os.getloadavg()
 
     model_dir, name = resolve_model(str(demo_gguf_path()), dtype="float32")
@@ -248,9 +235,6 @@ def main() -> None:
             str(ports["smgpy"]),
             "--log-level",
             "warning",
-            "--cpu-blas",
-            args.cpu_blas,
-            *(["--graph-rewrites"] if args.graph_rewrites else []),
         ],
         "mlx_lm": [
             sys.executable,
@@ -267,15 +251,14 @@ def main() -> None:
     runs: dict[str, dict[int, list[dict[str, float]]]] = {k: {c: [] for c in CONCURRENCY} for k in cmds}
     prefix: dict[str, list[dict[str, float]]] = {k: [] for k in cmds}
     log_dir = os.environ.get("TMPDIR", "/tmp")
-    with server(cmds["smgpy"], ports["smgpy"], os.path.join(log_dir, "bench-smgpy.log")) as smgpy_url:
-        with server(cmds["mlx_lm"], ports["mlx_lm"], os.path.join(log_dir, "bench-mlx_lm.log"), peer_env) as mlx_url:
+    with server(cmds["smgpy"], ports["smgpy"], os.path.join(log_dir, "bench-smgpy.log"), server_env) as smgpy_url:
+        with server(cmds["mlx_lm"], ports["mlx_lm"], os.path.join(log_dir, "bench-mlx_lm.log"), server_env) as mlx_url:
             # Only one server is driven at a time; the other sits idle.
             urls = {"smgpy": smgpy_url, "mlx_lm": mlx_url}
             models = {"smgpy": name, "mlx_lm": model_dir}
             for key in urls:  # warm-up (first MLX calls compile kernels)
                 asyncio.run(concurrent(urls[key], models[key], 2))
             raw = RawStreamGenerate(model_dir)
-            raw_rw = RawStreamGenerate(model_dir, rewrite=True)
             if args.client_nice:
                 # The load generator should not take CPU from the server it measures (on 2 cores both
                 # are saturated by MLX); the servers, started before, keep their priority. The raw
@@ -294,7 +277,6 @@ def main() -> None:
                         )
                     if c == 1:
                         print(f"round {rnd} raw stream_generate: decode {raw.run():.2f} tok/s", flush=True)
-                        print(f"round {rnd} raw stream_generate, rewritten model: {raw_rw.run():.2f} tok/s", flush=True)
                 for key in urls:
                     p = asyncio.run(prefix_ttft(urls[key], models[key]))
                     prefix[key].append(p)
@@ -306,8 +288,7 @@ def main() -> None:
     for k in cmds:
         results[k]["prefix"] = median_of(prefix[k])
     results["raw_stream_generate_tps"] = statistics.median(raw.rates)
-    results["raw_stream_generate_rewritten_tps"] = statistics.median(raw_rw.rates)
-    results["blas"] = {"smgpy": blas, "mlx_lm": peer_blas}
+    results["blas"] = {"smgpy": blas, "mlx_lm": blas}
     results["loadavg_1m"] = {"before": load_before[0], "after": os.getloadavg()[0]}
     print(json.dumps(results, indent=2))
     print()
@@ -321,10 +302,8 @@ def main() -> None:
         )
     single = results["smgpy"]["1"]["decode_tps"]
     raw = results["raw_stream_generate_tps"]
-    raw_rw = results["raw_stream_generate_rewritten_tps"]
     print(
-        f"\nsingle-stream decode: smgpy {single:.2f} tok/s, raw stream_generate {raw:.2f} tok/s ({single / raw:.2f}x); "
-        f"raw on the rewritten model {raw_rw:.2f} tok/s ({single / raw_rw:.2f}x)"
+        f"\nsingle-stream decode: smgpy {single:.2f} tok/s, raw stream_generate {raw:.2f} tok/s ({single / raw:.2f}x)"
     )
     for k in cmds:
         p = results[k]["prefix"]

@@ -22,10 +22,11 @@ The model's own cost is measured too, in this process: the bare model's decode s
 + argmax) at each batch size, one step at a time and pipelined (the next step queued before the
 current one is read, as mlx-lm's generators do). The pipelined rate bounds any server's tokens/s,
 so ``bare / mlx_lm.server`` is the largest ratio any server could reach against it here.
-With the CPU as it is installed (``--cpu-blas off``, the servers' default) the 49,152-wide output
-product runs on MLX's bundled reference BLAS and costs more than the rest of a step; ``--cpu-blas
-auto`` gives both servers OpenBLAS (``mlx_lm.server`` through ``LD_PRELOAD``) and smgpy its
-small-batch kernel, which makes the step cheap enough for the servers' own overhead to show.
+With the CPU as it is installed (``--cpu-blas off``, the default) the 49,152-wide output product
+runs on the reference BLAS the Linux ``mlx[cpu]`` wheel links and costs more than the rest of a
+step; ``--cpu-blas auto`` runs both servers (through ``LD_PRELOAD``) and the bare-step measurement
+(preloaded in this process) on OpenBLAS (or BLIS, MKL; see ``benches/_blas.py``), which makes the
+step cheap enough for the servers' own overhead to show.
 
 Run: ``python benches/mlx_tiny.py [--rounds 3] [--cpu-blas off|auto] [--max-running N]``.
 """
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _blas import child_env, find_blas, preload_here
 from _servers import QUESTIONS, free_port, running
 
 CONCURRENCY = (1, 8, 32)
@@ -293,18 +295,20 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCY))
     parser.add_argument("--model-dir", help="where to write the tiny model (default: a temporary directory)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
-    parser.add_argument("--cpu-blas", default="off", help="off (default), auto or a library: smgpy serve --cpu-blas")
+    parser.add_argument(
+        "--cpu-blas",
+        default="off",
+        help="the BLAS of both servers and the bare step: off (default: the mlx wheel's own), auto "
+        "(OpenBLAS/BLIS/MKL, first found) or a library",
+    )
     parser.add_argument("--max-running", type=int, help="smgpy serve --max-running (default: smgpy's own)")
     parser.add_argument("--decode-concurrency", type=int, help="mlx_lm.server --decode-concurrency (default: its own)")
     parser.add_argument("--only", choices=("smgpy", "mlx_lm"), help="drive one server only")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
 
-    blas = None
-    if args.cpu_blas != "off":
-        from smgpy.mlx.blas import install_cpu_blas
-
-        blas = install_cpu_blas(args.cpu_blas).library  # before mlx is imported: the model-step rates use it
+    blas = find_blas(args.cpu_blas)
+    preload_here(blas)  # before mlx is imported: the model-step rates use it
     tmp = tempfile.TemporaryDirectory(prefix="smgpy-tiny-")
     model_dir = Path(args.model_dir or tmp.name).resolve()
     build_tiny_model(model_dir, args.seed)
@@ -318,9 +322,7 @@ def main() -> None:
         flush=True,
     )
 
-    peer_env = dict(os.environ)
-    if blas:
-        peer_env["LD_PRELOAD"] = " ".join(filter(None, [blas, peer_env.get("LD_PRELOAD")]))
+    server_env = child_env(blas)  # the same BLAS for both servers
     ports = {"smgpy": free_port(), "mlx_lm": free_port()}
     cmds = {
         "smgpy": [
@@ -336,7 +338,6 @@ def main() -> None:
             str(ports["smgpy"]),
             "--log-level",
             "warning",
-            *(["--cpu-blas", args.cpu_blas] if args.cpu_blas != "off" else []),
             *(["--max-running", str(args.max_running)] if args.max_running else []),
         ],
         "mlx_lm": [
@@ -356,8 +357,9 @@ def main() -> None:
     models = {"smgpy": "tiny", "mlx_lm": str(model_dir)}
     runs: dict[str, dict[int, list[Load]]] = {k: {c: [] for c in args.concurrency} for k in keys}
     log_dir = os.environ.get("TMPDIR", "/tmp")
-    with server(cmds["smgpy"], ports["smgpy"], os.path.join(log_dir, "bench-tiny-smgpy.log")) as pid_s:
-        with server(cmds["mlx_lm"], ports["mlx_lm"], os.path.join(log_dir, "bench-tiny-mlx_lm.log"), peer_env) as pid_m:
+    logs = {k: os.path.join(log_dir, f"bench-tiny-{k}.log") for k in cmds}
+    with server(cmds["smgpy"], ports["smgpy"], logs["smgpy"], server_env) as pid_s:
+        with server(cmds["mlx_lm"], ports["mlx_lm"], logs["mlx_lm"], server_env) as pid_m:
             print(f"pids: smgpy {pid_s}, mlx_lm.server {pid_m}", flush=True)
             # Warm-up (the first MLX calls compile kernels), and both servers must give the same greedy text.
             texts = {}

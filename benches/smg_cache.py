@@ -10,6 +10,9 @@ Policies alternate round by round, with both workers' caches flushed before ever
 Reported per policy: the share of prompt tokens served from the prefix cache
 (`usage.prompt_tokens_details.cached_tokens`) and the median time to first token of turns 2+.
 
+``--cpu-blas auto`` (or a library) runs both workers on OpenBLAS (or BLIS, MKL) instead of the
+reference BLAS the Linux ``mlx[cpu]`` wheel links, through ``LD_PRELOAD`` (``benches/_blas.py``).
+
 Run: ``python benches/smg_cache.py [--rounds 2] [--turns 4] [--cpu-blas auto]`` (needs `pip install smg`).
 """
 
@@ -26,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+from _blas import child_env, find_blas
 
 TOPICS = ["Paris", "the sea", "volcanoes", "bread", "trains", "owls", "glaciers", "chess"]
 
@@ -48,11 +52,11 @@ def wait_ok(url: str, seconds: float) -> None:
     raise SystemExit(f"{url} did not come up")
 
 
-def start_worker(name: str, cpu_blas: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_worker(name: str, blas: str | None) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "smgpy", "serve", "--port", str(port), "--worker-id", name]
-    cmd += ["--max-running", "4", "--log-level", "warning", "--cpu-blas", cpu_blas]
-    proc = subprocess.Popen(cmd)
+    cmd += ["--max-running", "4", "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, env=child_env(blas))
     url = f"http://127.0.0.1:{port}"
     wait_ok(url + "/health", 300)
     return proc, url
@@ -141,9 +145,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--turns", type=int, default=4)
-    p.add_argument("--cpu-blas", default="off", help="passed to smgpy serve (auto: OpenBLAS if installed)")
+    p.add_argument(
+        "--cpu-blas",
+        default="off",
+        help="the BLAS of both workers (LD_PRELOAD): off (default: the mlx wheel's own), auto "
+        "(OpenBLAS/BLIS/MKL, first found) or a library",
+    )
     args = p.parse_args()
-    workers = [start_worker(f"w{i}", args.cpu_blas) for i in (1, 2)]
+    blas = find_blas(args.cpu_blas)
+    workers = [start_worker(f"w{i}", blas) for i in (1, 2)]
     urls = [u for _, u in workers]
     results: dict[str, list[dict[str, float]]] = {"cache_aware": [], "round_robin": []}
     try:

@@ -20,19 +20,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import smgpy  # noqa: E402
 
-# The configuration the MLX tests run in. By default: MLX as installed (the Linux mlx[cpu] wheel's
-# reference BLAS) and the model as mlx-lm loads it, which is what the README's test command runs.
-# CI's acceleration step opts in to the CPU-only options, before anything imports mlx.core:
-#   SMGPY_TEST_CPU_BLAS=auto|LIBRARY   smgpy.mlx.blas.install_cpu_blas(...)
-#   SMGPY_TEST_GRAPH_REWRITES=1        engines made by `demo_engine` install the exact rewrites
-CPU_BLAS = os.environ.get("SMGPY_TEST_CPU_BLAS", "").strip()
-GRAPH_REWRITES = os.environ.get("SMGPY_TEST_GRAPH_REWRITES", "").strip() == "1"
-if CPU_BLAS:
-    from smgpy.mlx.blas import install_cpu_blas  # noqa: E402
-
-    if install_cpu_blas(CPU_BLAS) is None:
-        raise RuntimeError(f"SMGPY_TEST_CPU_BLAS={CPU_BLAS}: nothing could be installed")
-
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 
@@ -52,10 +39,9 @@ def demo_gguf() -> Path:
 
 
 def demo_engine(**kwargs: Any) -> Any:
-    """An MLXEngine on the demo model, in the test run's configuration (see GRAPH_REWRITES)."""
+    """An MLXEngine on the demo model."""
     from smgpy.mlx import MLXEngine
 
-    kwargs.setdefault("graph_rewrites", GRAPH_REWRITES)
     return MLXEngine.from_pretrained(str(demo_gguf()), **kwargs)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import tiny_models
-from conftest import GRAPH_REWRITES, demo_gguf
+from conftest import demo_gguf
 from smgpy.engine import GenerateReqInput
 
 PROMPT_LENGTHS = (5, 13, 29, 47)
@@ -77,7 +77,7 @@ def engine_greedy(path: Path, prompt_ids: list[list[int]]) -> list[tuple[list[in
     """The engine's greedy tokens (and finish reason) for each prompt, all submitted together."""
     from smgpy.mlx import MLXEngine
 
-    engine = MLXEngine(str(path), max_running=8, graph_rewrites=GRAPH_REWRITES)
+    engine = MLXEngine(str(path), max_running=8)
     try:
 
         async def together() -> list[tuple[list[int], Any]]:

@@ -95,8 +95,7 @@ def test_concurrent_requests_equal_sequential(engine: MLXEngine) -> None:
 
 
 def test_greedy_alone_and_batched_equal_mlx_lm_stream_generate(engine: MLXEngine, reference: Any) -> None:
-    """Token-identical to mlx-lm's own `stream_generate`, in whatever configuration this run uses
-    (MLX's bundled BLAS by default; CI's acceleration step: OpenBLAS, smgpy's kernel, rewrites)."""
+    """Token-identical to mlx-lm's own `stream_generate`, alone and in one batch."""
     prompts = [chat(engine, q) for q in (QUESTION, "Name three colors.", "Count to five.", "Describe a cat.")]
     want = [mlx_lm_greedy(reference, p, 24) for p in prompts]
     assert [run(engine, p, temperature=0, max_new_tokens=24)["ids"] for p in prompts] == want

@@ -46,8 +46,6 @@ def test_every_upstream_name_the_engine_uses_resolves() -> None:
     assert all(callable(f) for f in (mlx_lm_api.apply_top_k, mlx_lm_api.apply_top_p, mlx_lm_api.apply_min_p))
     assert callable(mlx_lm_api.make_repetition_penalty) and callable(mlx_lm_api.greedy_sampler)
 
-    assert {c.__name__ for c in mlx_lm_api.rope_classes()} == {"Llama3RoPE", "ProportionalRoPE"}
-
 
 def test_the_tokenizer_wrapper_still_holds_the_hf_tokenizer() -> None:
     from smgpy.mlx import resolve_model
@@ -56,15 +54,6 @@ def test_the_tokenizer_wrapper_still_holds_the_hf_tokenizer() -> None:
     hf = mlx_lm_api.hf_tokenizer(wrapper)
     assert hf is not wrapper and len(hf) == 49152 and config["model_type"] == "llama"
     assert list(wrapper.eos_token_ids) == [2]
-
-
-def test_scaled_ropes_still_keep_their_frequency_table() -> None:
-    from mlx_lm.models.rope_utils import Llama3RoPE
-
-    scaling = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
-    rope = Llama3RoPE(16, max_position_embeddings=4096, base=500000.0, scaling_config=scaling)
-    freqs = mlx_lm_api.rope_frequencies(rope)
-    assert freqs is not None and freqs.shape == (8,)
 
 
 def test_a_moved_api_is_named_in_the_error() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import tiny_models
-from conftest import GRAPH_REWRITES, demo_gguf
+from conftest import demo_gguf
 from smgpy.engine import GenerateReqInput
 
 MODELS = ("llama", "qwen3_next", "mamba2", "gemma3_text", "nemotron_h")
@@ -58,7 +58,7 @@ def mlx_lm_greedy(path: Path, prompt: list[int], n: int) -> list[int]:
 def engine(path: Path, **kwargs: Any) -> Any:
     from smgpy.mlx import MLXEngine
 
-    return MLXEngine(str(path), max_running=4, graph_rewrites=GRAPH_REWRITES, **kwargs)
+    return MLXEngine(str(path), max_running=4, **kwargs)
 
 
 def run(eng: Any, prompt: list[int], n: int) -> tuple[list[int], int]:

@@ -5,7 +5,7 @@ Each area keeps its own section; keep the sections in this order.
 
 import datetime
 import os
-from typing import Any, Literal, final
+from typing import Any, final
 
 __all__ = [
     "ChatTemplate",
@@ -27,10 +27,6 @@ __all__ = [
     "Tokenizer",
     "Vocabulary",
     "__version__",
-    "blas_forward_install",
-    "blas_forwarded",
-    "blas_mode",
-    "blas_set_mode",
     "init_logging",
     "list_reasoning_parsers",
     "list_tool_parsers",
@@ -483,17 +479,3 @@ class Server:
     @property
     def stopped(self) -> bool:
         """Whether the server has stopped; `wake_fd` becomes readable when this turns true."""
-
-# ---- BLAS (MLX on Linux) ----
-
-def blas_forward_install(library: str) -> None:
-    """Route `cblas_sgemm` calls reaching this module to `library`, one-row products through `cblas_sgemv`."""
-
-def blas_forwarded() -> int:
-    """How many products went through gemv or smgpy's skinny kernel so far."""
-
-def blas_set_mode(mode: Literal["off", "gemv", "skinny"]) -> None:
-    """What the forwarding takes over: nothing, one-row products (gemv), or up to 8 rows (skinny kernel)."""
-
-def blas_mode() -> Literal["off", "gemv", "skinny"]:
-    """The forwarding mode in effect (`"skinny"` falls back to `"gemv"` without AVX2 and FMA)."""

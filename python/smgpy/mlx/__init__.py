@@ -4,8 +4,7 @@ Install with ``pip install 'smgpy[mlx]'`` (``'smgpy[demo]'`` is the same; the de
 fetched on first use, see :mod:`smgpy.mlx.demo`).
 
 Importing this package changes nothing in the process: it loads no library and imports neither
-MLX nor mlx-lm until one of its names is used. The opt-in CPU acceleration
-(:func:`smgpy.mlx.blas.install_cpu_blas`) is the caller's explicit choice.
+MLX nor mlx-lm until one of its names is used.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from smgpy.mlx.blas import install_cpu_blas, installed_cpu_blas
     from smgpy.mlx.demo import DEMO_MODEL_NAME, DemoModelMissing, demo_gguf_path
     from smgpy.mlx.engine import MLXEngine, resolve_model
     from smgpy.mlx.gguf import GGUFConversionError, convert_gguf
@@ -26,8 +24,6 @@ __all__ = [
     "MLXEngine",
     "convert_gguf",
     "demo_gguf_path",
-    "install_cpu_blas",
-    "installed_cpu_blas",
     "resolve_model",
 ]
 
@@ -39,8 +35,6 @@ _WHERE = {
     "convert_gguf": "smgpy.mlx.gguf",
     "MLXEngine": "smgpy.mlx.engine",
     "resolve_model": "smgpy.mlx.engine",
-    "install_cpu_blas": "smgpy.mlx.blas",
-    "installed_cpu_blas": "smgpy.mlx.blas",
 }
 
 

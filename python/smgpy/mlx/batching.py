@@ -51,7 +51,6 @@ from smgpy.mlx.detokenize import TextDecoder
 from smgpy.mlx.mailbox import Mailbox
 from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PINNED, TIER_PLAIN, Hit, PrefixCache
 from smgpy.mlx.prefix_disk import DiskStore
-from smgpy.mlx.rewrite import Rewrites, rewrite_model
 from smgpy.mlx.sampling import SamplingParams, make_logits_processors, make_sampler
 from smgpy.mlx.slots import MergeBatch, SingleBatch, SlotBatch, can_merge, is_plain_kv
 
@@ -163,12 +162,9 @@ class Scheduler:
         max_running: int,
         prefix_cache_bytes: int,
         prefill_step_size: int = 512,
-        graph_rewrites: bool = False,
         prefix_disk: DiskStore | None = None,
     ) -> None:
         self._load = load
-        self._graph_rewrites = graph_rewrites
-        self.rewrites: Rewrites | None = None
         self.max_running = max_running
         self._prefill_step = max(1, prefill_step_size)
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
@@ -238,9 +234,6 @@ class Scheduler:
     def run(self) -> None:
         try:
             self.model, self.tokenizer = self._load()
-            if self._graph_rewrites:
-                self.rewrites = rewrite_model(self.model)
-                log.info("model rewrites (exact, CPU only): %s", self.rewrites.summary())
             self._stream = mx.default_stream(mx.default_device())
             self._choose_mode()
         except BaseException as e:  # reported to from_pretrained, which re-raises it
@@ -590,8 +583,6 @@ class Scheduler:
                 if job.checkpoints:  # stop at the next snapshot point
                     end = min(end, job.checkpoints[0] - job.start)
                 chunk = [job.runs[0][job.pos : end]]
-            if self.rewrites is not None:
-                self.rewrites.reserve_positions(max(len(g[0].tokens) for g in job.groups) + 2)
             self.model(mx.array(chunk, dtype=mx.uint32), cache=job.caches)
             mx.async_eval([_cache_arrays(c) for c in job.caches])  # type: ignore[no-untyped-call]
             self.prefilled_tokens += sum(min(end, len(r)) - min(job.pos, len(r)) for r in job.runs)
@@ -634,8 +625,6 @@ class Scheduler:
         assert self.batch is not None and self._inputs is not None
         seqs = list(self._rows)
         inputs = self._inputs
-        if self.rewrites is not None:
-            self.rewrites.reserve_positions(max(len(s.tokens) + s.generated for s in seqs if s is not None) + 2)
         logits = self.model(inputs[:, None], cache=self.batch.caches)[:, -1, :]
         self.batch.advance(1)
         contexts: list[mx.array] = []

@@ -149,7 +149,6 @@ class MLXEngine:
         prefill_step_size: int = 512,
         default_sampling: dict[str, float] | None = None,
         generation_config: bool = True,
-        graph_rewrites: bool = False,
     ) -> None:
         if max_running < 1 or max_waiting < 0 or prefill_step_size < 1:
             raise ValueError("max_running and prefill_step_size must be >= 1, and max_waiting >= 0")
@@ -175,7 +174,6 @@ class MLXEngine:
             max_running=max_running,
             prefix_cache_bytes=prefix_cache_bytes,
             prefill_step_size=prefill_step_size,
-            graph_rewrites=graph_rewrites,
             prefix_disk=disk,
         )
         self._thread = threading.Thread(target=self._sched.run, name="smgpy-mlx", daemon=True)
@@ -220,9 +218,7 @@ class MLXEngine:
         ``prefix_cache_bytes``, ``prefix_cache_dir`` (a directory that keeps prefix-cache entries
         across restarts) and ``prefix_cache_disk_bytes`` (its bound), ``context_length``,
         ``model_name``, ``default_sampling`` (sampling values for keys a request leaves out, over
-        the model's ``generation_config.json``), ``generation_config`` (False ignores that file),
-        ``graph_rewrites`` (True installs ``smgpy.mlx.rewrite``'s exact rewrites of the forward
-        pass; CPU only, off by default).
+        the model's ``generation_config.json``) and ``generation_config`` (False ignores that file).
         """
         path, name = resolve_model(model, dtype=dtype)
         if kwargs.get("model_name") is None:

@@ -41,8 +41,6 @@ __all__ = [
     "hf_tokenizer",
     "load",
     "make_prompt_cache",
-    "rope_classes",
-    "rope_frequencies",
     "set_recommended_wired_limit",
     "version",
 ]
@@ -105,25 +103,6 @@ def hf_tokenizer(wrapper: Any) -> Any:
     """
     inner = getattr(wrapper, "_tokenizer", None)
     return wrapper if inner is None else inner
-
-
-def rope_frequencies(rope: Any) -> Any:
-    """The frequency table of mlx-lm's scaled ropes (``Llama3RoPE``, ``ProportionalRoPE``), or None.
-
-    Two ropes with equal ``dims``/``base``/``scale`` may still differ in these frequencies, so the
-    graph rewrites key their position tables on them.
-    """
-    return getattr(rope, "_freqs", None)
-
-
-def rope_classes() -> tuple[type, ...]:
-    """mlx-lm's rope modules whose call is ``mx.fast.rope`` with fixed frequencies."""
-    try:
-        from mlx_lm.models import rope_utils
-    except ImportError:
-        return ()
-    found = (getattr(rope_utils, name, None) for name in ("Llama3RoPE", "ProportionalRoPE"))
-    return tuple(cls for cls in found if isinstance(cls, type))
 
 
 def set_recommended_wired_limit() -> int | None:

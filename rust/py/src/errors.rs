@@ -84,11 +84,6 @@ pub fn too_large(e: smgpy_template::TooLarge) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
-/// `smgpy_blas` errors (a library that cannot be loaded): `OSError`.
-pub fn blas(e: impl std::fmt::Display) -> PyErr {
-    PyOSError::new_err(e.to_string())
-}
-
 /// The Responses store file cannot be opened or used: `ResponseStoreError` (an `OSError`).
 pub fn response_store(e: StoreError) -> PyErr {
     ResponseStoreError::new_err(e.to_string())

@@ -3,7 +3,6 @@
 
 use pyo3::prelude::*;
 
-mod blas;
 pub mod convert;
 mod doorbell;
 mod embed_sink;
@@ -89,7 +88,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     stop::register(m)?;
     structured::register(m)?;
     server::register(m)?;
-    blas::register(m)?;
     doorbell::register(m)?;
     embed_sink::register(m)?;
     Ok(())
