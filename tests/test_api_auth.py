@@ -128,6 +128,8 @@ def test_access_log_line() -> None:
         wait_for_health(url)
         assert httpx.post(url + "/v1/completions", json={"prompt": "x"}).status_code == 200
         assert httpx.post(url + "/v1/completions", json={"prompt": 3}).status_code == 400
+        chat = {"messages": [{"role": "user", "content": "x"}]}
+        assert httpx.post(url + "/v1/chat/completions", json=chat).status_code == 200
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -140,3 +142,6 @@ def test_access_log_line() -> None:
     assert "method=POST" in lines[0] and "status=200" in lines[0] and "latency_ms=" in lines[0]
     assert "prompt_tokens=7" in lines[0] and "completion_tokens=4" in lines[0]
     assert "status=400" in lines[1]
+    # Every non-streaming generation route logs its counts, chat included.
+    (chat_line,) = [line for line in plain.splitlines() if "path=/v1/chat/completions" in line]
+    assert "status=200" in chat_line and "prompt_tokens=" in chat_line and "completion_tokens=4" in chat_line

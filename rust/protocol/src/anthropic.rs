@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use crate::cache_hints;
 use crate::chat::ToolChoice;
-use crate::common::StopField;
+use crate::common::{FinishReason, StopField};
 use crate::error::ProtocolError;
 use crate::images::ImageRef;
 use crate::sampling::{check_ranges, SamplingParams};
@@ -474,11 +474,11 @@ pub struct MessagesResponse {
 
 /// Anthropic's `stop_reason` for an OpenAI finish reason; `stop_sequence` is the matched
 /// client stop sequence, if any.
-pub fn stop_reason(finish: &str, matched: Option<&str>, stops: &[String]) -> (&'static str, Option<String>) {
+pub fn stop_reason(finish: FinishReason, matched: Option<&str>, stops: &[String]) -> (&'static str, Option<String>) {
     match finish {
-        "length" => ("max_tokens", None),
-        "tool_calls" => ("tool_use", None),
-        _ => match matched.filter(|m| stops.iter().any(|s| s == m)) {
+        FinishReason::Length => ("max_tokens", None),
+        FinishReason::ToolCalls => ("tool_use", None),
+        FinishReason::Stop => match matched.filter(|m| stops.iter().any(|s| s == m)) {
             Some(m) => ("stop_sequence", Some(m.to_string())),
             None => ("end_turn", None),
         },
@@ -576,11 +576,11 @@ mod tests {
     fn stop_reasons() {
         let stops = vec!["END".to_string()];
         assert_eq!(
-            stop_reason("stop", Some("END"), &stops),
+            stop_reason(FinishReason::Stop, Some("END"), &stops),
             ("stop_sequence", Some("END".into()))
         );
-        assert_eq!(stop_reason("stop", None, &stops), ("end_turn", None));
-        assert_eq!(stop_reason("length", None, &stops), ("max_tokens", None));
-        assert_eq!(stop_reason("tool_calls", None, &stops), ("tool_use", None));
+        assert_eq!(stop_reason(FinishReason::Stop, None, &stops), ("end_turn", None));
+        assert_eq!(stop_reason(FinishReason::Length, None, &stops), ("max_tokens", None));
+        assert_eq!(stop_reason(FinishReason::ToolCalls, None, &stops), ("tool_use", None));
     }
 }

@@ -1,6 +1,6 @@
 //! OpenAI `POST /v1/chat/completions`: request, validation, responses and stream chunks.
 
-use crate::common::{MatchedStop, StreamOptions, TokenLogprob, Usage};
+use crate::common::{FinishReason, MatchedStop, StreamOptions, TokenLogprob, Usage};
 use crate::error::ProtocolError;
 use crate::sampling::{check_ranges, SamplingParams};
 use serde::{Deserialize, Serialize};
@@ -278,7 +278,7 @@ pub struct Choice {
     pub index: u32,
     pub message: ResponseMessage,
     pub logprobs: Option<ChoiceLogprobs>,
-    pub finish_reason: Option<&'static str>,
+    pub finish_reason: Option<FinishReason>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matched_stop: Option<MatchedStop>,
 }
@@ -330,7 +330,7 @@ pub struct ChunkChoice<'a> {
     pub index: u32,
     pub delta: Delta<'a>,
     pub logprobs: Option<ChoiceLogprobs>,
-    pub finish_reason: Option<&'static str>,
+    pub finish_reason: Option<FinishReason>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matched_stop: Option<MatchedStop>,
 }

@@ -19,6 +19,31 @@ impl StopField {
     }
 }
 
+/// Why a choice ended normally. Serialized as OpenAI's `finish_reason`; the other APIs name it their own
+/// way from this one value (Anthropic's `stop_reason`, sglang's finish object, Responses' status).
+/// An engine abort is not here: it never reaches a client as a normal finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// End of turn, a stop token or a stop string.
+    Stop,
+    /// `max_tokens` or the context length.
+    Length,
+    /// The model ended its turn after calling tools.
+    ToolCalls,
+}
+
+impl FinishReason {
+    /// OpenAI's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+        }
+    }
+}
+
 /// Token usage, OpenAI chat/completions shape.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct Usage {

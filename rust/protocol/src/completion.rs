@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::common::{MatchedStop, StreamOptions, Usage};
+use crate::common::{FinishReason, MatchedStop, StreamOptions, Usage};
 use crate::error::ProtocolError;
 use crate::sampling::{check_ranges, SamplingParams};
 
@@ -141,7 +141,7 @@ pub struct CompletionChoice {
     pub index: u32,
     pub text: String,
     pub logprobs: Option<CompletionLogprobs>,
-    pub finish_reason: Option<&'static str>,
+    pub finish_reason: Option<FinishReason>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matched_stop: Option<MatchedStop>,
 }

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use smgpy_protocol::common::{MatchedStop, TokenLogprob, TopLogprob};
+use smgpy_protocol::common::{FinishReason, MatchedStop, TokenLogprob, TopLogprob};
 
 use crate::engine::{EngineEvent, EngineFinish, EngineStream, MatchedBy, TokenLogprobs};
 use crate::error::ApiError;
@@ -17,8 +17,7 @@ use crate::state::{random_alnum, AppState};
 /// How a choice ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finish {
-    /// OpenAI `finish_reason`: `stop`, `length`, `tool_calls`.
-    pub reason: &'static str,
+    pub reason: FinishReason,
     pub matched: Option<MatchedStop>,
 }
 
@@ -206,10 +205,26 @@ impl ChoiceDriver {
                     // Our matcher is the authority over visible text: stop the engine now.
                     self.stream.abort();
                     self.done = true;
-                    let matched = self.pipeline.stop_string(i).map(|s| MatchedBy::Text(s.to_string()));
-                    return self.step(piece, o.logprobs, Some(EngineFinish::Stop { matched }));
+                    let matched = self.pipeline.stop_string(i).map(|s| MatchedStop::Text(s.to_string()));
+                    let finish = Finish {
+                        reason: FinishReason::Stop,
+                        matched,
+                    };
+                    return self.step(piece, o.logprobs, Some(finish));
                 }
-                match o.finish {
+                let finish = match o.finish {
+                    None => return self.step(piece, o.logprobs, None),
+                    Some(EngineFinish::Stop { matched }) => Finish {
+                        reason: FinishReason::Stop,
+                        matched: matched.map(|m| match m {
+                            MatchedBy::Token(t) => MatchedStop::Token(t),
+                            MatchedBy::Text(s) => MatchedStop::Text(s),
+                        }),
+                    },
+                    Some(EngineFinish::Length) => Finish {
+                        reason: FinishReason::Length,
+                        matched: None,
+                    },
                     Some(EngineFinish::Abort { message }) => {
                         // The engine's message can hold anything (paths, tracebacks): the log has it.
                         tracing::warn!(
@@ -218,32 +233,30 @@ impl ChoiceDriver {
                             message = %crate::logging::escape(message.as_deref().unwrap_or("")),
                             "the engine aborted a request"
                         );
-                        self.cut_off(ApiError::Unavailable(format!(
+                        return self.cut_off(ApiError::Unavailable(format!(
                             "the engine stopped request {} before it finished (the server log has the details)",
                             self.rid
-                        )))
+                        )));
                     }
-                    Some(f) => {
-                        self.done = true;
-                        let rest = self.pipeline.finish();
-                        piece.reasoning.push_str(&rest.reasoning);
-                        piece.content.push_str(&rest.content);
-                        piece.calls.extend(rest.calls);
-                        let f = match rest.stopped.and_then(|i| self.pipeline.stop_string(i)) {
-                            Some(s) => EngineFinish::Stop {
-                                matched: Some(MatchedBy::Text(s.to_string())),
-                            },
-                            None => f,
-                        };
-                        self.step(piece, o.logprobs, Some(f))
-                    }
-                    None => self.step(piece, o.logprobs, None),
-                }
+                };
+                self.done = true;
+                let rest = self.pipeline.finish();
+                piece.reasoning.push_str(&rest.reasoning);
+                piece.content.push_str(&rest.content);
+                piece.calls.extend(rest.calls);
+                let finish = match rest.stopped.and_then(|i| self.pipeline.stop_string(i)) {
+                    Some(s) => Finish {
+                        reason: FinishReason::Stop,
+                        matched: Some(MatchedStop::Text(s.to_string())),
+                    },
+                    None => finish,
+                };
+                self.step(piece, o.logprobs, Some(finish))
             }
         }
     }
 
-    fn step(&mut self, piece: Piece, logprobs: Vec<TokenLogprobs>, finish: Option<EngineFinish>) -> Step {
+    fn step(&mut self, piece: Piece, logprobs: Vec<TokenLogprobs>, finish: Option<Finish>) -> Step {
         let mut call_ids = Vec::with_capacity(piece.calls.len());
         for c in &piece.calls {
             if c.index >= self.call_ids.len() {
@@ -254,25 +267,12 @@ impl ChoiceDriver {
                 call_ids.push(None);
             }
         }
-        let finish = finish.map(|f| {
-            let (reason, matched) = match f {
-                EngineFinish::Stop { matched } => (
-                    "stop",
-                    matched.map(|m| match m {
-                        MatchedBy::Token(t) => MatchedStop::Token(t),
-                        MatchedBy::Text(s) => MatchedStop::Text(s),
-                    }),
-                ),
-                EngineFinish::Length => ("length", None),
-                EngineFinish::Abort { .. } => ("abort", None),
-            };
-            let reason = if reason == "stop" && self.made_tool_calls() {
-                "tool_calls"
-            } else {
-                reason
-            };
+        let finish = finish.map(|mut f| {
+            if f.reason == FinishReason::Stop && self.made_tool_calls() {
+                f.reason = FinishReason::ToolCalls;
+            }
             self.end_metrics(true);
-            Finish { reason, matched }
+            f
         });
         let abandoned = if finish.is_some() {
             self.pipeline.abandoned_calls()

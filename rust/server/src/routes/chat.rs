@@ -18,6 +18,7 @@ use crate::driver::{chat_logprobs, sum_counts, ChoiceDriver, Counts, Step};
 use crate::engine::GenerateRequest;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
+use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
 use crate::prompt::{self, ChatPrompt};
 use crate::routes::start_choices;
@@ -106,7 +107,8 @@ pub async fn chat_completions(
         Ok(stream_response(&state, ctx, drivers, include_usage, req.logprobs))
     } else {
         let resp = collect(ctx, drivers, req.logprobs).await?;
-        Ok(Json(resp).into_response())
+        let (p, c) = (resp.usage.prompt_tokens, resp.usage.completion_tokens);
+        Ok(with_tokens(Json(resp).into_response(), p, c))
     }
 }
 

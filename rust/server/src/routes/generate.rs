@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
-use smgpy_protocol::common::MatchedStop;
+use smgpy_protocol::common::{FinishReason, MatchedStop};
 use smgpy_protocol::generate::{GenerateBody, GeneratePrompt};
 
 use crate::driver::{ChoiceDriver, Finish};
@@ -77,9 +77,8 @@ fn finish_json(f: Option<&Finish>, completion_tokens: u32) -> Value {
     match f {
         None => Value::Null,
         Some(f) => match f.reason {
-            "length" => json!({"type": "length", "length": completion_tokens}),
-            "abort" => json!({"type": "abort"}),
-            _ => {
+            FinishReason::Length => json!({"type": "length", "length": completion_tokens}),
+            FinishReason::Stop | FinishReason::ToolCalls => {
                 let matched = match &f.matched {
                     Some(MatchedStop::Text(s)) => json!(s),
                     Some(MatchedStop::Token(t)) => json!(t),

@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream::{self, StreamExt};
 use serde_json::{json, Map, Value};
+use smgpy_protocol::common::FinishReason;
 use smgpy_protocol::responses::ResponsesRequest;
 
 use crate::blocks::{Block, Blocks, Event, Kind};
@@ -290,7 +291,7 @@ impl Ctx {
     fn response(&self, output: Vec<Value>, finish: Option<&Finish>, counts: Option<Counts>) -> Value {
         let (status, incomplete) = match finish {
             None => ("in_progress", Value::Null),
-            Some(f) if f.reason == "length" => ("incomplete", json!({"reason": "max_output_tokens"})),
+            Some(f) if f.reason == FinishReason::Length => ("incomplete", json!({"reason": "max_output_tokens"})),
             Some(_) => ("completed", Value::Null),
         };
         let mut m = Map::new();
@@ -585,7 +586,7 @@ fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Res
                 st.items.finish(&step.abandoned, &mut out);
                 let r = st.ctx.response(st.items.output(), Some(f), Some(st.driver.counts));
                 st.ctx.save(&r, &st.items).await;
-                let kind = if f.reason == "length" {
+                let kind = if f.reason == FinishReason::Length {
                     "response.incomplete"
                 } else {
                     "response.completed"
