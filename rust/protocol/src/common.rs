@@ -33,17 +33,6 @@ pub enum FinishReason {
     ToolCalls,
 }
 
-impl FinishReason {
-    /// OpenAI's name for it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FinishReason::Stop => "stop",
-            FinishReason::Length => "length",
-            FinishReason::ToolCalls => "tool_calls",
-        }
-    }
-}
-
 /// Token usage, OpenAI chat/completions shape.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct Usage {
@@ -126,4 +115,18 @@ pub fn check_stream_options(stream: bool, options: Option<&StreamOptions>) -> Re
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_reasons_serialize_as_openai_names_them() {
+        let names: Vec<String> = [FinishReason::Stop, FinishReason::Length, FinishReason::ToolCalls]
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap())
+            .collect();
+        assert_eq!(names, [r#""stop""#, r#""length""#, r#""tool_calls""#]);
+    }
 }
