@@ -60,6 +60,14 @@ def test_serve_flags_follow_vllm_names() -> None:
     assert (sampling.temperature, sampling.top_p, sampling.top_k) == (0.3, 0.9, 20)
     assert (sampling.min_p, sampling.repetition_penalty, sampling.generation_config) == (0.05, 1.1, "auto")
     assert build_parser().parse_args(["serve", "--temperature", "0"]).temperature == 0.0
+    kv = build_parser().parse_args(["serve", "--kv-bits", "4", "--kv-group-size", "32"])
+    assert (kv.kv_bits, kv.kv_group_size) == (4, 32)
+    assert (build_parser().parse_args(["serve"]).kv_bits, build_parser().parse_args(["serve"]).kv_group_size) == (
+        None,
+        64,
+    )
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--kv-bits", "7"])
 
 
 def test_python_dash_m_help() -> None:
@@ -155,6 +163,20 @@ def test_embedding_model_is_fetched_once_and_checked(monkeypatch: pytest.MonkeyP
 
 def test_smgpy_serve_with_no_model_answers_the_capital_of_france(tmp_path: Path) -> None:
     """The README's first command: `smgpy serve` serves the demo model and answers correctly."""
+    log = serve_and_ask_for_paris(tmp_path, [])
+    assert "temperature=0" in log
+    assert "demo model SmolLM2-135M-Instruct" in log
+
+
+def test_smgpy_serve_with_a_quantized_kv_cache_still_answers(tmp_path: Path) -> None:
+    """`--kv-bits 8` reaches the engine's batch (logged) and the demo model still answers."""
+    log = serve_and_ask_for_paris(tmp_path, ["--kv-bits", "8", "--max-running", "4"])
+    assert "KV cache of the running batch quantized: 8 bits, groups of 64" in log
+
+
+def serve_and_ask_for_paris(tmp_path: Path, extra: list[str]) -> str:
+    """Serve the demo model with ``smgpy serve`` and ``extra`` flags, ask the README's question
+    through the OpenAI SDK, and return the server's log."""
     try:
         import mlx_lm  # noqa: F401
         from smgpy.mlx import demo_gguf_path
@@ -172,7 +194,7 @@ def test_smgpy_serve_with_no_model_answers_the_capital_of_france(tmp_path: Path)
     log = tmp_path / "serve.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "smgpy", "serve", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "smgpy", "serve", "--port", str(port), *extra], stdout=out, stderr=subprocess.STDOUT
         )
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=120)
@@ -192,8 +214,7 @@ def test_smgpy_serve_with_no_model_answers_the_capital_of_france(tmp_path: Path)
             messages=[{"role": "user", "content": "What is the capital of France?"}],
         )
         assert "Paris" in (reply.choices[0].message.content or "")
-        assert "temperature=0" in log.read_text()
-        assert "demo model SmolLM2-135M-Instruct" in log.read_text()
     finally:
         proc.terminate()
         proc.wait(30)
+    return log.read_text()

@@ -175,13 +175,22 @@ def test_a_long_prompt_is_prefilled_between_decode_steps(engine: Any) -> None:
     assert int(order[0]) >= chunks - 2, order
 
 
-def test_the_slot_batch_holds_each_sequences_own_keys_and_values() -> None:
+@pytest.mark.parametrize("kv_bits", [None, 4])
+def test_the_slot_batch_holds_each_sequences_own_keys_and_values(kv_bits: int | None) -> None:
     """Joins (shorter and longer than the batch), leaves (holes, the top rows) and the cut of
-    dead columns: each row's keys and values stay those of its sequence alone."""
+    dead columns: each row's keys and values stay those of its sequence alone (quantized: exactly
+    what quantizing that sequence alone gives, since groups never span tokens; the prefix cache's
+    copy keeps that form)."""
     from mlx_lm.models.cache import KVCache
 
     rng = random.Random(7)
-    heads, dim = 2, 4
+    heads, dim = 2, 32
+
+    def same(got: Any, x: mx.array) -> bool:
+        if kv_bits is None:
+            return bool(mx.array_equal(got, x).item())
+        want = mx.quantize(x, group_size=32, bits=kv_bits)
+        return all(mx.array_equal(a, b).item() for a, b in zip(got, want, strict=True))
 
     def seq_cache(n: int) -> list[Any]:
         c = KVCache()
@@ -189,7 +198,7 @@ def test_the_slot_batch_holds_each_sequences_own_keys_and_values() -> None:
             c.update_and_fetch(mx.random.normal((1, heads, n, dim)), mx.random.normal((1, heads, n, dim)))
         return [c]
 
-    batch = SlotBatch(1)
+    batch = SlotBatch(1, kv_bits, 32)
     own: dict[int, mx.array] = {}  # row -> expected keys (1, heads, L, dim)
     for step in range(300):
         if own and rng.random() < 0.3:
@@ -211,8 +220,93 @@ def test_the_slot_batch_holds_each_sequences_own_keys_and_values() -> None:
         for row, keys in own.items():
             got = batch.extract(row, keys.shape[2])[0]
             if keys.shape[2]:
-                assert mx.array_equal(got.keys, keys).item(), (step, row)
+                assert same(got.keys, keys), (step, row)
         assert batch.rows == (max(own) + 1 if own else 0)
     # The batch's width stays bounded by the longest live sequence plus the growth steps.
-    width = batch.caches[0].keys.shape[2] if batch.caches[0].keys is not None else 0
+    held = batch.caches[0].keys
+    width = 0 if held is None else (held[0] if kv_bits else held).shape[2]
     assert width <= max((k.shape[2] for k in own.values()), default=0) + 3 * 256
+
+
+def quantized_greedy(model: Any, ids: list[int], n: int, bits: int, prompt_cache: Any = None) -> list[int]:
+    """mlx-lm's own generation with a quantized KV cache from the first token on: a prompt is
+    prefilled at full precision in one chunk (on ``prompt_cache``'s quantized entries when given),
+    then every step attends to quantized keys and values, as the engine's batch does."""
+    from mlx_lm.generate import generate_step
+
+    steps = generate_step(
+        mx.array(ids),
+        model,
+        max_tokens=n,
+        prompt_cache=prompt_cache,
+        kv_bits=bits,
+        kv_group_size=32,
+        quantized_kv_start=0,
+    )
+    return [int(t) for t, _ in steps]
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_a_quantized_kv_cache_gives_mlx_lm_quantized_tokens_in_a_batch(
+    model_dir: Path, tmp_path: Path, bits: int
+) -> None:
+    """``kv_bits``: prompts of many lengths at once (a shared padded prefill, joiners longer than
+    the batch), each equal to mlx-lm's quantized-cache generation of it alone; the batch and the
+    prefix cache hold the quantized bytes per token; a hit resumes from the quantized entry exactly
+    as mlx-lm does from that entry; the disk tier keeps entries across a restart, also into a
+    server without ``kv_bits``."""
+    from mlx_lm import load
+
+    model, _ = load(str(model_dir))
+    store = tmp_path / "prefix"
+    eng = MLXEngine(str(model_dir), max_running=8, kv_bits=bits, kv_group_size=32, prefix_cache_dir=str(store))
+    try:
+        assert eng._sched.mode == "slots"
+        rng = random.Random(11)
+        prompts = [ids(rng, n) for n in (2, 5, 17, 40, 130, 300)]
+
+        async def main() -> list[Any]:
+            return await asyncio.gather(*(generate(eng, p, 12) for p in prompts))
+
+        for p, (got, _) in zip(prompts, asyncio.run(main()), strict=True):
+            assert got == quantized_greedy(model, p, 12, bits), len(p)
+        # Bytes per cached token, in the running batch and in a prefix-cache entry, against 32 bits.
+        layers, kv_heads, head_dim = 2, 1, 32
+        quantized = layers * 2 * kv_heads * (head_dim * bits / 8 + 2 * (head_dim // 32) * 4)
+        batch = eng._sched.batch
+        assert batch is not None
+        held = batch.caches[0]._k[0]
+        assert batch.nbytes / (held.shape[0] * held.shape[2]) == quantized
+        assert quantized < layers * 2 * kv_heads * head_dim * 4 / (3 if bits == 8 else 5)
+
+        first = prompts[3]
+        follow = first + quantized_greedy(model, first, 12, bits) + ids(rng, 5)
+        hit = eng._sched._cache.fetch(follow)
+        assert hit.cache is not None and hit.cached >= len(first)
+        assert all(type(c).__name__ == "QuantizedKVCache" and c.bits == bits for c in hit.cache)
+        assert sum(c.nbytes for c in hit.cache) / hit.cache[0].keys[0].shape[2] == quantized
+        want = quantized_greedy(model, follow[hit.cached :], 6, bits, prompt_cache=hit.cache)
+        got, meta = asyncio.run(generate(eng, follow, 6))
+        assert meta["cached_tokens"] == hit.cached and got == want
+    finally:
+        eng.shutdown()  # pending prefix-cache entries are written first
+    assert list(store.rglob("*.safetensors"))
+    for kv_bits in (bits, None):  # the same settings after a restart, and a server without them
+        eng = MLXEngine(str(model_dir), max_running=8, kv_bits=kv_bits, kv_group_size=32, prefix_cache_dir=str(store))
+        try:
+            got, meta = asyncio.run(generate(eng, follow, 6))
+            assert meta["cached_tokens"] >= len(first) and len(got) == 6
+            if kv_bits == bits:
+                assert got == want
+        finally:
+            eng.shutdown()
+
+
+def test_kv_bits_is_refused_at_load_where_it_cannot_apply(model_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--kv-group-size 64 does not divide layer 0's keys width \\(32\\)"):
+        MLXEngine(str(model_dir), kv_bits=4, kv_group_size=64)
+    with pytest.raises(ValueError, match="kv_bits must be one of 2, 3, 4, 5, 6, 8"):
+        MLXEngine(str(model_dir), kv_bits=7)
+    sliding = tiny_models.build("gemma3_text", tmp_path / "gemma3_text")
+    with pytest.raises(ValueError, match="--kv-bits needs a model whose layers all use plain attention caches"):
+        MLXEngine(str(sliding), kv_bits=8, kv_group_size=32)

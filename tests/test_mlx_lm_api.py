@@ -29,6 +29,11 @@ def test_every_upstream_name_the_engine_uses_resolves() -> None:
     from mlx_lm.models import base, cache
 
     assert mlx_lm_api.KVCache is cache.KVCache and mlx_lm_api.BatchKVCache is cache.BatchKVCache
+    # --kv-bits: quantized prefix-cache entries, and the attribute that selects quantized attention.
+    assert mlx_lm_api.QuantizedKVCache is cache.QuantizedKVCache
+    q = cache.QuantizedKVCache(group_size=32, bits=4)
+    assert (q.bits, q.group_size, q.offset, q.keys) == (4, 32, 0, None)
+    assert callable(getattr(base, "quantized_scaled_dot_product_attention", None))
     assert mlx_lm_api.create_causal_mask is base.create_causal_mask
     assert callable(mlx_lm_api.make_prompt_cache)
     from mlx_lm.models.cache import (  # noqa: F401

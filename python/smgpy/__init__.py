@@ -27,6 +27,7 @@ from smgpy.engine import (
     EngineRequestError,
     GenerateReqInput,
 )
+from smgpy.options import ServerOptions
 from smgpy.server import serve_oai, serve_oai_async
 
 __version__: str = _native.__version__
@@ -41,6 +42,7 @@ __all__ = [
     "GenerateReqInput",
     "ReasoningStream",
     "ResponseStoreError",
+    "ServerOptions",
     "StopMatcher",
     "TemplateError",
     "TemplateSyntaxError",

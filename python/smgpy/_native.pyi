@@ -35,6 +35,7 @@ __all__ = [
     "parse_reasoning_complete",
     "parse_tool_call_complete",
     "reasoning_parser_for_model",
+    "server_defaults",
     "tool_parser_for_model",
 ]
 
@@ -407,6 +408,10 @@ class FailKind:
     def __eq__(self, value: object, /) -> bool: ...
     def __int__(self) -> int: ...
 
+def server_defaults() -> dict[str, Any]:
+    """The server's defaults (`ServerConfig::default()`) in seconds, bytes and `None`: the one set
+    `smgpy.ServerOptions` starts from."""
+
 @final
 class Server:
     """An HTTP server bound to one engine; `smgpy.serve_oai_async` drives it."""
@@ -423,22 +428,22 @@ class Server:
         reasoning_parser: str | None = None,
         api_key: str | None = None,
         allowed_origins: list[str] | None = None,
-        max_body_bytes: int = 33554432,
-        request_timeout: float | None = ...,
+        max_body_bytes: int,
+        request_timeout: float | None,
         context_length: int | None = None,
-        keep_alive: float = 15.0,
-        shutdown_timeout: float = 10.0,
+        keep_alive: float,
+        shutdown_timeout: float,
         tokenizer: Any | None = None,
         get_load: Any | None = None,
-        header_read_timeout: float = 30.0,
-        body_read_timeout: float = 60.0,
-        max_connections: int = 1024,
-        engine_stall_timeout: float = 10.0,
+        header_read_timeout: float,
+        body_read_timeout: float,
+        max_connections: int,
+        engine_stall_timeout: float,
         vocab_size: int | None = None,
         max_running_requests: int | None = None,
-        response_store_bytes: int = 268435456,
+        response_store_bytes: int,
         response_store: str | os.PathLike[str] | None = None,
-        response_store_ttl: float | None = ...,
+        response_store_ttl: float | None,
         flush_cache: Any | None = None,
         worker_id: str | None = None,
         model_path: str | None = None,
@@ -448,8 +453,8 @@ class Server:
         prompt_ids: bool = False,
         accepts_n: bool = False,
         http_threads: int = 1,
-        default_max_tokens: int | None = None,
-        max_connections_per_client: int = 256,
+        default_max_tokens: int | None,
+        max_connections_per_client: int,
         embedding_model_name: str | None = None,
         embedding_dimensions: int | None = None,
         embedding_max_tokens: int | None = None,

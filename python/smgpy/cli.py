@@ -17,6 +17,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from smgpy.options import CLI_DEFAULT_MAX_TOKENS, ServerOptions
+
 __all__ = ["build_parser", "main", "parse_bytes", "parse_duration"]
 
 log = logging.getLogger("smgpy")
@@ -43,7 +45,27 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * _SECONDS[m.group(2)]
 
 
+def _size(n: int) -> str:
+    """A byte count as ``parse_bytes`` reads it back: ``32M``, ``256M``, ``2G``."""
+    for unit in "TGMK":
+        if n >= _UNITS[unit.lower()] and n % _UNITS[unit.lower()] == 0:
+            return f"{n // _UNITS[unit.lower()]}{unit}"
+    return str(n)
+
+
+def _duration(seconds: float | None) -> str:
+    """Seconds as ``parse_duration`` reads them back (``30d``, ``1800``); None is ``0``."""
+    if not seconds:
+        return "0"
+    for unit in "dhm":
+        if seconds >= _SECONDS[unit] and seconds % _SECONDS[unit] == 0:
+            return f"{seconds / _SECONDS[unit]:g}{unit}"
+    return f"{seconds:g}"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    # Every server default comes from ServerOptions (the Rust server's own; see smgpy.options).
+    d = ServerOptions()
     parser = argparse.ArgumentParser(prog="smgpy", description="smgpy: serve LLMs with an OpenAI-compatible API.")
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve a model with the MLX engine", description=__doc__)
@@ -76,6 +98,21 @@ def build_parser() -> argparse.ArgumentParser:
         "chunk for an arriving prompt (default: 512, as mlx_lm.server)",
     )
     s.add_argument(
+        "--kv-bits",
+        type=int,
+        choices=(2, 3, 4, 5, 6, 8),
+        help="store the running batch's keys and values quantized to this many bits (4 or 8 are usual): "
+        "about 3.6x (4 bits) or 1.9x (8 bits) less memory per cached token than 16-bit, some quality lost; plain-"
+        "attention models only (default: off)",
+    )
+    s.add_argument(
+        "--kv-group-size",
+        type=int,
+        choices=(32, 64, 128),
+        default=64,
+        help="channels sharing one scale and bias in --kv-bits (default: 64, as mlx_lm)",
+    )
+    s.add_argument(
         "--prefix-cache-bytes", type=parse_bytes, default="2G", help="prefix KV cache budget, e.g. 512M (0 disables)"
     )
     s.add_argument(
@@ -92,9 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--default-max-tokens",
         type=int,
-        default=8192,
+        default=CLI_DEFAULT_MAX_TOKENS,
         help="tokens a request generates at most when it sets no max_tokens, and the most one may ask for "
-        "(more is a 400 naming this flag); 0 for no default and no cap (default: 8192)",
+        f"(more is a 400 naming this flag); 0 for no default and no cap (default: {CLI_DEFAULT_MAX_TOKENS})",
     )
     s.add_argument("--max-model-len", "--context-length", dest="context_length", type=int, help="context length")
     s.add_argument(
@@ -124,34 +161,48 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--request-timeout",
         type=float,
-        default=1800.0,
-        help="seconds a request may take, streams included, before it is aborted with 504 (0: no limit; default 1800)",
+        default=d.request_timeout or 0.0,
+        help="seconds a request may take, streams included, before it is aborted with 504 (0: no limit; "
+        f"default {d.request_timeout or 0:g})",
     )
     s.add_argument(
         "--header-read-timeout",
         type=float,
-        default=30.0,
-        help="seconds for a request head to arrive; also closes idle keep-alive connections (default 30)",
+        default=d.header_read_timeout,
+        help="seconds for a request head to arrive; also closes idle keep-alive connections "
+        f"(default {d.header_read_timeout:g})",
     )
     s.add_argument(
-        "--body-read-timeout", type=float, default=60.0, help="seconds for a request body to arrive (default 60)"
+        "--body-read-timeout",
+        type=float,
+        default=d.body_read_timeout,
+        help=f"seconds for a request body to arrive (default {d.body_read_timeout:g})",
     )
-    s.add_argument("--max-connections", type=int, default=1024, help="open connections at most (default 1024)")
+    s.add_argument(
+        "--max-connections",
+        type=int,
+        default=d.max_connections,
+        help=f"open connections at most (default {d.max_connections})",
+    )
     s.add_argument(
         "--max-connections-per-client",
         type=int,
-        default=256,
-        help="open connections one client address may hold; raise it for a router in front (default 256)",
+        default=d.max_connections_per_client,
+        help="open connections one client address may hold; raise it for a router in front "
+        f"(default {d.max_connections_per_client})",
     )
     s.add_argument(
-        "--max-body-size", type=parse_bytes, default="32M", help="largest request body, e.g. 32M (default 32M)"
+        "--max-body-size",
+        type=parse_bytes,
+        default=d.max_body_bytes,
+        help=f"largest request body, e.g. 32M (default {_size(d.max_body_bytes)})",
     )
     s.add_argument(
         "--response-store-size",
         type=parse_bytes,
-        default="256M",
+        default=d.response_store_bytes,
         help="bytes of stored Responses (store: true), in memory or in the --response-store file; least "
-        "recently used evicted first (default 256M)",
+        f"recently used evicted first (default {_size(d.response_store_bytes)})",
     )
     s.add_argument(
         "--response-store",
@@ -162,35 +213,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--response-store-ttl",
         type=parse_duration,
-        default="30d",
-        help="drop stored Responses this long after they were stored, e.g. 12h or 7d (0: no age bound; default 30d)",
+        default=d.response_store_ttl or 0.0,
+        help="drop stored Responses this long after they were stored, e.g. 12h or 7d (0: no age bound; "
+        f"default {_duration(d.response_store_ttl)})",
     )
     s.add_argument(
         "--shutdown-timeout",
         type=float,
-        default=10.0,
-        help="on SIGTERM, seconds running requests get to finish before they are cut off (default 10)",
+        default=d.shutdown_timeout,
+        help="on SIGTERM, seconds running requests get to finish before they are cut off "
+        f"(default {d.shutdown_timeout:g})",
     )
     s.add_argument(
         "--http-threads",
         type=int,
-        default=1,
-        help="worker threads of the HTTP side (default 1; more only for very high request rates)",
+        default=d.http_threads,
+        help=f"worker threads of the HTTP side (default {d.http_threads}; more only for very high request rates)",
     )
     s.add_argument("--worker-id", help="this server's name in /metrics and /server_info (behind a router)")
     s.add_argument("--api-key", default=os.environ.get("SMGPY_API_KEY"), help="require this bearer token")
     s.add_argument("--allowed-origins", nargs="*", help="CORS origins allowed to call the API")
-    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "warn", "error"])
+    s.add_argument("--log-level", default=d.log_level, choices=["debug", "info", "warning", "warn", "error"])
     return parser
-
-
-def _chat_template(value: str | None) -> str | None:
-    if value is None:
-        return None
-    if os.path.isfile(value):
-        with open(value, encoding="utf-8") as f:
-            return f.read()
-    return value
 
 
 def _parser_choice(given: str | None) -> str | None:
@@ -255,6 +299,8 @@ def _serve(args: argparse.Namespace) -> int:
         model_name=args.served_model_name,
         default_sampling={k: v for k, v in defaults.items() if v is not None},
         generation_config=args.generation_config != "none",
+        kv_bits=args.kv_bits,
+        kv_group_size=args.kv_group_size,
     )
     if args.embedding_model:
         engine = EmbeddingServing(engine, MLXEmbedder.from_pretrained(args.embedding_model))
@@ -268,31 +314,30 @@ def _serve(args: argparse.Namespace) -> int:
     def on_ready(host: str, port: int) -> None:
         log.info("ready: OpenAI-compatible API at http://%s:%d/v1 (model %s)", host, port, name)
 
-    opts: dict[str, Any] = {
-        "model_name": name,
-        "chat_template": _chat_template(args.chat_template),
-        "tool_parser": _parser_choice(args.tool_call_parser),
-        "reasoning_parser": _parser_choice(args.reasoning_parser),
-        "api_key": args.api_key,
-        "allowed_origins": args.allowed_origins,
-        "log_level": "warn" if args.log_level == "warning" else args.log_level,  # Rust's name for it
-        "on_ready": on_ready,
-        "request_timeout": args.request_timeout if args.request_timeout > 0 else None,
-        "header_read_timeout": args.header_read_timeout,
-        "body_read_timeout": args.body_read_timeout,
-        "max_connections": args.max_connections,
-        "max_connections_per_client": args.max_connections_per_client,
-        "max_body_bytes": args.max_body_size,
-        "response_store_bytes": args.response_store_size,
-        "response_store": args.response_store,
-        "response_store_ttl": args.response_store_ttl if args.response_store_ttl > 0 else None,
-        "shutdown_timeout": args.shutdown_timeout,
-        "worker_id": args.worker_id,
-        "http_threads": args.http_threads,
-        "default_max_tokens": args.default_max_tokens if args.default_max_tokens > 0 else None,
-    }
+    options = ServerOptions(
+        model_name=name,
+        chat_template=args.chat_template,
+        tool_parser=_parser_choice(args.tool_call_parser),
+        reasoning_parser=_parser_choice(args.reasoning_parser),
+        api_key=args.api_key,
+        allowed_origins=args.allowed_origins,
+        log_level="warn" if args.log_level == "warning" else args.log_level,  # Rust's name for it
+        request_timeout=args.request_timeout if args.request_timeout > 0 else None,
+        header_read_timeout=args.header_read_timeout,
+        body_read_timeout=args.body_read_timeout,
+        max_connections=args.max_connections,
+        max_connections_per_client=args.max_connections_per_client,
+        max_body_bytes=args.max_body_size,
+        response_store_bytes=args.response_store_size,
+        response_store=args.response_store,
+        response_store_ttl=args.response_store_ttl if args.response_store_ttl > 0 else None,
+        shutdown_timeout=args.shutdown_timeout,
+        worker_id=args.worker_id,
+        http_threads=args.http_threads,
+        default_max_tokens=args.default_max_tokens if args.default_max_tokens > 0 else None,
+    )
     try:
-        serve_oai(engine, args.host, args.port, **opts)
+        serve_oai(engine, args.host, args.port, options=options, on_ready=on_ready)
     except smgpy.ResponseStoreError as e:
         print(f"smgpy: {e}", file=sys.stderr)
         return 2

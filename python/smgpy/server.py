@@ -12,6 +12,7 @@ from __future__ import annotations
 import array
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import inspect
 import logging
@@ -29,6 +30,7 @@ from smgpy.engine import (
     EngineRequestError,
     GenerateReqInput,
 )
+from smgpy.options import ServerOptions
 
 __all__ = ["serve_oai", "serve_oai_async"]
 
@@ -233,11 +235,19 @@ def _engine_attr(engine: Any, name: str) -> Any:
     return value() if callable(value) and name in ("model_name", "context_length", "chat_template") else value
 
 
-def _read_template(chat_template: Any) -> Any:
-    if isinstance(chat_template, (str, os.PathLike)) and os.path.isfile(chat_template):
-        with open(chat_template, encoding="utf-8") as f:
-            return f.read()
-    return chat_template
+def options_of(options: ServerOptions | None, overrides: dict[str, Any]) -> ServerOptions:
+    """``options`` (default: :class:`ServerOptions`'s defaults) with ``overrides`` applied; an
+    unknown name is a ``TypeError`` that lists the known ones."""
+    unknown = sorted(set(overrides) - set(ServerOptions.names()))
+    if unknown:
+        raise TypeError(
+            f"serve_oai() got unknown option(s) {', '.join(map(repr, unknown))}; "
+            f"the options are: {', '.join(ServerOptions.names())}"
+        )
+    return dataclasses.replace(options or ServerOptions(), **overrides)
+
+
+_OWN_ARGS = ("options", "request_class", "on_ready")
 
 
 async def serve_oai_async(
@@ -245,68 +255,38 @@ async def serve_oai_async(
     host: str = "127.0.0.1",
     port: int = 8000,
     *,
-    model_name: str | None = None,
-    chat_template: Any = None,
-    special_tokens: dict[str, Any] | None = None,
-    tool_parser: str | None = "auto",
-    reasoning_parser: str | None = "auto",
+    options: ServerOptions | None = None,
     request_class: type | None = None,
-    api_key: str | None = None,
-    allowed_origins: list[str] | None = None,
-    max_body_bytes: int = 32 * 1024 * 1024,
-    request_timeout: float | None = 1800.0,
-    context_length: int | None = None,
-    keep_alive: float = 15.0,
-    shutdown_timeout: float = 10.0,
-    header_read_timeout: float = 30.0,
-    body_read_timeout: float = 60.0,
-    max_connections: int = 1024,
-    max_connections_per_client: int = 256,
-    engine_stall_timeout: float = 10.0,
-    response_store_bytes: int = 256 << 20,
-    response_store: str | os.PathLike[str] | None = None,
-    response_store_ttl: float | None = 30 * 86400.0,
-    worker_id: str | None = None,
-    http_threads: int = 1,
-    default_max_tokens: int | None = None,
-    log_level: str = "info",
     on_ready: Callable[[str, int], None] | None = None,
+    **overrides: Any,
 ) -> None:
     """Serve ``engine`` inside the running asyncio loop until cancelled.
+
+    ``options`` (:class:`smgpy.ServerOptions`) says how the server answers: names, parsers,
+    limits, stores; its fields can also be given as keyword arguments, which override it (e.g.
+    ``serve_oai_async(engine, api_key="k", request_timeout=60)``). Every option and its default
+    is documented there.
 
     Engine attributes ``model_name``, ``context_length``, ``chat_template``, ``special_tokens``,
     ``tokenizer``, ``get_load``, ``vocab_size`` (client token ids are checked against it) and
     ``max_running_requests`` (a larger ``n`` is refused), ``max_total_num_tokens``, ``model_path`` and
     ``flush_cache()`` (for routers: ``/server_info``, ``/v1/loads``, ``POST /flush_cache``) and
     ``accepts_images`` (True: image parts reach the engine as ``image_data``; otherwise they are a 400)
-    are used when present. ``worker_id`` names this server in ``/metrics`` and ``/server_info``.
+    are used when present.
     ``accepts_input_ids = True``: the engine takes prompts as token ids, which the server then makes
     with the engine's ``tokenizer`` when that is a native :class:`smgpy.Tokenizer` (off this loop).
     ``accepts_n = True``: the engine samples ``sampling_params["n"]`` choices of one request itself
     (one prefill) and tags each output with its ``index``; otherwise the server sends ``n`` requests.
     ``lark_grammars = True`` says the engine enforces llguidance Lark grammars sent as ``ebnf`` (tool
     calls are then constrained in the model's own format).
+    ``request_class`` builds the engine's request objects (default: :class:`smgpy.GenerateReqInput`).
     ``port=0`` picks a free port; ``on_ready(host, port)`` is called once listening.
-    ``http_threads``: worker threads of the HTTP side (one by default: on a 2-core test machine it
-    served over 20,000 short requests/s and hundreds of thousands of streamed tokens/s; each extra worker
-    costs wake-ups per token; see ``benches/README.md``). The first server of the process sets it.
-
-    Limits: ``request_timeout`` (seconds per request, streams included; None for none),
-    ``header_read_timeout`` (a request head must arrive in time; also closes idle keep-alive
-    connections), ``body_read_timeout``, ``max_body_bytes``, ``max_connections``,
-    ``max_connections_per_client`` (one address's share; raise it for a router in front),
-    ``response_store_bytes`` and ``response_store_ttl`` (the Responses store: bytes held, least
-    recently used evicted first, and seconds a stored response is kept, 30 days by default, None for
-    no age bound), ``default_max_tokens`` (a request without
-    ``max_tokens`` generates at most this many tokens, fewer when its prompt leaves less of the
-    context, and one asking for more is a 400 naming its field; None: no default and no cap),
-    ``engine_stall_timeout`` (``/health`` fails when
-    this loop has not turned over for that long).
 
     On cancellation the server drains: ``/health`` and new requests answer 503, running requests
     get ``shutdown_timeout`` seconds to finish, the rest end with an error; then it re-raises
     ``CancelledError``.
     """
+    opts = options_of(options, overrides)
     generates = callable(getattr(engine, "generate_request", None)) and callable(getattr(engine, "abort_request", None))
     embeds = callable(getattr(engine, "embed_request", None))
     if not generates and not embeds:
@@ -314,13 +294,16 @@ async def serve_oai_async(
             "engine must have `async generate_request(obj)` and `abort_request(rid)`, or `async embed_request(obj)` "
             "(see smgpy.engine)"
         )
-    _native.init_logging(log_level)
+    _native.init_logging(opts.log_level)
     loop = asyncio.get_running_loop()
-    model_name = model_name or _engine_attr(engine, "model_name") or "default"
+    model_name = opts.model_name or _engine_attr(engine, "model_name") or "default"
+    chat_template = opts.read_template()
     if chat_template is None:
         chat_template = _engine_attr(engine, "chat_template")
+    special_tokens = opts.special_tokens
     if special_tokens is None:
         special_tokens = getattr(engine, "special_tokens", None)
+    context_length = opts.context_length
     if context_length is None:
         context_length = _engine_attr(engine, "context_length")
     get_load = getattr(engine, "get_load", None)
@@ -338,39 +321,39 @@ async def serve_oai_async(
         host=host,
         port=port,
         model_name=str(model_name),
-        chat_template=_read_template(chat_template),
+        chat_template=chat_template,
         special_tokens=special_tokens,
-        tool_parser=tool_parser,
-        reasoning_parser=reasoning_parser,
-        api_key=api_key,
-        allowed_origins=allowed_origins,
-        max_body_bytes=max_body_bytes,
-        request_timeout=request_timeout,
+        tool_parser=opts.tool_parser,
+        reasoning_parser=opts.reasoning_parser,
+        api_key=opts.api_key,
+        allowed_origins=opts.allowed_origins,
+        max_body_bytes=opts.max_body_bytes,
+        request_timeout=opts.request_timeout,
         context_length=context_length,
-        keep_alive=keep_alive,
-        shutdown_timeout=shutdown_timeout,
+        keep_alive=opts.keep_alive,
+        shutdown_timeout=opts.shutdown_timeout,
         tokenizer=getattr(engine, "tokenizer", None),
         get_load=get_load if callable(get_load) else None,
-        header_read_timeout=header_read_timeout,
-        body_read_timeout=body_read_timeout,
-        max_connections=max_connections,
-        max_connections_per_client=max_connections_per_client,
-        engine_stall_timeout=engine_stall_timeout,
+        header_read_timeout=opts.header_read_timeout,
+        body_read_timeout=opts.body_read_timeout,
+        max_connections=opts.max_connections,
+        max_connections_per_client=opts.max_connections_per_client,
+        engine_stall_timeout=opts.engine_stall_timeout,
         vocab_size=vocab_size if isinstance(vocab_size, int) and vocab_size > 0 else None,
         max_running_requests=max_running if isinstance(max_running, int) and max_running > 0 else None,
-        response_store_bytes=response_store_bytes,
-        response_store=os.fspath(response_store) if response_store is not None else None,
-        response_store_ttl=response_store_ttl,
+        response_store_bytes=opts.response_store_bytes,
+        response_store=os.fspath(opts.response_store) if opts.response_store is not None else None,
+        response_store_ttl=opts.response_store_ttl,
         flush_cache=flush if callable(flush) else None,
-        worker_id=worker_id,
+        worker_id=opts.worker_id,
         model_path=str(model_path) if model_path else None,
         max_total_num_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
         accepts_images=getattr(engine, "accepts_images", False) is True,
         lark_grammars=bool(getattr(engine, "lark_grammars", False)),
         prompt_ids=getattr(engine, "accepts_input_ids", False) is True,
         accepts_n=getattr(engine, "accepts_n", False) is True,
-        http_threads=http_threads,
-        default_max_tokens=default_max_tokens,
+        http_threads=opts.http_threads,
+        default_max_tokens=opts.default_max_tokens,
         embedding_model_name=str(getattr(engine, "embedding_model_name", None) or model_name) if embeds else None,
         embedding_dimensions=positive("embedding_dimensions"),
         embedding_max_tokens=positive("embedding_max_tokens"),
@@ -435,8 +418,10 @@ async def serve_oai_async(
 def serve_oai(engine: Any, host: str = "127.0.0.1", port: int = 8000, **kwargs: Any) -> None:
     """Serve ``engine`` until SIGINT / SIGTERM, then shut down gracefully and return.
 
-    Takes the same keyword arguments as :func:`serve_oai_async`.
+    Takes the same keyword arguments as :func:`serve_oai_async` (``options``, any
+    :class:`smgpy.ServerOptions` field, ``request_class``, ``on_ready``).
     """
+    options_of(kwargs.get("options"), {k: v for k, v in kwargs.items() if k not in _OWN_ARGS})
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 

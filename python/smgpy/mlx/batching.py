@@ -163,8 +163,12 @@ class Scheduler:
         prefix_cache_bytes: int,
         prefill_step_size: int = 512,
         prefix_disk: DiskStore | None = None,
+        kv_bits: int | None = None,
+        kv_group_size: int = 64,
     ) -> None:
         self._load = load
+        self.kv_bits = kv_bits
+        self.kv_group_size = kv_group_size
         self.max_running = max_running
         self._prefill_step = max(1, prefill_step_size)
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
@@ -273,11 +277,31 @@ class Scheduler:
                 type(self.model).__module__,
                 ", ".join(sorted({type(c).__name__ for c in caches})),
             )
+        if self.kv_bits is not None:
+            self._check_kv_quantization(caches)
         self.batch = self._new_batch()
+
+    def _check_kv_quantization(self, caches: list[Any]) -> None:
+        """Refuse ``kv_bits`` at load where it cannot apply, rather than failing a request later."""
+        if self.mode != "slots":
+            raise ValueError(
+                f"--kv-bits needs a model whose layers all use plain attention caches; "
+                f"{type(self.model).__module__} uses {', '.join(sorted({type(c).__name__ for c in caches}))}"
+            )
+        # One token through the model gives every layer's key and value widths.
+        self.model(mx.array([[0]], dtype=mx.uint32), cache=caches)
+        for i, c in enumerate(caches):
+            for name, a in (("keys", c.keys), ("values", c.values)):
+                if a.shape[-1] % self.kv_group_size:
+                    raise ValueError(
+                        f"--kv-group-size {self.kv_group_size} does not divide layer {i}'s {name} width "
+                        f"({a.shape[-1]}); pick one of 32, 64 or 128 that does"
+                    )
+        log.info("KV cache of the running batch quantized: %d bits, groups of %d", self.kv_bits, self.kv_group_size)
 
     def _new_batch(self) -> SlotBatch | MergeBatch | SingleBatch:
         if self.mode == "slots":
-            return SlotBatch(len(mlx_lm_api.make_prompt_cache(self.model)))
+            return SlotBatch(len(mlx_lm_api.make_prompt_cache(self.model)), self.kv_bits, self.kv_group_size)
         if self.mode == "merge":
             return MergeBatch()
         return SingleBatch()

@@ -31,6 +31,9 @@ log = logging.getLogger("smgpy.mlx")
 
 DEFAULT_PREFIX_CACHE_BYTES = 2 << 30
 DEFAULT_PREFIX_CACHE_DISK_BYTES = 8 << 30
+# What MLX's affine quantization takes (``mx.quantize``), for ``kv_bits`` / ``kv_group_size``.
+KV_BITS = (2, 3, 4, 5, 6, 8)
+KV_GROUP_SIZES = (32, 64, 128)
 
 
 # Prompts up to this many characters are encoded on the event loop (well under a millisecond).
@@ -149,9 +152,16 @@ class MLXEngine:
         prefill_step_size: int = 512,
         default_sampling: dict[str, float] | None = None,
         generation_config: bool = True,
+        kv_bits: int | None = None,
+        kv_group_size: int = 64,
     ) -> None:
         if max_running < 1 or max_waiting < 0 or prefill_step_size < 1:
             raise ValueError("max_running and prefill_step_size must be >= 1, and max_waiting >= 0")
+        if kv_bits is not None and kv_bits not in KV_BITS:
+            raise ValueError(f"kv_bits must be one of {', '.join(map(str, KV_BITS))} (got {kv_bits})")
+        if kv_group_size not in KV_GROUP_SIZES:
+            sizes = ", ".join(map(str, KV_GROUP_SIZES))
+            raise ValueError(f"kv_group_size must be one of {sizes} (got {kv_group_size})")
         explicit_sampling = _checked_defaults(default_sampling or {})
         self.model_path = model_path
         self.model_name = model_name or model_path
@@ -175,6 +185,8 @@ class MLXEngine:
             prefix_cache_bytes=prefix_cache_bytes,
             prefill_step_size=prefill_step_size,
             prefix_disk=disk,
+            kv_bits=kv_bits,
+            kv_group_size=kv_group_size,
         )
         self._thread = threading.Thread(target=self._sched.run, name="smgpy-mlx", daemon=True)
         self._thread.start()
@@ -218,7 +230,9 @@ class MLXEngine:
         ``prefix_cache_bytes``, ``prefix_cache_dir`` (a directory that keeps prefix-cache entries
         across restarts) and ``prefix_cache_disk_bytes`` (its bound), ``context_length``,
         ``model_name``, ``default_sampling`` (sampling values for keys a request leaves out, over
-        the model's ``generation_config.json``) and ``generation_config`` (False ignores that file).
+        the model's ``generation_config.json``), ``generation_config`` (False ignores that file),
+        ``kv_bits`` (store the running batch's keys and values quantized to 2-8 bits; plain-attention
+        models only) and ``kv_group_size`` (channels per quantization group: 32, 64 or 128).
         """
         path, name = resolve_model(model, dtype=dtype)
         if kwargs.get("model_name") is None:

@@ -2,7 +2,7 @@
 
 The engine runs its own batching loop (:mod:`smgpy.mlx.batching`) on mlx-lm's public parts:
 model loading, the model classes, their cache classes (``make_prompt_cache``, ``KVCache``,
-``BatchKVCache`` and each cache's ``merge`` / ``extend`` / ``filter`` / ``extract``), the mask
+``QuantizedKVCache``, ``BatchKVCache`` and each cache's ``merge`` / ``extend`` / ``filter`` / ``extract``), the mask
 helper the attention layers call (``create_causal_mask``), the prompt-cache helpers
 (``can_trim_prompt_cache``, ``trim_prompt_cache``, and ``load_prompt_cache`` for the disk
 tier) and the sampling functions. Everything it uses beyond
@@ -29,6 +29,7 @@ __all__ = [
     "BatchKVCache",
     "KVCache",
     "MLXLMUnsupported",
+    "QuantizedKVCache",
     "can_trim_prompt_cache",
     "create_causal_mask",
     "trim_prompt_cache",
@@ -70,6 +71,9 @@ def _require(obj: Any, name: str, where: str) -> Any:
 make_prompt_cache: Callable[..., list[Any]] = _require(_cache, "make_prompt_cache", "mlx_lm.models.cache")
 KVCache: Any = _require(_cache, "KVCache", "mlx_lm.models.cache")
 BatchKVCache: Any = _require(_cache, "BatchKVCache", "mlx_lm.models.cache")
+# ``--kv-bits``: the prefix cache keeps quantized entries in it; its attention layers read any cache
+# with a ``bits`` attribute through mlx-lm's quantized attention.
+QuantizedKVCache: Any = _require(_cache, "QuantizedKVCache", "mlx_lm.models.cache")
 create_causal_mask: Callable[..., Any] = _require(_base, "create_causal_mask", "mlx_lm.models.base")
 can_trim_prompt_cache: Callable[[list[Any]], bool] = _require(_cache, "can_trim_prompt_cache", "mlx_lm.models.cache")
 trim_prompt_cache: Callable[[list[Any], int], int] = _require(_cache, "trim_prompt_cache", "mlx_lm.models.cache")

@@ -18,6 +18,9 @@ Rows are right-aligned (all rows write the same column each step), so attention 
 row's first live column (``left_padding``) and its position (``offset``): the same contract as
 mlx-lm's ``BatchKVCache``, whose mask and rope arguments the model classes already accept.
 
+With ``kv_bits`` (``smgpy serve --kv-bits``) the rows hold keys and values quantized
+(:class:`SlotQuantizedKVCache`): the same slots, with fewer bytes per token.
+
 Models whose caches are not all plain ``KVCache`` layers (sliding windows, recurrent state,
 hybrids) go through :class:`MergeBatch`, built on the caches' own public ``merge`` / ``extend``
 / ``filter`` / ``extract``: correct for every cache type mlx-lm batches, at the cost of copies
@@ -30,9 +33,17 @@ from typing import Any
 
 import mlx.core as mx
 
-from smgpy.mlx.mlx_lm_api import KVCache, create_causal_mask
+from smgpy.mlx.mlx_lm_api import KVCache, QuantizedKVCache, create_causal_mask
 
-__all__ = ["MergeBatch", "SingleBatch", "SlotBatch", "SlotKVCache", "can_merge", "is_plain_kv"]
+__all__ = [
+    "MergeBatch",
+    "SingleBatch",
+    "SlotBatch",
+    "SlotKVCache",
+    "SlotQuantizedKVCache",
+    "can_merge",
+    "is_plain_kv",
+]
 
 _STEP = 256
 
@@ -73,13 +84,34 @@ class SlotKVCache:
     """One attention layer's keys and values for the running batch (see the module doc).
 
     It answers the calls mlx-lm's attention layers make on a batch cache: ``offset`` (each
-    row's position, for rope), ``make_mask`` and ``update_and_fetch``.
+    row's position, for rope), ``make_mask`` and ``update_and_fetch``. Keys and values are each
+    held as a tuple of arrays laid out ``(capacity rows, heads, width, ...)``: one array here,
+    three in :class:`SlotQuantizedKVCache`; every structural operation maps over the tuple.
     """
 
     def __init__(self, state: _SlotState) -> None:
         self._s = state
-        self.keys: mx.array | None = None  # (capacity rows, heads, width, dim)
-        self.values: mx.array | None = None
+        self._k: tuple[mx.array, ...] | None = None
+        self._v: tuple[mx.array, ...] | None = None
+
+    # ----- what a subclass changes: how a token's keys or values are stored -----
+
+    def _encode(self, x: mx.array) -> tuple[mx.array, ...]:
+        return (x,)
+
+    def _view(self, parts: tuple[mx.array, ...]) -> Any:
+        """What attention reads (``update_and_fetch``'s result)."""
+        return parts[0]
+
+    # ----- mlx-lm's batch-cache interface -----
+
+    @property
+    def keys(self) -> Any:
+        return None if self._k is None else self._view(self._k)
+
+    @property
+    def values(self) -> Any:
+        return None if self._v is None else self._view(self._v)
 
     @property
     def offset(self) -> mx.array:
@@ -91,9 +123,9 @@ class SlotKVCache:
 
     @property
     def nbytes(self) -> int:
-        if self.keys is None or self.values is None:
+        if self._k is None or self._v is None:
             return 0
-        return int(self.keys.nbytes + self.values.nbytes)
+        return int(sum(a.nbytes for a in self._k + self._v))
 
     @property
     def state(self) -> tuple[Any, ...]:
@@ -103,76 +135,122 @@ class SlotKVCache:
         mask: mx.array = create_causal_mask(N, offset=self._s.idx, left_padding=self._s.left_padding, **kwargs)
         return mask
 
-    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Any, Any]:
         rows, n = keys.shape[0], keys.shape[2]
         prev = self._s.idx
-        self._ensure(rows, prev + n, keys, values)
-        assert self.keys is not None and self.values is not None
-        cap = self.keys.shape[0]
-        if rows == cap:
-            self.keys[..., prev : prev + n, :] = keys
-            self.values[..., prev : prev + n, :] = values
-            return self.keys[..., : prev + n, :], self.values[..., : prev + n, :]
-        self.keys[:rows, :, prev : prev + n, :] = keys
-        self.values[:rows, :, prev : prev + n, :] = values
-        return self.keys[:rows, :, : prev + n, :], self.values[:rows, :, : prev + n, :]
+        k, v = self._encode(keys), self._encode(values)
+        self._ensure(rows, prev + n, k, v)
+        assert self._k is not None and self._v is not None
+        whole = rows == self._k[0].shape[0]
+        for buf, new in zip(self._k + self._v, k + v, strict=True):
+            if whole:
+                buf[..., prev : prev + n, :] = new
+            else:
+                buf[:rows, :, prev : prev + n, :] = new
+        if whole:
+            return self._view(tuple(a[..., : prev + n, :] for a in self._k)), self._view(
+                tuple(a[..., : prev + n, :] for a in self._v)
+            )
+        return self._view(tuple(a[:rows, :, : prev + n, :] for a in self._k)), self._view(
+            tuple(a[:rows, :, : prev + n, :] for a in self._v)
+        )
 
     # ----- structure (between steps, from SlotBatch) -----
 
-    def _ensure(self, rows: int, width: int, like_k: mx.array, like_v: mx.array) -> None:
+    def _ensure(self, rows: int, width: int, like_k: tuple[mx.array, ...], like_v: tuple[mx.array, ...]) -> None:
         """Grow the buffers to hold ``rows`` rows and ``width`` columns (whole steps)."""
-        if self.keys is None or self.values is None:
+        if self._k is None or self._v is None:
             cap = 1 << max(0, rows - 1).bit_length()
             w = _round_up(max(width, 1), _STEP)
-            self.keys = mx.zeros((cap, like_k.shape[1], w, like_k.shape[3]), like_k.dtype)
-            self.values = mx.zeros((cap, like_v.shape[1], w, like_v.shape[3]), like_v.dtype)
+            self._k = tuple(mx.zeros((cap, a.shape[1], w, a.shape[3]), a.dtype) for a in like_k)
+            self._v = tuple(mx.zeros((cap, a.shape[1], w, a.shape[3]), a.dtype) for a in like_v)
             return
-        cap, heads, w, dk = self.keys.shape
-        dv = self.values.shape[3]
+        cap, _, w, _ = self._k[0].shape
         if rows > cap:
             more = (1 << (rows - 1).bit_length()) - cap
-            self.keys = mx.concatenate([self.keys, mx.zeros((more, heads, w, dk), self.keys.dtype)])
-            self.values = mx.concatenate([self.values, mx.zeros((more, heads, w, dv), self.values.dtype)])
+            self._k, self._v = (
+                tuple(mx.concatenate([a, mx.zeros((more, *a.shape[1:]), a.dtype)]) for a in parts)
+                for parts in (self._k, self._v)
+            )
             cap += more
         if width > w:
             more = _round_up(width - w, _STEP)
-            self.keys = mx.concatenate([self.keys, mx.zeros((cap, heads, more, dk), self.keys.dtype)], axis=2)
-            self.values = mx.concatenate([self.values, mx.zeros((cap, heads, more, dv), self.values.dtype)], axis=2)
+            self._k, self._v = (
+                tuple(
+                    mx.concatenate([a, mx.zeros((cap, a.shape[1], more, a.shape[3]), a.dtype)], axis=2) for a in parts
+                )
+                for parts in (self._k, self._v)
+            )
 
     def shift(self, columns: int) -> None:
         """Move every row ``columns`` to the right (room for a joiner longer than the batch)."""
-        if self.keys is None or self.values is None:
+        if self._k is None or self._v is None:
             return
         pad = [(0, 0), (0, 0), (columns, 0), (0, 0)]
-        self.keys = mx.pad(self.keys, pad)
-        self.values = mx.pad(self.values, pad)
+        self._k, self._v = (tuple(mx.pad(a, pad) for a in parts) for parts in (self._k, self._v))
 
     def cut(self, columns: int) -> None:
         """Drop the first ``columns`` columns, dead in every live row."""
-        if self.keys is None or self.values is None:
+        if self._k is None or self._v is None:
             return
-        self.keys = mx.contiguous(self.keys[..., columns:, :])
-        self.values = mx.contiguous(self.values[..., columns:, :])
+        self._k, self._v = (tuple(mx.contiguous(a[..., columns:, :]) for a in parts) for parts in (self._k, self._v))
 
-    def place(self, row: int, rows: int, keys: mx.array | None, values: mx.array | None) -> None:
+    def place(self, row: int, rows: int, keys: Any, values: Any) -> None:
         """Write one sequence's keys and values (1, heads, L, dim) into ``row``, ending at the
-        write column."""
-        if keys is None or values is None or keys.shape[2] == 0:
+        write column. Tuples are already stored form (a quantized prefix-cache entry)."""
+        if keys is None or values is None:
+            return
+        k = keys if isinstance(keys, tuple) else self._encode(keys)
+        v = values if isinstance(values, tuple) else self._encode(values)
+        n = k[0].shape[2]
+        if n == 0:
             return
         idx = self._s.idx
-        self._ensure(rows, idx, keys, values)
-        assert self.keys is not None and self.values is not None
-        n = keys.shape[2]
-        self.keys[row : row + 1, :, idx - n : idx, :] = keys
-        self.values[row : row + 1, :, idx - n : idx, :] = values
+        self._ensure(rows, idx, k, v)
+        assert self._k is not None and self._v is not None
+        for buf, new in zip(self._k + self._v, k + v, strict=True):
+            buf[row : row + 1, :, idx - n : idx, :] = new
 
-    def take(self, row: int, start: int, length: int) -> tuple[mx.array, mx.array] | None:
-        """A copy of one row's live keys and values."""
-        if self.keys is None or self.values is None or length <= 0:
+    def take(self, row: int, start: int, length: int) -> tuple[Any, Any] | None:
+        """A copy of one row's live keys and values, as stored (arrays, or quantized triples)."""
+        if self._k is None or self._v is None or length <= 0:
             return None
-        k = mx.contiguous(self.keys[row : row + 1, :, start : start + length, :])
-        v = mx.contiguous(self.values[row : row + 1, :, start : start + length, :])
+        k, v = (
+            self._view(tuple(mx.contiguous(a[row : row + 1, :, start : start + length, :]) for a in parts))
+            for parts in (self._k, self._v)
+        )
         return k, v
+
+    def new_sequence_cache(self) -> Any:
+        """An empty per-sequence cache of the kind :meth:`take` fills (the prefix cache's entries)."""
+        return KVCache()
+
+
+class SlotQuantizedKVCache(SlotKVCache):
+    """A :class:`SlotKVCache` whose keys and values are stored quantized (``--kv-bits``).
+
+    Each token's keys and values are quantized per group of ``group_size`` channels (MLX's
+    affine ``mx.quantize``: packed integers plus a scale and a bias per group) when written, and
+    attention reads them through ``mx.quantized_matmul``: mlx-lm's attention layers take that
+    path for any cache with a ``bits`` attribute, as they do for mlx-lm's ``QuantizedKVCache``.
+    Prompts are prefilled at full precision in their own caches and quantized when they join.
+    The prefix cache keeps rows as mlx-lm ``QuantizedKVCache`` entries (the same bytes per token
+    as here); a hit prefills the rest of its prompt on them, and joins without re-quantizing.
+    """
+
+    def __init__(self, state: _SlotState, bits: int, group_size: int) -> None:
+        super().__init__(state)
+        self.bits = bits
+        self.group_size = group_size
+
+    def _encode(self, x: mx.array) -> tuple[mx.array, ...]:
+        return tuple(mx.quantize(x, group_size=self.group_size, bits=self.bits))
+
+    def _view(self, parts: tuple[mx.array, ...]) -> Any:
+        return parts
+
+    def new_sequence_cache(self) -> Any:
+        return QuantizedKVCache(group_size=self.group_size, bits=self.bits)
 
 
 class SlotBatch:
@@ -180,9 +258,14 @@ class SlotBatch:
 
     copies_on_join = False
 
-    def __init__(self, num_layers: int) -> None:
+    def __init__(self, num_layers: int, kv_bits: int | None = None, kv_group_size: int = 64) -> None:
         self._s = _SlotState()
-        self.caches = [SlotKVCache(self._s) for _ in range(num_layers)]
+        self.kv_bits = kv_bits
+        self.kv_group_size = kv_group_size
+        self.caches: list[SlotKVCache] = [
+            SlotKVCache(self._s) if kv_bits is None else SlotQuantizedKVCache(self._s, kv_bits, kv_group_size)
+            for _ in range(num_layers)
+        ]
         self.live: list[bool] = []
 
     @property
@@ -215,7 +298,7 @@ class SlotBatch:
             s.idx += delta
             s.starts = [x + delta for x in s.starts]
         for c, sc in zip(self.caches, seq_caches, strict=True):
-            k, v = _kv_of(sc, length)
+            k, v = _kv_of(sc, length, self.kv_bits, self.kv_group_size)
             c.place(row, len(self.live), k, v)
         self.live[row] = True
         s.starts[row] = s.idx - length
@@ -260,7 +343,7 @@ class SlotBatch:
         out = []
         for c in self.caches:
             kv = c.take(row, start, length)
-            cache = KVCache()
+            cache = c.new_sequence_cache()
             if kv is not None:
                 cache.keys, cache.values = kv
                 cache.offset = length
@@ -269,18 +352,30 @@ class SlotBatch:
 
     def reset(self) -> None:
         """Drop every row and the buffers."""
-        self.__init__(len(self.caches))  # type: ignore[misc]
+        self.__init__(len(self.caches), self.kv_bits, self.kv_group_size)  # type: ignore[misc]
 
 
 def _nbytes(caches: list[Any] | None) -> int:
     return 0 if caches is None else sum(int(getattr(c, "nbytes", 0)) for c in caches)
 
 
-def _kv_of(cache: Any, length: int) -> tuple[mx.array | None, mx.array | None]:
-    """The first ``length`` tokens' keys and values of a per-sequence cache (1 row)."""
+def _kv_of(cache: Any, length: int, bits: int | None, group_size: int) -> tuple[Any, Any]:
+    """The first ``length`` tokens' keys and values of a per-sequence cache (1 row): arrays, or
+    quantized triples when the cache holds them quantized as the batch stores them."""
     if length == 0 or cache.keys is None:
         return None, None
-    return cache.keys[..., :length, :], cache.values[..., :length, :]
+    if not isinstance(cache.keys, tuple | list):  # (a list when read back from disk)
+        return cache.keys[..., :length, :], cache.values[..., :length, :]
+    # A QuantizedKVCache: a prefix-cache hit under --kv-bits. One written under other settings
+    # (a disk entry from an earlier run) is dequantized and stored the batch's way.
+    k, v = (tuple(a[..., :length, :] for a in parts) for parts in (cache.keys, cache.values))
+    if (cache.bits, cache.group_size) == (bits, group_size):
+        return k, v
+    g, b = cache.group_size, cache.bits
+    return (
+        mx.dequantize(k[0], k[1], k[2], group_size=g, bits=b),
+        mx.dequantize(v[0], v[1], v[2], group_size=g, bits=b),
+    )
 
 
 class MergeBatch:

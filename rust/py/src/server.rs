@@ -19,7 +19,31 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<crate::output_sink::OutputSink>()?;
     m.add_class::<crate::engine_bridge::FailKind>()?;
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
+    m.add_function(wrap_pyfunction!(server_defaults, m)?)?;
     Ok(())
+}
+
+/// The server's defaults, `ServerConfig::default()` in Python's units (seconds, bytes, `None`):
+/// the one set that `smgpy.ServerOptions`, `serve_oai` and `smgpy serve` all start from, so
+/// they cannot drift apart. `Server(...)` itself has no defaults for these.
+#[pyfunction]
+fn server_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = ServerConfig::default();
+    let secs = |t: Duration| t.as_secs_f64();
+    let out = PyDict::new(py);
+    out.set_item("max_body_bytes", d.max_body_bytes)?;
+    out.set_item("request_timeout", d.request_timeout.map(secs))?;
+    out.set_item("keep_alive", secs(d.keep_alive))?;
+    out.set_item("shutdown_timeout", secs(d.shutdown_timeout))?;
+    out.set_item("header_read_timeout", secs(d.header_read_timeout))?;
+    out.set_item("body_read_timeout", secs(d.body_read_timeout))?;
+    out.set_item("max_connections", d.max_connections)?;
+    out.set_item("max_connections_per_client", d.max_connections_per_client)?;
+    out.set_item("engine_stall_timeout", secs(d.engine_stall_timeout))?;
+    out.set_item("response_store_bytes", d.response_store_bytes)?;
+    out.set_item("response_store_ttl", d.response_store_ttl.map(secs))?;
+    out.set_item("default_max_tokens", d.default_max_tokens)?;
+    Ok(out)
 }
 
 /// Route Rust `tracing` logs (access log, errors) to stderr at `level` (`error` .. `trace`).
@@ -138,18 +162,19 @@ fn parse_reasoning(name: Option<&str>) -> PyResult<Option<ReasoningFormat>> {
 impl Server {
     /// Validate the configuration (unknown parser names and bad templates raise `ValueError`).
     /// `tool_parser` / `reasoning_parser`: a name, `"auto"` (pick from the model name or the chat
-    /// template) or `None` / `"none"` (off).
+    /// template) or `None` / `"none"` (off). The operator's limits have no defaults here: they
+    /// come from `smgpy.ServerOptions` (see `server_defaults`).
     #[new]
     #[pyo3(signature = (*, host, port, model_name, chat_template = None, special_tokens = None,
         tool_parser = None, reasoning_parser = None, api_key = None, allowed_origins = None,
-        max_body_bytes = 33_554_432, request_timeout = Some(1800.0), context_length = None,
-        keep_alive = 15.0, shutdown_timeout = 10.0, tokenizer = None, get_load = None,
-        header_read_timeout = 30.0, body_read_timeout = 60.0, max_connections = 1024,
-        engine_stall_timeout = 10.0, vocab_size = None, max_running_requests = None,
-        response_store_bytes = 268_435_456, response_store = None, response_store_ttl = Some(2_592_000.0),
+        max_body_bytes, request_timeout, context_length = None,
+        keep_alive, shutdown_timeout, tokenizer = None, get_load = None,
+        header_read_timeout, body_read_timeout, max_connections,
+        engine_stall_timeout, vocab_size = None, max_running_requests = None,
+        response_store_bytes, response_store = None, response_store_ttl,
         flush_cache = None, worker_id = None, model_path = None,
         max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false, accepts_n = false,
-        http_threads = 1, default_max_tokens = None, max_connections_per_client = 256,
+        http_threads = 1, default_max_tokens, max_connections_per_client,
         embedding_model_name = None, embedding_dimensions = None, embedding_max_tokens = None,
         embedding_tokenizer = None, matryoshka_dimensions = Vec::new()))]
     #[allow(clippy::too_many_arguments)]
