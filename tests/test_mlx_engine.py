@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from typing import Any
 
 import pytest
@@ -235,6 +236,33 @@ def test_context_overflow_is_refused_before_compute(engine: MLXEngine) -> None:
         asyncio.run(go([42] * 8200))
     with pytest.raises(EngineRequestError, match=r"8000.*500.*8192"):
         asyncio.run(go([42] * 8000, max_new_tokens=500))
+
+
+def test_sampling_is_checked_by_the_servers_rules(engine: MLXEngine) -> None:
+    """An engine called directly holds sampling to the HTTP routes' rules (one validator):
+    top_k 0 and -1 mean no limit, as in mlx-lm and vLLM; the errors are the server's."""
+    from smgpy._native import check_sampling_params
+
+    async def go(**params: Any) -> list[int]:
+        out: list[int] = []
+        obj = GenerateReqInput(input_ids=[42, 43], sampling_params={"max_new_tokens": 2, **params})
+        async for o in engine.generate_request(obj):
+            out += o["output_ids"]
+        return out
+
+    assert len(asyncio.run(go(top_k=0, temperature=0.5, seed=1))) == 2
+    assert len(asyncio.run(go(top_k=-1, temperature=0.5, seed=1))) == 2
+    for bad, message in (
+        ({"top_k": -2}, "top_k must be at least 1, or 0 or -1 for no limit, got -2"),
+        ({"top_p": 1.5}, "top_p must be in (0, 1], got 1.5"),
+        ({"temperature": -1.0}, "temperature must be between 0 and 100, got -1"),
+        ({"n": 0}, "n must be between 1 and 128, got 0"),
+        ({"max_new_tokens": 0}, "max_tokens must be at least 1"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            check_sampling_params(bad)
+        with pytest.raises(EngineRequestError, match=re.escape(message)):
+            asyncio.run(go(**bad))
 
 
 def test_disconnect_frees_the_slot(engine: MLXEngine) -> None:

@@ -180,6 +180,8 @@ BAD_REQUESTS: list[tuple[Any, str | None]] = [
     ({"messages": MSG, "stream": "yes"}, "stream"),
     ({"messages": MSG, "tool_choice": "sometimes"}, "tool_choice"),
     ({"messages": MSG, "top_logprobs": 5}, "top_logprobs"),
+    ({"messages": MSG, "top_k": -2}, "top_k"),
+    ({"messages": MSG, "top_p": 1.5}, "top_p"),
 ]
 
 

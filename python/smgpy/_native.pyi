@@ -27,6 +27,7 @@ __all__ = [
     "Tokenizer",
     "Vocabulary",
     "__version__",
+    "check_sampling_params",
     "init_logging",
     "list_reasoning_parsers",
     "list_tool_parsers",
@@ -407,6 +408,10 @@ class FailKind:
     INTERNAL: FailKind
     def __eq__(self, value: object, /) -> bool: ...
     def __int__(self) -> int: ...
+
+def check_sampling_params(params: dict[str, Any]) -> None:
+    """Check an engine's `sampling_params` (sglang's names) with the server's rules; `ValueError`
+    naming the key otherwise."""
 
 def server_defaults() -> dict[str, Any]:
     """The server's defaults (`ServerConfig::default()`) in seconds, bytes and `None`: the one set

@@ -284,7 +284,7 @@ class MLXEngine:
         requested = dict(getattr(obj, "sampling_params", None) or {})
         for key, value in self.default_sampling.items():
             if requested.get(key) is None:
-                requested[key] = value
+                requested[key] = int(value) if key == "top_k" else value  # an integer on the wire
         params = SamplingParams.from_dict(requested, self.vocab_size)
         if params.n > self._sched.max_running:
             raise EngineRequestError(

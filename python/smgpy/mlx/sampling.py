@@ -21,7 +21,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from smgpy._native import GrammarError, GrammarMatcher
+from smgpy._native import GrammarError, GrammarMatcher, check_sampling_params
 from smgpy.engine import EngineRequestError
 from smgpy.mlx.mlx_lm_api import apply_min_p, apply_top_k, apply_top_p, greedy_sampler, make_repetition_penalty
 
@@ -52,8 +52,13 @@ class SamplingParams:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], vocab_size: int) -> SamplingParams:
-        """Read and check the request's keys; bad values raise ``EngineRequestError`` (HTTP 400)."""
+        """Read and check the request's keys; bad values raise ``EngineRequestError`` (HTTP 400).
+
+        Ranges are checked by the server's own rules (``_native.check_sampling_params``), so a
+        request sent to the engine directly is held to exactly what the HTTP routes enforce; only
+        what needs the model (token ids inside its vocabulary) is checked here."""
         try:
+            check_sampling_params(d)
             return cls._from_dict(d, vocab_size)
         except (TypeError, ValueError, OverflowError) as e:
             raise EngineRequestError(f"invalid sampling parameters: {e}") from e
@@ -80,18 +85,6 @@ class SamplingParams:
             ignore_eos=bool(d.get("ignore_eos") or False),
             n=int(d.get("n") or 1),
         )
-        if p.temperature < 0:
-            raise EngineRequestError(f"temperature must be >= 0, got {p.temperature}")
-        if not 0 < p.top_p <= 1:
-            raise EngineRequestError(f"top_p must be in (0, 1], got {p.top_p}")
-        if p.top_k < 0 and p.top_k != -1:
-            raise EngineRequestError(f"top_k must be >= 0 (or -1 for no limit), got {p.top_k}")
-        if p.repetition_penalty <= 0:
-            raise EngineRequestError(f"repetition_penalty must be > 0, got {p.repetition_penalty}")
-        if p.max_new_tokens is not None and p.max_new_tokens < 1:
-            raise EngineRequestError(f"max_tokens must be >= 1, got {p.max_new_tokens}")
-        if p.n < 1:
-            raise EngineRequestError(f"n must be >= 1, got {p.n}")
         bias = d.get("logit_bias")
         if bias:
             parsed = {int(k): float(v) for k, v in bias.items()}

@@ -65,8 +65,12 @@ pub fn check_ranges(p: &SamplingParams) -> Result<(), crate::ProtocolError> {
         }
     }
     if let Some(v) = p.top_k {
-        if v < -1 || v == 0 {
-            return Err(E::new("top_k", format!("top_k must be -1 (disabled) or >= 1, got {v}")));
+        // 0 and -1 both mean "no limit": mlx-lm and vLLM read 0 so, sglang -1.
+        if v < -1 {
+            return Err(E::new(
+                "top_k",
+                format!("top_k must be at least 1, or 0 or -1 for no limit, got {v}"),
+            ));
         }
     }
     for (name, v) in [
@@ -138,3 +142,47 @@ pub fn check_ranges(p: &SamplingParams) -> Result<(), crate::ProtocolError> {
 
 /// Documented limit on the number of stop strings per request (OpenAI allows 4).
 pub const MAX_STOP_STRINGS: usize = 64;
+
+/// Check an engine's `sampling_params` dict (sglang's names, what the server sends engines) with
+/// the rules every HTTP route applies, so an engine called directly validates exactly as the
+/// server does. Unknown keys are ignored; the error names the key.
+pub fn check_engine_params(params: Value) -> Result<(), crate::ProtocolError> {
+    let body: crate::generate::SamplingBody = serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        crate::ProtocolError::new(
+            "sampling_params",
+            format!("invalid value for `{path}`: {}", e.into_inner()),
+        )
+    })?;
+    check_ranges(&body.shared_sampling(body.max_new_tokens)).map_err(|mut e| {
+        if e.param.as_deref() == Some("max_tokens") {
+            e.param = Some("max_new_tokens".to_string());
+        }
+        e
+    })
+}
+
+#[cfg(test)]
+mod engine_params_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn engine_params_follow_the_routes_rules() {
+        assert!(check_engine_params(json!({"temperature": 0.7, "top_k": 0, "max_new_tokens": 5})).is_ok());
+        assert!(check_engine_params(json!({"top_k": -1, "n": 2, "unknown_key": 1})).is_ok());
+        let e = check_engine_params(json!({"top_k": -2})).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("top_k"));
+        let e = check_engine_params(json!({"max_new_tokens": 0})).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("max_new_tokens"));
+        let e = check_engine_params(json!({"top_p": 1.5})).unwrap_err();
+        assert!(e.message.contains("top_p must be in (0, 1]"), "{}", e.message);
+        let e = check_engine_params(json!({"temperature": "hot"})).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("sampling_params"));
+        assert!(
+            e.message.starts_with("invalid value for `temperature`"),
+            "{}",
+            e.message
+        );
+    }
+}

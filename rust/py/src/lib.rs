@@ -12,6 +12,7 @@ mod errors;
 mod output_sink;
 mod parsers;
 mod reasoning;
+mod sampling;
 mod server;
 mod stop;
 mod structured;
@@ -88,6 +89,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     stop::register(m)?;
     structured::register(m)?;
     server::register(m)?;
+    sampling::register(m)?;
     doorbell::register(m)?;
     embed_sink::register(m)?;
     Ok(())
