@@ -33,8 +33,8 @@ def test_smgpy_serve_flags_default_to_the_same_options(capsys: pytest.CaptureFix
     assert args.body_read_timeout == d.body_read_timeout
     assert args.max_connections == d.max_connections
     assert args.max_connections_per_client == d.max_connections_per_client
-    assert args.max_body_size == d.max_body_bytes
-    assert args.response_store_size == d.response_store_bytes
+    assert args.max_body_bytes == d.max_body_bytes
+    assert args.response_store_bytes == d.response_store_bytes
     assert args.response_store_ttl == d.response_store_ttl
     assert args.shutdown_timeout == d.shutdown_timeout
     assert args.http_threads == d.http_threads
@@ -44,7 +44,8 @@ def test_smgpy_serve_flags_default_to_the_same_options(capsys: pytest.CaptureFix
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert "no limit; default 1800)" in shown and "(default 32M)" in shown and "default 30d)" in shown
+    assert "(0: no limit) (default 1800)" in shown and "(default 32M)" in shown and "(default 30d)" in shown
+    assert "--max-body-size MAX_BODY_SIZE" in shown
 
 
 def test_serve_oai_refuses_an_unknown_option_by_name() -> None:

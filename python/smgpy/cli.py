@@ -63,6 +63,53 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds:g}"
 
 
+# The server's limits as flags: (flag, ServerOptions field, type, help). Defaults come from
+# ServerOptions; for fields that may be None (no limit), the flag's 0 stands for None.
+_LIMIT_FLAGS: tuple[tuple[str, str, Callable[[str], Any], str], ...] = (
+    (
+        "--request-timeout",
+        "request_timeout",
+        float,
+        "seconds a request may take, streams included, before it is aborted with 504 (0: no limit)",
+    ),
+    (
+        "--header-read-timeout",
+        "header_read_timeout",
+        float,
+        "seconds for a request head to arrive; also closes idle keep-alive connections",
+    ),
+    ("--body-read-timeout", "body_read_timeout", float, "seconds for a request body to arrive"),
+    ("--max-connections", "max_connections", int, "open connections at most"),
+    (
+        "--max-connections-per-client",
+        "max_connections_per_client",
+        int,
+        "open connections one client address may hold; raise it for a router in front",
+    ),
+    ("--max-body-size", "max_body_bytes", parse_bytes, "largest request body, e.g. 32M"),
+    (
+        "--response-store-size",
+        "response_store_bytes",
+        parse_bytes,
+        "bytes of stored Responses (store: true), in memory or in the --response-store file; "
+        "least recently used evicted first",
+    ),
+    (
+        "--response-store-ttl",
+        "response_store_ttl",
+        parse_duration,
+        "drop stored Responses this long after they were stored, e.g. 12h or 7d (0: no age bound)",
+    ),
+    (
+        "--shutdown-timeout",
+        "shutdown_timeout",
+        float,
+        "on SIGTERM, seconds running requests get to finish before they are cut off",
+    ),
+    ("--http-threads", "http_threads", int, "worker threads of the HTTP side (more only for very high request rates)"),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # Every server default comes from ServerOptions (the Rust server's own; see smgpy.options).
     d = ServerOptions()
@@ -158,83 +205,35 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto: sampling defaults from the model's generation_config.json; none: ignore it",
     )
-    s.add_argument(
-        "--request-timeout",
-        type=float,
-        default=d.request_timeout or 0.0,
-        help="seconds a request may take, streams included, before it is aborted with 504 (0: no limit; "
-        f"default {d.request_timeout or 0:g})",
-    )
-    s.add_argument(
-        "--header-read-timeout",
-        type=float,
-        default=d.header_read_timeout,
-        help="seconds for a request head to arrive; also closes idle keep-alive connections "
-        f"(default {d.header_read_timeout:g})",
-    )
-    s.add_argument(
-        "--body-read-timeout",
-        type=float,
-        default=d.body_read_timeout,
-        help=f"seconds for a request body to arrive (default {d.body_read_timeout:g})",
-    )
-    s.add_argument(
-        "--max-connections",
-        type=int,
-        default=d.max_connections,
-        help=f"open connections at most (default {d.max_connections})",
-    )
-    s.add_argument(
-        "--max-connections-per-client",
-        type=int,
-        default=d.max_connections_per_client,
-        help="open connections one client address may hold; raise it for a router in front "
-        f"(default {d.max_connections_per_client})",
-    )
-    s.add_argument(
-        "--max-body-size",
-        type=parse_bytes,
-        default=d.max_body_bytes,
-        help=f"largest request body, e.g. 32M (default {_size(d.max_body_bytes)})",
-    )
-    s.add_argument(
-        "--response-store-size",
-        type=parse_bytes,
-        default=d.response_store_bytes,
-        help="bytes of stored Responses (store: true), in memory or in the --response-store file; least "
-        f"recently used evicted first (default {_size(d.response_store_bytes)})",
-    )
+    for flag, field, kind, text in _LIMIT_FLAGS:
+        value = getattr(d, field)
+        shown = (
+            _size(value) if kind is parse_bytes else _duration(value) if kind is parse_duration else f"{value or 0:g}"
+        )
+        s.add_argument(
+            flag,
+            dest=field,
+            metavar=flag[2:].upper().replace("-", "_"),
+            type=kind,
+            default=value or 0,
+            help=f"{text} (default {shown})",
+        )
     s.add_argument(
         "--response-store",
         metavar="PATH",
         help="keep stored Responses in this SQLite file, so previous_response_id, GET/DELETE /v1/responses/{id} "
         "and input_items work after a restart (created if missing; default: in memory, lost on exit)",
     )
-    s.add_argument(
-        "--response-store-ttl",
-        type=parse_duration,
-        default=d.response_store_ttl or 0.0,
-        help="drop stored Responses this long after they were stored, e.g. 12h or 7d (0: no age bound; "
-        f"default {_duration(d.response_store_ttl)})",
-    )
-    s.add_argument(
-        "--shutdown-timeout",
-        type=float,
-        default=d.shutdown_timeout,
-        help="on SIGTERM, seconds running requests get to finish before they are cut off "
-        f"(default {d.shutdown_timeout:g})",
-    )
-    s.add_argument(
-        "--http-threads",
-        type=int,
-        default=d.http_threads,
-        help=f"worker threads of the HTTP side (default {d.http_threads}; more only for very high request rates)",
-    )
     s.add_argument("--worker-id", help="this server's name in /metrics and /server_info (behind a router)")
     s.add_argument("--api-key", default=os.environ.get("SMGPY_API_KEY"), help="require this bearer token")
     s.add_argument("--allowed-origins", nargs="*", help="CORS origins allowed to call the API")
     s.add_argument("--log-level", default=d.log_level, choices=["debug", "info", "warning", "warn", "error"])
     return parser
+
+
+def _limit(field: str, value: Any) -> Any:
+    """A limit flag's value as a ServerOptions field: 0 is None (no limit) where None is allowed."""
+    return None if value == 0 and field in ("request_timeout", "response_store_ttl") else value
 
 
 def _parser_choice(given: str | None) -> str | None:
@@ -322,19 +321,10 @@ def _serve(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         allowed_origins=args.allowed_origins,
         log_level="warn" if args.log_level == "warning" else args.log_level,  # Rust's name for it
-        request_timeout=args.request_timeout if args.request_timeout > 0 else None,
-        header_read_timeout=args.header_read_timeout,
-        body_read_timeout=args.body_read_timeout,
-        max_connections=args.max_connections,
-        max_connections_per_client=args.max_connections_per_client,
-        max_body_bytes=args.max_body_size,
-        response_store_bytes=args.response_store_size,
         response_store=args.response_store,
-        response_store_ttl=args.response_store_ttl if args.response_store_ttl > 0 else None,
-        shutdown_timeout=args.shutdown_timeout,
         worker_id=args.worker_id,
-        http_threads=args.http_threads,
         default_max_tokens=args.default_max_tokens if args.default_max_tokens > 0 else None,
+        **{field: _limit(field, getattr(args, field)) for _, field, _, _ in _LIMIT_FLAGS},
     )
     try:
         serve_oai(engine, args.host, args.port, options=options, on_ready=on_ready)
