@@ -25,7 +25,11 @@ from smgpy.engine import (
     Engine,
     EngineOverloaded,
     EngineRequestError,
+    FinishReason,
+    GenerateOutput,
     GenerateReqInput,
+    MetaInfo,
+    SamplingParamsDict,
 )
 from smgpy.options import ServerOptions
 from smgpy.server import serve_oai, serve_oai_async
@@ -39,9 +43,13 @@ __all__ = [
     "Engine",
     "EngineOverloaded",
     "EngineRequestError",
+    "FinishReason",
+    "GenerateOutput",
     "GenerateReqInput",
+    "MetaInfo",
     "ReasoningStream",
     "ResponseStoreError",
+    "SamplingParamsDict",
     "ServerOptions",
     "StopMatcher",
     "TemplateError",

@@ -30,7 +30,8 @@ the model's own tool-call format; others receive a JSON Schema.
 
 The outputs
 -----------
-Each yielded dict follows the sglang/tokenspeed output shape::
+Each yielded dict follows the sglang/tokenspeed output shape (typed as :class:`GenerateOutput`,
+with :class:`MetaInfo` and :class:`FinishReason`; ``sampling_params`` as :class:`SamplingParamsDict`)::
 
     {"text": <cumulative text>,          # or "delta": <new text only>
      "output_ids": [...],                # new token ids of this step ("delta" mode) or all of them
@@ -102,7 +103,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 __all__ = [
     "ContextLengthExceeded",
@@ -110,15 +111,88 @@ __all__ = [
     "Engine",
     "EngineOverloaded",
     "EngineRequestError",
+    "FinishReason",
+    "GenerateOutput",
     "GenerateReqInput",
+    "MetaInfo",
+    "SamplingParamsDict",
+    "TokenLogprob",
 ]
+
+#: One token's logprob as sglang reports it: ``(logprob, token_id, token_text)``.
+TokenLogprob = tuple[float, int, str | None]
+
+
+class SamplingParamsDict(TypedDict, total=False):
+    """``GenerateReqInput.sampling_params``: only the keys the client set are present (sglang's
+    names; see the module docs for their meaning)."""
+
+    max_new_tokens: int
+    min_new_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    min_p: float
+    repetition_penalty: float
+    frequency_penalty: float
+    presence_penalty: float
+    stop: list[str]
+    stop_token_ids: list[int]
+    ignore_eos: bool
+    seed: int
+    n: int
+    logit_bias: dict[str, float]
+    json_schema: str
+    regex: str
+    ebnf: str
+    structural_tag: str
+    response_format: dict[str, Any]
+
+
+class _FinishReasonRequired(TypedDict):
+    type: Literal["stop", "length", "abort"]
+
+
+class FinishReason(_FinishReasonRequired, total=False):
+    """Why a generation ended: the stop token id or string it ``matched``, or an abort's ``message``."""
+
+    matched: str | int | None
+    message: str
+
+
+class _MetaInfoRequired(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: FinishReason | None
+
+
+class MetaInfo(_MetaInfoRequired, total=False):
+    """An output's ``meta_info``; the logprob lists only when the request asked for them."""
+
+    cached_tokens: int
+    output_token_logprobs: list[TokenLogprob]
+    output_top_logprobs: list[list[TokenLogprob]]
+
+
+class _GenerateOutputRequired(TypedDict):
+    output_ids: list[int]
+    meta_info: MetaInfo
+
+
+class GenerateOutput(_GenerateOutputRequired, total=False):
+    """One dict ``generate_request`` yields: ``text`` (cumulative) or ``delta`` (new text only),
+    and with ``accepts_n`` the ``index`` of the choice it belongs to."""
+
+    text: str
+    delta: str
+    index: int
 
 
 @runtime_checkable
 class Engine(Protocol):
     """What smgpy calls on an engine."""
 
-    def generate_request(self, obj: Any) -> AsyncIterator[dict[str, Any]]:
+    def generate_request(self, obj: Any) -> AsyncIterator[GenerateOutput]:
         """Start generating for ``obj``; yields output dicts (see the module docs)."""
         ...
 
@@ -151,7 +225,7 @@ class GenerateReqInput:
     input_ids: list[int] | None = None
     # Images of the prompt in order (URLs or data: URLs); only for engines with ``accepts_images``.
     image_data: list[str] | None = None
-    sampling_params: dict[str, Any] = field(default_factory=dict)
+    sampling_params: SamplingParamsDict = field(default_factory=lambda: SamplingParamsDict())
     stream: bool = True
     return_logprob: bool = False
     top_logprobs_num: int = 0

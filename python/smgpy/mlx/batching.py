@@ -42,10 +42,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypedDict
 
 import mlx.core as mx
 
+from smgpy.engine import FinishReason, GenerateOutput, MetaInfo, TokenLogprob
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.detokenize import TextDecoder
 from smgpy.mlx.mailbox import Mailbox
@@ -69,7 +70,14 @@ class Outlet:
     """Where one request's outputs go: an asyncio queue and the mailbox of the loop that owns it."""
 
     mailbox: Mailbox
-    queue: asyncio.Queue[dict[str, Any]]
+    queue: asyncio.Queue[GenerateOutput]
+
+
+class _Logprobs(TypedDict, total=False):
+    """The logprob keys of one output's ``meta_info`` (see :class:`smgpy.engine.MetaInfo`)."""
+
+    output_token_logprobs: list[TokenLogprob]
+    output_top_logprobs: list[list[TokenLogprob]]
 
 
 @dataclass(eq=False)
@@ -184,7 +192,7 @@ class Scheduler:
         self.model: Any = None
         self.tokenizer: Any = None
         self._stream: Any = None
-        self._outbox: list[tuple[Outlet, dict[str, Any]]] = []
+        self._outbox: list[tuple[Outlet, GenerateOutput]] = []
         self.batch: SlotBatch | MergeBatch | SingleBatch | None = None
         # How prompts are prefilled and rows batched, decided from the model's caches at load.
         self.mode = ""
@@ -348,7 +356,7 @@ class Scheduler:
         The thread stays parked afterwards, so nothing else would ever free that memory.
         Requests still running or waiting end with an abort, so no consumer waits forever.
         """
-        gone = {"type": "abort", "message": "the engine shut down"}
+        gone: FinishReason = {"type": "abort", "message": "the engine shut down"}
         for seq in self._all_sequences():
             self._finish(seq, gone, "")
         self._flush()
@@ -708,7 +716,7 @@ class Scheduler:
     def _on_token(self, seq: Sequence, token: int, row: mx.array | None) -> None:
         seq.generated += 1
         seq.out_ids.append(token)
-        finish: dict[str, Any] | None = None
+        finish: FinishReason | None = None
         if token in seq.stop_ids:
             matched = token if token in seq.params.stop_token_ids else None
             finish = {"type": "stop", "matched": matched}
@@ -725,9 +733,9 @@ class Scheduler:
         self._end_row(seq)
         self._emit(seq, self._output(seq, delta, [token], finish, logprobs))
 
-    def _logprobs(self, seq: Sequence, token: int, row: Any) -> dict[str, Any]:
+    def _logprobs(self, seq: Sequence, token: int, row: Any) -> _Logprobs:
         decode = self.tokenizer.decode
-        out: dict[str, Any] = {"output_token_logprobs": [(float(row[token].item()), token, decode([token]))]}
+        out: _Logprobs = {"output_token_logprobs": [(float(row[token].item()), token, decode([token]))]}
         k = seq.top_logprobs or 0
         if k > 0:
             k = min(k, row.shape[-1])
@@ -748,35 +756,37 @@ class Scheduler:
         seq: Sequence,
         delta: str,
         ids: list[int],
-        finish: dict[str, Any] | None,
-        logprobs: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        meta: dict[str, Any] = {
+        finish: FinishReason | None,
+        logprobs: _Logprobs | None,
+    ) -> GenerateOutput:
+        meta: MetaInfo = {
             "prompt_tokens": len(seq.tokens),
             "completion_tokens": seq.generated,
             "cached_tokens": seq.cached_tokens,
             "finish_reason": finish,
         }
         if logprobs:
-            meta.update(logprobs)
-        out: dict[str, Any] = {"delta": delta, "output_ids": ids, "meta_info": meta}
+            meta["output_token_logprobs"] = logprobs["output_token_logprobs"]
+            if "output_top_logprobs" in logprobs:
+                meta["output_top_logprobs"] = logprobs["output_top_logprobs"]
+        out: GenerateOutput = {"delta": delta, "output_ids": ids, "meta_info": meta}
         if seq.with_index:
             out["index"] = seq.index
         return out
 
-    def _finish(self, seq: Sequence, finish: dict[str, Any], delta: str) -> None:
+    def _finish(self, seq: Sequence, finish: FinishReason, delta: str) -> None:
         if not seq.done:
             seq.done = True
             self._emit(seq, self._output(seq, delta, [], finish, None))
 
-    def _emit(self, seq: Sequence, item: dict[str, Any]) -> None:
+    def _emit(self, seq: Sequence, item: GenerateOutput) -> None:
         self._outbox.append((seq.outlet, item))
 
     def _flush(self) -> None:
         """Hand the outputs gathered since the last flush to their loops, one wake-up per loop."""
         if not self._outbox:
             return
-        by_loop: dict[Mailbox, list[tuple[asyncio.Queue[dict[str, Any]], dict[str, Any]]]] = {}
+        by_loop: dict[Mailbox, list[tuple[asyncio.Queue[GenerateOutput], GenerateOutput]]] = {}
         for outlet, item in self._outbox:
             by_loop.setdefault(outlet.mailbox, []).append((outlet.queue, item))
         self._outbox.clear()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from smgpy._native import Tokenizer
-from smgpy.engine import ContextLengthExceeded, EngineOverloaded, EngineRequestError
+from smgpy.engine import ContextLengthExceeded, EngineOverloaded, EngineRequestError, GenerateOutput
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.batching import Outlet, Scheduler, Sequence
 from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids
@@ -277,7 +277,7 @@ class MLXEngine:
             return self._native.decoder(sorted(self._drop))
         return IncrementalDecoder(self._hf, self._drop)
 
-    async def generate_request(self, obj: Any) -> AsyncIterator[dict[str, Any]]:
+    async def generate_request(self, obj: Any) -> AsyncIterator[GenerateOutput]:
         """Generate for ``obj`` (see :mod:`smgpy.engine`); yields ``"delta"`` output dicts."""
         rid = getattr(obj, "rid", None) or uuid.uuid4().hex
         tokens = await self._prompt_tokens(obj)
@@ -326,7 +326,7 @@ class MLXEngine:
         breakpoints = sorted(
             {int(p) for p in getattr(obj, "cache_breakpoints", None) or () if 0 < int(p) < len(tokens)}
         )
-        q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        q: asyncio.Queue[GenerateOutput] = asyncio.Queue()
         outlet = Outlet(self._mailboxes.for_running_loop(), q)
         group = [
             Sequence(

@@ -25,7 +25,7 @@ from smgpy import _native
 
 __all__ = ["Mailbox", "Mailboxes"]
 
-Items = list[tuple[asyncio.Queue[dict[str, Any]], dict[str, Any]]]
+Items = list[tuple[asyncio.Queue[Any], Any]]
 
 
 class Mailbox:
