@@ -247,9 +247,6 @@ def options_of(options: ServerOptions | None, overrides: dict[str, Any]) -> Serv
     return dataclasses.replace(options or ServerOptions(), **overrides)
 
 
-_OWN_ARGS = ("options", "request_class", "on_ready")
-
-
 async def serve_oai_async(
     engine: Any,
     host: str = "127.0.0.1",
@@ -411,7 +408,6 @@ def serve_oai(engine: Any, host: str = "127.0.0.1", port: int = 8000, **kwargs: 
     Takes the same keyword arguments as :func:`serve_oai_async` (``options``, any
     :class:`smgpy.ServerOptions` field, ``request_class``, ``on_ready``).
     """
-    options_of(kwargs.get("options"), {k: v for k, v in kwargs.items() if k not in _OWN_ARGS})
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
