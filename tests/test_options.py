@@ -48,6 +48,24 @@ def test_smgpy_serve_flags_default_to_the_same_options(capsys: pytest.CaptureFix
     assert "--max-body-size MAX_BODY_SIZE" in shown
 
 
+def test_the_mlx_engine_and_its_flags_share_one_set_of_defaults() -> None:
+    """``smgpy serve``'s engine flags and ``MLXEngine``'s keyword arguments default alike."""
+    pytest.importorskip("mlx.core")
+    import inspect
+
+    from smgpy.mlx import MLXEngine
+    from smgpy.options import MLX_DEFAULTS
+
+    params = inspect.signature(MLXEngine.__init__).parameters
+    args = build_parser().parse_args(["serve"])
+    for f in dataclasses.fields(MLX_DEFAULTS):
+        value = getattr(MLX_DEFAULTS, f.name)
+        assert params[f.name].default == value, f.name
+        assert getattr(args, f.name) == value, f.name
+    # The documented values (as mlx_lm.server where it has them).
+    assert (MLX_DEFAULTS.max_running, MLX_DEFAULTS.prefill_step_size, MLX_DEFAULTS.kv_group_size) == (32, 512, 64)
+
+
 def test_serve_oai_refuses_an_unknown_option_by_name() -> None:
     class Engine:
         async def generate_request(self, obj: object) -> None: ...

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from smgpy.options import CLI_DEFAULT_MAX_TOKENS, ServerOptions
+from smgpy.options import CLI_DEFAULT_MAX_TOKENS, KV_BITS, KV_GROUP_SIZES, MLX_DEFAULTS, ServerOptions
 
 __all__ = ["build_parser", "main", "parse_bytes", "parse_duration"]
 
@@ -134,20 +134,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reasoning-parser", help="reasoning format, or none (default: picked from the model name)")
     s.add_argument("--chat-template", help="a Jinja chat template, or a file holding one (default: the model's)")
     s.add_argument(
-        "--max-running", type=int, default=32, help="requests decoded together (default: 32, as mlx_lm.server)"
+        "--max-running",
+        type=int,
+        default=MLX_DEFAULTS.max_running,
+        help=f"requests decoded together (default: {MLX_DEFAULTS.max_running}, as mlx_lm.server)",
     )
-    s.add_argument("--max-waiting", type=int, default=64, help="queued requests before answering 429 (default: 64)")
+    s.add_argument(
+        "--max-waiting",
+        type=int,
+        default=MLX_DEFAULTS.max_waiting,
+        help=f"queued requests before answering 429 (default: {MLX_DEFAULTS.max_waiting})",
+    )
     s.add_argument(
         "--prefill-step-size",
         type=int,
-        default=512,
+        default=MLX_DEFAULTS.prefill_step_size,
         help="prompt tokens prefilled per step between decode steps: running streams wait at most one such "
-        "chunk for an arriving prompt (default: 512, as mlx_lm.server)",
+        f"chunk for an arriving prompt (default: {MLX_DEFAULTS.prefill_step_size}, as mlx_lm.server)",
     )
     s.add_argument(
         "--kv-bits",
         type=int,
-        choices=(2, 3, 4, 5, 6, 8),
+        choices=KV_BITS,
         help="store the running batch's keys and values quantized to this many bits (4 or 8 are usual): "
         "about 3.6x (4 bits) or 1.9x (8 bits) less memory per cached token than 16-bit, some quality lost; plain-"
         "attention models only (default: off)",
@@ -155,12 +163,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--kv-group-size",
         type=int,
-        choices=(32, 64, 128),
-        default=64,
-        help="channels sharing one scale and bias in --kv-bits (default: 64, as mlx_lm)",
+        choices=KV_GROUP_SIZES,
+        default=MLX_DEFAULTS.kv_group_size,
+        help=f"channels sharing one scale and bias in --kv-bits (default: {MLX_DEFAULTS.kv_group_size}, as mlx_lm)",
     )
     s.add_argument(
-        "--prefix-cache-bytes", type=parse_bytes, default="2G", help="prefix KV cache budget, e.g. 512M (0 disables)"
+        "--prefix-cache-bytes",
+        type=parse_bytes,
+        default=MLX_DEFAULTS.prefix_cache_bytes,
+        help=f"prefix KV cache budget, e.g. 512M (0 disables; default: {_size(MLX_DEFAULTS.prefix_cache_bytes)})",
     )
     s.add_argument(
         "--prefix-cache-dir",
@@ -170,8 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--prefix-cache-disk-bytes",
         type=parse_bytes,
-        default="8G",
-        help="size bound of --prefix-cache-dir, least recently used entries go first (default: 8G)",
+        default=MLX_DEFAULTS.prefix_cache_disk_bytes,
+        help="size bound of --prefix-cache-dir, least recently used entries go first "
+        f"(default: {_size(MLX_DEFAULTS.prefix_cache_disk_bytes)})",
     )
     s.add_argument(
         "--default-max-tokens",

@@ -6,6 +6,10 @@ defaults are not written here: they are read from the Rust server's own
 ``ServerConfig::default()`` (``smgpy._native.server_defaults()``), and ``_native.Server`` has no
 defaults for them, so the library, the CLI and the server cannot disagree. ``smgpy serve``
 departs from them in one place only, on purpose: :data:`CLI_DEFAULT_MAX_TOKENS`.
+
+:data:`MLX_DEFAULTS` holds the MLX engine's own defaults, read by both ``MLXEngine`` and
+``smgpy serve``'s flags. They live here, not in :mod:`smgpy.mlx`, because the CLI builds its
+parser (``--help`` included) without importing MLX.
 """
 
 from __future__ import annotations
@@ -16,13 +20,39 @@ from typing import Any
 
 from smgpy import _native
 
-__all__ = ["CLI_DEFAULT_MAX_TOKENS", "ServerOptions"]
+__all__ = ["CLI_DEFAULT_MAX_TOKENS", "KV_BITS", "KV_GROUP_SIZES", "MLX_DEFAULTS", "MLXEngineDefaults", "ServerOptions"]
 
 _D: dict[str, Any] = _native.server_defaults()
 
 # `smgpy serve --default-max-tokens`: an operator's server caps what one request may generate;
 # a library user's `serve_oai` leaves that to its engine and the context length (no cap).
 CLI_DEFAULT_MAX_TOKENS = 8192
+
+#: Bit widths ``--kv-bits`` accepts (MLX's affine quantization).
+KV_BITS = (2, 3, 4, 5, 6, 8)
+#: Group sizes ``--kv-group-size`` accepts.
+KV_GROUP_SIZES = (32, 64, 128)
+
+
+@dataclass(frozen=True)
+class MLXEngineDefaults:
+    """The MLX engine's defaults (``MLXEngine``'s keyword arguments, ``smgpy serve``'s flags)."""
+
+    #: Sequences decoded together (as ``mlx_lm.server``).
+    max_running: int = 32
+    #: Requests queued beyond ``max_running`` before the engine answers 429.
+    max_waiting: int = 64
+    #: Prompt tokens prefilled per step between two decode steps (as ``mlx_lm.server``).
+    prefill_step_size: int = 512
+    #: Channels sharing one scale and bias of a quantized KV cache (as mlx-lm).
+    kv_group_size: int = 64
+    #: Prefix KV cache budget in memory.
+    prefix_cache_bytes: int = 2 << 30
+    #: Size bound of the prefix cache's directory.
+    prefix_cache_disk_bytes: int = 8 << 30
+
+
+MLX_DEFAULTS = MLXEngineDefaults()
 
 
 @dataclass(frozen=True, kw_only=True)

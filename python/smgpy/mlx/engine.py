@@ -24,17 +24,11 @@ from smgpy.mlx.mailbox import Mailboxes
 from smgpy.mlx.prefix_disk import DiskStore, model_identity
 from smgpy.mlx.sampling import SamplingParams
 from smgpy.mlx.structured import StructuredOutput
+from smgpy.options import KV_BITS, KV_GROUP_SIZES, MLX_DEFAULTS
 
 __all__ = ["MLXEngine", "resolve_model"]
 
 log = logging.getLogger("smgpy.mlx")
-
-DEFAULT_PREFIX_CACHE_BYTES = 2 << 30
-DEFAULT_PREFIX_CACHE_DISK_BYTES = 8 << 30
-# What MLX's affine quantization takes (``mx.quantize``), for ``kv_bits`` / ``kv_group_size``.
-KV_BITS = (2, 3, 4, 5, 6, 8)
-KV_GROUP_SIZES = (32, 64, 128)
-
 
 # Prompts up to this many characters are encoded on the event loop (well under a millisecond).
 _ENCODE_ON_LOOP_CHARS = 2048
@@ -143,17 +137,17 @@ class MLXEngine:
         model_path: str,
         *,
         model_name: str | None = None,
-        max_running: int = 32,
-        max_waiting: int = 64,
-        prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
+        max_running: int = MLX_DEFAULTS.max_running,
+        max_waiting: int = MLX_DEFAULTS.max_waiting,
+        prefix_cache_bytes: int = MLX_DEFAULTS.prefix_cache_bytes,
         prefix_cache_dir: str | None = None,
-        prefix_cache_disk_bytes: int = DEFAULT_PREFIX_CACHE_DISK_BYTES,
+        prefix_cache_disk_bytes: int = MLX_DEFAULTS.prefix_cache_disk_bytes,
         context_length: int | None = None,
-        prefill_step_size: int = 512,
+        prefill_step_size: int = MLX_DEFAULTS.prefill_step_size,
         default_sampling: dict[str, float] | None = None,
         generation_config: bool = True,
         kv_bits: int | None = None,
-        kv_group_size: int = 64,
+        kv_group_size: int = MLX_DEFAULTS.kv_group_size,
     ) -> None:
         if max_running < 1 or max_waiting < 0 or prefill_step_size < 1:
             raise ValueError("max_running and prefill_step_size must be >= 1, and max_waiting >= 0")
