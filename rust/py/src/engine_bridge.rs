@@ -1,70 +1,31 @@
-//! The bridge between the Rust server and a Python engine.
+//! The bridge between the Rust server and a Python engine: [`PyEngine`] is the engine as the
+//! server sees it, [`take_work`] / [`take_embeds`] hand the queued work to the serving loop as
+//! Python objects.
 //!
-//! Per request, Rust never takes the GIL: `generate` puts the request on a queue and writes one
-//! byte to a socket pair that the asyncio loop watches (`loop.add_reader`). The Python side
-//! (`smgpy.server`) drains the queue on the loop thread, starts one pump task per request, and
-//! the pump pushes each engine output into an [`OutputSink`](crate::output_sink::OutputSink),
-//! whose synchronous `push` converts the dict (no JSON) and hands it to a bounded tokio channel,
-//! at the latest when the loop's turn ends. Dropping the Rust stream (client gone, stop string
-//! matched, shutdown) queues a cancellation the same way; the pump task is cancelled and calls
-//! `engine.abort_request(rid)`. A start or cancel writes a wake-up byte only when none is pending,
-//! so a burst of requests wakes the loop once.
-//!
-//! An engine that samples `n` choices from one prefill (`accepts_n`) gets one request with `n`
-//! in its sampling parameters; its outputs carry `index`, and the sink sends each to its
-//! choice's channel. The request is aborted only when every choice is finished or dropped, and
-//! one of them was dropped early: a choice cut by a stop string must not end its siblings.
+//! The queues, wake-ups and the group abort of `n` choices live in [`smgpy_bridge`] (no Python,
+//! Rust-tested); this module only converts. Per request, Rust never takes the GIL: the request
+//! is queued and the loop woken ([`smgpy_bridge::Inbox`]); the Python side (`smgpy.server`) drains
+//! the queue on the loop thread, starts one pump task per request, and the pump pushes each
+//! engine output into an [`OutputSink`], which converts the dict (no JSON) and hands it over
+//! ([`smgpy_bridge::Outlets`]). A queued cancellation makes the pump cancel its task and call
+//! `engine.abort_request(rid)`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
-use smgpy_server::engine::{
-    Abort, EmbedReply, EmbedRequest, Embeddings, EngineError, EngineEvent, EngineStream, GenerateRequest, Tokenizer,
-};
+use smgpy_bridge::Inbox;
+use smgpy_server::engine::{EmbedReply, EmbedRequest, EngineError, EngineStream, GenerateRequest, Tokenizer};
 use smgpy_server::Engine;
-use tokio::sync::mpsc;
 
-use crate::doorbell::Bell;
-use crate::output_sink::OutputSink;
-
-/// Outputs buffered per request before the pump is asked to wait (back-pressure).
-const CHANNEL_CAPACITY: usize = 1024;
-
-type EmbedSender = tokio::sync::oneshot::Sender<Result<Embeddings, EngineError>>;
-
-struct Pending {
-    req: GenerateRequest,
-    /// One channel per choice (one unless the engine samples `n` itself).
-    txs: Vec<mpsc::Sender<EngineEvent>>,
-}
-
-/// Work handed from Rust threads to the asyncio loop.
-#[derive(Default)]
-struct Queues {
-    starts: Vec<Pending>,
-    /// Embedding requests and where their answers go (see `take_embeds`).
-    embeds: Vec<(EmbedRequest, EmbedSender)>,
-    cancels: Vec<String>,
-    /// Requests whose full output channel has room again (see `OutputSink.wait_for_room`).
-    ready: Vec<String>,
-}
+use crate::output_sink::{FlushList, OutputSink};
 
 /// Shared between the server's engine handle and the Python-facing `Server`.
 pub struct Bridge {
-    queues: Mutex<Queues>,
-    /// Wakes the loop for queued work.
-    bell: Bell,
-    /// Sinks holding outputs for the next flush (touched on the loop thread only, GIL held).
-    pub(crate) dirty: Mutex<Vec<Py<OutputSink>>>,
-    /// The serving loop's `call_soon`; without it every push is handed over at once.
-    pub(crate) call_soon: OnceLock<Py<PyAny>>,
-    /// When the last output was pushed (nanoseconds since `epoch`), to tell a burst of pushes in
-    /// one loop turn from pushes an engine spaces out (see `output_sink`).
-    pub(crate) last_push: AtomicU64,
-    pub(crate) epoch: std::time::Instant,
+    pub(crate) inbox: Arc<Inbox>,
+    /// Sinks holding outputs for the loop turn's flush.
+    pub(crate) flushes: Arc<FlushList>,
     tokenizer: Option<Arc<dyn Tokenizer>>,
     load: Option<Py<PyAny>>,
     flush: Option<Py<PyAny>>,
@@ -80,12 +41,8 @@ impl Bridge {
         accepts_n: bool,
     ) -> std::io::Result<Arc<Self>> {
         Ok(Arc::new(Self {
-            queues: Mutex::new(Queues::default()),
-            bell: Bell::new()?,
-            dirty: Mutex::new(Vec::new()),
-            call_soon: OnceLock::new(),
-            last_push: AtomicU64::new(0),
-            epoch: std::time::Instant::now(),
+            inbox: Inbox::new()?,
+            flushes: Arc::new(FlushList::default()),
             tokenizer,
             load,
             flush,
@@ -95,164 +52,40 @@ impl Bridge {
 
     /// Hand outputs over once per turn of the loop whose `call_soon` this is (set once).
     pub fn bind_loop(&self, call_soon: Py<PyAny>) -> bool {
-        self.call_soon.set(call_soon).is_ok()
+        self.flushes.bind_loop(call_soon)
     }
 
     /// File descriptor the asyncio loop watches.
     pub fn wake_fd(&self) -> i32 {
-        self.bell.fd()
+        self.inbox.wake_fd()
     }
 
     pub(crate) fn wake(&self) {
-        self.bell.ring();
-    }
-
-    fn cancel(&self, rid: String) {
-        if let Ok(mut q) = self.queues.lock() {
-            q.cancels.push(rid);
-        }
-        self.wake();
-    }
-
-    pub(crate) fn room(&self, rid: String) {
-        if let Ok(mut q) = self.queues.lock() {
-            q.ready.push(rid);
-        }
-        self.wake();
-    }
-
-    /// Drain the wake-up bytes and the queues (called on the loop thread).
-    fn take(&self) -> Queues {
-        // Before the queues are read: work queued before this is in them, later work rings again.
-        self.bell.take();
-        // Embedding requests stay for `take_embeds`, which the loop calls right after.
-        self.queues
-            .lock()
-            .map(|mut q| Queues {
-                starts: std::mem::take(&mut q.starts),
-                embeds: Vec::new(),
-                cancels: std::mem::take(&mut q.cancels),
-                ready: std::mem::take(&mut q.ready),
-            })
-            .unwrap_or_default()
+        self.inbox.wake();
     }
 }
 
 /// The engine as the server sees it.
 pub struct PyEngine(pub Arc<Bridge>);
 
-struct CancelOnDrop {
-    bridge: Arc<Bridge>,
-    rid: String,
-}
-
-impl Abort for CancelOnDrop {
-    fn abort(self: Box<Self>) {
-        self.bridge.cancel(self.rid);
-    }
-}
-
-/// One choice of a request whose `n` choices are one engine request: the engine request is
-/// cancelled when the last choice goes, if any choice went before it finished.
-struct ChoiceOfGroup(Arc<Group>);
-
-struct Group {
-    bridge: Arc<Bridge>,
-    rid: String,
-    live: AtomicUsize,
-    aborted: AtomicBool,
-}
-
-impl Abort for ChoiceOfGroup {
-    fn abort(self: Box<Self>) {
-        self.0.aborted.store(true, Ordering::Release);
-    }
-}
-
-impl Drop for ChoiceOfGroup {
-    fn drop(&mut self) {
-        if self.0.live.fetch_sub(1, Ordering::AcqRel) == 1 && self.0.aborted.load(Ordering::Acquire) {
-            self.0.bridge.cancel(self.0.rid.clone());
-        }
-    }
-}
-
-impl PyEngine {
-    fn start(&self, req: GenerateRequest, txs: Vec<mpsc::Sender<EngineEvent>>) -> Result<(), EngineError> {
-        self.0
-            .queues
-            .lock()
-            .map_err(|_| EngineError::Internal("engine queue poisoned".into()))?
-            .starts
-            .push(Pending { req, txs });
-        self.0.wake();
-        Ok(())
-    }
-}
-
 impl Engine for PyEngine {
     fn generate(&self, req: GenerateRequest) -> Result<EngineStream, EngineError> {
-        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-        let rid = req.rid.clone();
-        self.start(req, vec![tx])?;
-        Ok(EngineStream::new(
-            rx,
-            Box::new(CancelOnDrop {
-                bridge: self.0.clone(),
-                rid,
-            }),
-        ))
+        self.0.inbox.generate(req)
     }
 
     fn generate_n(&self, req: GenerateRequest, n: u32) -> Result<Vec<EngineStream>, EngineError> {
         if n <= 1 || !self.0.accepts_n {
             return smgpy_server::engine::fan_out(self, req, n);
         }
-        let group = Arc::new(Group {
-            bridge: self.0.clone(),
-            rid: req.rid.clone(),
-            live: AtomicUsize::new(n as usize),
-            aborted: AtomicBool::new(false),
-        });
-        let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::channel(CHANNEL_CAPACITY)).unzip();
-        let streams = rxs
-            .into_iter()
-            .map(|rx| EngineStream::new(rx, Box::new(ChoiceOfGroup(group.clone()))))
-            .collect();
-        self.start(req, txs)?;
-        Ok(streams)
+        self.0.inbox.generate_group(req, n)
     }
 
     fn tokenizer(&self) -> Option<Arc<dyn Tokenizer>> {
         self.0.tokenizer.clone()
     }
 
-    /// The engine's answer reaches the route through a relay task, which also notices the route
-    /// going away (its client hung up) and then cancels the engine's `embed_request`, as a
-    /// generation is aborted.
     fn embed(&self, req: EmbedRequest) -> Result<EmbedReply, EngineError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let (mut to_route, route) = tokio::sync::oneshot::channel();
-        let rid = req.rid.clone();
-        self.0
-            .queues
-            .lock()
-            .map_err(|_| EngineError::Internal("engine queue poisoned".into()))?
-            .embeds
-            .push((req, tx));
-        self.0.wake();
-        let bridge = self.0.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                answer = rx => {
-                    if let Ok(answer) = answer {
-                        let _ = to_route.send(answer);
-                    }
-                }
-                () = to_route.closed() => bridge.cancel(rid),
-            }
-        });
-        Ok(route)
+        self.0.inbox.embed(req)
     }
 
     fn flush_cache(&self) -> Result<bool, EngineError> {
@@ -281,11 +114,14 @@ pub fn take_work<'py>(
     py: Python<'py>,
     bridge: &Arc<Bridge>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
-    let q = bridge.take();
+    let q = bridge.inbox.take();
     let starts = PyList::empty(py);
     for p in q.starts {
         let fields = request_fields(py, &p.req)?;
-        let sink = Py::new(py, OutputSink::new(p.txs, bridge.clone(), p.req.rid.clone()))?;
+        let sink = Py::new(
+            py,
+            OutputSink::new(p.txs, bridge.inbox.clone(), bridge.flushes.clone(), p.req.rid.clone()),
+        )?;
         starts.append(PyTuple::new(
             py,
             [
@@ -303,11 +139,7 @@ pub fn take_work<'py>(
 /// Take queued embedding requests: `[(rid, fields, sink), ...]`, `fields` being the
 /// `EmbeddingReqInput` keyword arguments (`text` or `input_ids`, lists with one item per input).
 pub fn take_embeds<'py>(py: Python<'py>, bridge: &Arc<Bridge>) -> PyResult<Bound<'py, PyList>> {
-    let embeds = bridge
-        .queues
-        .lock()
-        .map(|mut q| std::mem::take(&mut q.embeds))
-        .unwrap_or_default();
+    let embeds = bridge.inbox.take_embeds();
     let out = PyList::empty(py);
     for (req, tx) in embeds {
         let fields = PyDict::new(py);
