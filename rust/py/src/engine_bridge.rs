@@ -259,10 +259,12 @@ impl FailKind {
     }
 }
 
-/// A Python tokenizer (`encode(text) -> list[int]`, `decode(ids) -> str`).
-pub struct PyTokenizer(pub Py<PyAny>);
+/// The engine's own Python tokenizer (`encode(text) -> list[int]`, `decode(ids) -> str`) as the
+/// server's [`Tokenizer`]; the opposite of [`crate::tokenizer::PyTokenizer`], which is smgpy's Rust
+/// tokenizer as a Python object.
+pub struct EngineTokenizer(pub Py<PyAny>);
 
-impl Tokenizer for PyTokenizer {
+impl Tokenizer for EngineTokenizer {
     fn encode(&self, text: &str) -> Result<Vec<i64>, EngineError> {
         Python::attach(|py| {
             self.0

@@ -12,7 +12,7 @@ use smgpy_parsers::{ReasoningFormat, ToolFormat};
 use smgpy_server::{AppState, ServerConfig};
 use tokio::sync::watch;
 
-use crate::engine_bridge::{take_embeds, take_work, Bridge, PyEngine, PyTokenizer};
+use crate::engine_bridge::{take_embeds, take_work, Bridge, EngineTokenizer, PyEngine};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Server>()?;
@@ -330,7 +330,7 @@ impl Server {
         let tokenizer = if native_tokenizer.is_some() {
             None
         } else {
-            tokenizer.map(|t| Arc::new(PyTokenizer(t)) as Arc<dyn smgpy_server::engine::Tokenizer>)
+            tokenizer.map(|t| Arc::new(EngineTokenizer(t)) as Arc<dyn smgpy_server::engine::Tokenizer>)
         };
         let bridge = Bridge::new(tokenizer, get_load, flush_cache, accepts_n)
             .map_err(|e| crate::errors::os(format!("cannot create the engine wake-up socket: {e}")))?;
