@@ -310,3 +310,59 @@ def test_kv_bits_is_refused_at_load_where_it_cannot_apply(model_dir: Path, tmp_p
     sliding = tiny_models.build("gemma3_text", tmp_path / "gemma3_text")
     with pytest.raises(ValueError, match="--kv-bits needs a model whose layers all use plain attention caches"):
         MLXEngine(str(sliding), kv_bits=8, kv_group_size=32)
+
+
+def test_the_decode_step_runs_compiled_and_gives_mlx_lm_tokens(engine: Any, reference: Any) -> None:
+    """The engine above compiles its decode step (so every test here checks the compiled step
+    against mlx-lm); a prompt past one width step (256 columns) makes a second shape."""
+    compiled = engine._sched.compiled
+    assert compiled is not None, "the load check refused the tiny llama's compiled step"
+    before = compiled.steps
+    rng = random.Random(9)
+    prompts = [ids(rng, n) for n in (3, 250, 300)]
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(*(generate(engine, p, 12) for p in prompts))
+
+    for p, (got, _) in zip(prompts, asyncio.run(main()), strict=True):
+        assert got == reference(p, 12), len(p)
+    assert compiled.steps > before, "the decode steps ran eagerly"
+
+
+def test_a_step_that_cannot_be_traced_or_drifts_is_not_compiled(model_dir: Path) -> None:
+    from mlx_lm import load
+    from smgpy.mlx.compiled_step import CompiledDecode, _TracedCache, check_batch
+
+    model, _ = load(str(model_dir))
+    layers = len(model.layers)
+
+    def traced(cache: list[Any]) -> bool:
+        return isinstance(cache[0], _TracedCache)
+
+    class Untraceable:
+        """Asks its cache for what only an eager cache has."""
+
+        def __call__(self, x: mx.array, cache: list[Any]) -> mx.array:
+            if traced(cache):
+                raise AttributeError("state")
+            out: mx.array = model(x, cache=cache)
+            return out
+
+    class Drifting:
+        """Gives other logits when traced."""
+
+        def __call__(self, x: mx.array, cache: list[Any]) -> mx.array:
+            out: mx.array = model(x, cache=cache)
+            return out + 0.5 if traced(cache) else out
+
+    def batch() -> Any:
+        return check_batch(model, layers)
+
+    assert CompiledDecode(model, layers).check(batch)
+    assert not CompiledDecode(Untraceable(), layers).check(batch)
+    assert not CompiledDecode(Drifting(), layers).check(batch)
+    eager = MLXEngine(str(model_dir), compile_step=False)
+    try:
+        assert eager._sched.compiled is None
+    finally:
+        eager.shutdown()

@@ -168,6 +168,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"channels sharing one scale and bias in --kv-bits (default: {MLX_DEFAULTS.kv_group_size}, as mlx_lm)",
     )
     s.add_argument(
+        "--no-compile-step",
+        dest="compile_step",
+        action="store_false",
+        default=MLX_DEFAULTS.compile_step,
+        help="build the decode step's graph at every step instead of compiling it once per batch shape "
+        "(default: compiled where a check at load passes)",
+    )
+    s.add_argument(
         "--prefix-cache-bytes",
         type=parse_bytes,
         default=MLX_DEFAULTS.prefix_cache_bytes,
@@ -312,6 +320,7 @@ def _serve(args: argparse.Namespace) -> int:
         generation_config=args.generation_config != "none",
         kv_bits=args.kv_bits,
         kv_group_size=args.kv_group_size,
+        compile_step=args.compile_step,
     )
     if args.embedding_model:
         engine = EmbeddingServing(engine, MLXEmbedder.from_pretrained(args.embedding_model))

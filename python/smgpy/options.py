@@ -50,6 +50,8 @@ class MLXEngineDefaults:
     prefix_cache_bytes: int = 2 << 30
     #: Size bound of the prefix cache's directory.
     prefix_cache_disk_bytes: int = 8 << 30
+    #: Compile the batch's decode step once per shape (where a check at load passes).
+    compile_step: bool = True
 
 
 MLX_DEFAULTS = MLXEngineDefaults()

@@ -48,6 +48,7 @@ import mlx.core as mx
 
 from smgpy.engine import FinishReason, GenerateOutput, MetaInfo, TokenLogprob
 from smgpy.mlx import mlx_lm_api
+from smgpy.mlx.compiled_step import CompiledDecode, check_batch
 from smgpy.mlx.detokenize import TextDecoder
 from smgpy.mlx.mailbox import Mailbox
 from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PINNED, TIER_PLAIN, Hit, PrefixCache
@@ -173,8 +174,12 @@ class Scheduler:
         prefix_disk: DiskStore | None = None,
         kv_bits: int | None = None,
         kv_group_size: int = 64,
+        compile_step: bool = True,
     ) -> None:
         self._load = load
+        self._compile_step = compile_step
+        # The decode step compiled once per shape, where the load check passed (None: eager).
+        self.compiled: CompiledDecode | None = None
         self.kv_bits = kv_bits
         self.kv_group_size = kv_group_size
         self.max_running = max_running
@@ -288,6 +293,12 @@ class Scheduler:
         if self.kv_bits is not None:
             self._check_kv_quantization(caches)
         self.batch = self._new_batch()
+        if self.mode == "slots" and self.kv_bits is None and self._compile_step:
+            layers = len(caches)
+            step = CompiledDecode(self.model, layers)
+            if step.check(lambda: check_batch(self.model, layers)):
+                self.compiled = step
+                log.info("decode step compiled (once per batch shape)")
 
     def _check_kv_quantization(self, caches: list[Any]) -> None:
         """Refuse ``kv_bits`` at load where it cannot apply, rather than failing a request later."""
@@ -657,7 +668,12 @@ class Scheduler:
         assert self.batch is not None and self._inputs is not None
         seqs = list(self._rows)
         inputs = self._inputs
-        logits = self.model(inputs[:, None], cache=self.batch.caches)[:, -1, :]
+        logits = None
+        if self.compiled is not None:
+            assert isinstance(self.batch, SlotBatch)
+            logits = self.compiled(self.batch, inputs)
+        if logits is None:
+            logits = self.model(inputs[:, None], cache=self.batch.caches)[:, -1, :]
         self.batch.advance(1)
         contexts: list[mx.array] = []
         with_processors = [r for r, s in enumerate(seqs) if s is not None and s.processors and not s.done]

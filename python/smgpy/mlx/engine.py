@@ -148,6 +148,7 @@ class MLXEngine:
         generation_config: bool = True,
         kv_bits: int | None = None,
         kv_group_size: int = MLX_DEFAULTS.kv_group_size,
+        compile_step: bool = MLX_DEFAULTS.compile_step,
     ) -> None:
         if max_running < 1 or max_waiting < 0 or prefill_step_size < 1:
             raise ValueError("max_running and prefill_step_size must be >= 1, and max_waiting >= 0")
@@ -181,6 +182,7 @@ class MLXEngine:
             prefix_disk=disk,
             kv_bits=kv_bits,
             kv_group_size=kv_group_size,
+            compile_step=compile_step,
         )
         self._thread = threading.Thread(target=self._sched.run, name="smgpy-mlx", daemon=True)
         self._thread.start()
@@ -226,7 +228,9 @@ class MLXEngine:
         ``model_name``, ``default_sampling`` (sampling values for keys a request leaves out, over
         the model's ``generation_config.json``), ``generation_config`` (False ignores that file),
         ``kv_bits`` (store the running batch's keys and values quantized to 2-8 bits; plain-attention
-        models only) and ``kv_group_size`` (channels per quantization group: 32, 64 or 128).
+        models only), ``kv_group_size`` (channels per quantization group: 32, 64 or 128) and
+        ``compile_step`` (False builds the decode step's graph at every step instead of compiling
+        it once per batch shape).
         """
         path, name = resolve_model(model, dtype=dtype)
         if kwargs.get("model_name") is None:

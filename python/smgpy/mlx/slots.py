@@ -331,6 +331,44 @@ class SlotBatch:
             s.idx -= cut
             s.starts = [max(0, x - cut) for x in s.starts]
 
+    @property
+    def write_column(self) -> int:
+        """The column every row writes next."""
+        return self._s.idx
+
+    def take_buffers(self, n: int) -> list[mx.array] | None:
+        """Every layer's key and value buffers (keys, values, keys, ...), grown to hold the next
+        ``n`` columns, handed to a compiled step (:mod:`smgpy.mlx.compiled_step`) that gives them
+        back with :meth:`give_buffers`. The caches let go of them meanwhile, so the step can write
+        them in place. None (nothing taken) before the first buffers exist, or when quantized."""
+        if self.kv_bits is not None or any(c._k is None or c._v is None for c in self.caches):
+            return None
+        rows, width = len(self.live), self._s.idx + n
+        out: list[mx.array] = []
+        for c in self.caches:
+            assert c._k is not None and c._v is not None
+            c._ensure(rows, width, c._k, c._v)
+            out += [c._k[0], c._v[0]]
+            c._k = c._v = None
+        return out
+
+    def give_buffers(self, bufs: list[mx.array]) -> None:
+        """The buffers back from a compiled step (see :meth:`take_buffers`)."""
+        for i, c in enumerate(self.caches):
+            c._k, c._v = (bufs[2 * i],), (bufs[2 * i + 1],)
+
+    def step_positions(self, capacity: int) -> tuple[mx.array, mx.array, mx.array]:
+        """A compiled step's inputs for ``capacity`` rows: the write column, each row's first live
+        column and its position. Rows past the live ones attend to the write column only."""
+        s = self._s
+        pad = capacity - len(s.starts)
+        starts = s.starts + [s.idx] * pad
+        return (
+            mx.array(s.idx, dtype=mx.int32),
+            mx.array(starts, dtype=mx.int32),
+            mx.array([s.idx - x for x in starts], dtype=mx.int32),
+        )
+
     def advance(self, n: int) -> None:
         """After a forward pass of ``n`` tokens per row."""
         s = self._s
