@@ -208,6 +208,34 @@ def test_invalid_constraints_are_400_naming_the_field_on_every_endpoint(client: 
         chat(client, guided_json={}, guided_regex="a")
 
 
+def test_the_server_compiles_each_constraint_once_and_hands_it_to_the_engine(
+    client: Any, engine: Any, monkeypatch: Any
+) -> None:
+    """The engine declares its vocabulary; the server compiles a request's constraint against it
+    and the request carries the result (``grammar``), so the engine compiles nothing itself."""
+    import smgpy
+
+    assert isinstance(engine.vocabulary, smgpy.Vocabulary)
+    seen: list[Any] = []
+    generate = engine.generate_request
+
+    async def recording(obj: Any) -> Any:
+        seen.append(obj.grammar)
+        async for out in generate(obj):
+            yield out
+
+    async def no_compiling_here() -> Any:
+        raise AssertionError("the engine compiled a constraint the server had compiled")
+
+    monkeypatch.setattr(engine, "generate_request", recording)
+    monkeypatch.setattr(engine._structured, "vocabulary_async", no_compiling_here)
+    doc = json.loads(chat(client, max_tokens=40, response_format=OBJECT).message.content)
+    assert doc == {"capital": "Paris"}
+    assert isinstance(seen[-1], smgpy.Grammar)
+    chat(client, max_tokens=3)
+    assert seen[-1] is None
+
+
 def test_streamed_equals_complete(client: Any) -> None:
     fmt = {"type": "json_schema", "json_schema": {"name": "event", "schema": EVENT}}
     args: dict[str, Any] = dict(model="m", messages=EVENT_ASK, max_tokens=120, response_format=fmt, temperature=0)

@@ -465,6 +465,7 @@ class Server:
         embedding_max_tokens: int | None = None,
         embedding_tokenizer: Any | None = None,
         matryoshka_dimensions: list[int] = ...,
+        vocabulary: Vocabulary | None = None,
     ) -> Server: ...
     @property
     def parsers(self) -> tuple[str | None, str | None]:

@@ -26,7 +26,10 @@ and, when the client asked for structured output, one of SGLang's constraint key
 ``json_schema`` (a JSON Schema as JSON text), ``regex``, ``ebnf`` (a Lark grammar, llguidance's
 dialect) or ``structural_tag`` (JSON text), plus ``response_format`` as the client sent it.
 An engine that sets ``lark_grammars = True`` receives forced tool calls as a Lark grammar in
-the model's own tool-call format; others receive a JSON Schema.
+the model's own tool-call format; others receive a JSON Schema. An engine that declares
+``vocabulary`` (a :class:`smgpy.Vocabulary` of its model's tokens) also receives the constraint
+compiled, once, by the server: ``obj.grammar`` (a :class:`smgpy.Grammar`; ``grammar.matcher()``
+gives each sequence its token masks), so it compiles nothing itself.
 
 The outputs
 -----------
@@ -104,6 +107,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+
+from smgpy._native import Grammar
 
 __all__ = [
     "ContextLengthExceeded",
@@ -236,6 +241,9 @@ class GenerateReqInput:
     # prefixes ahead of others; any engine may ignore them.
     prompt_cache_key: str | None = None
     cache_breakpoints: list[int] | None = None
+    # The request's structured-output constraint, compiled by the server against the engine's
+    # ``vocabulary`` (set only for engines that declare one); ``grammar.matcher()`` starts a sequence.
+    grammar: Grammar | None = None
 
 
 @dataclass

@@ -235,6 +235,17 @@ def _engine_attr(engine: Any, name: str) -> Any:
     return value() if callable(value) and name in ("model_name", "context_length", "chat_template") else value
 
 
+async def _engine_vocabulary(engine: Any) -> _native.Vocabulary | None:
+    """The engine's ``vocabulary`` when it declares one (read off this loop: an engine may build
+    it on first access); a failure leaves compiling to the engine, with a warning."""
+    try:
+        vocabulary = await asyncio.to_thread(getattr, engine, "vocabulary", None)
+    except Exception as e:  # an engine's attribute: anything it raises
+        logger.warning("the engine's vocabulary is unavailable (%s); it compiles structured outputs itself", e)
+        return None
+    return vocabulary if isinstance(vocabulary, _native.Vocabulary) else None
+
+
 def options_of(options: ServerOptions | None, overrides: dict[str, Any]) -> ServerOptions:
     """``options`` (default: :class:`ServerOptions`'s defaults) with ``overrides`` applied; an
     unknown name is a ``TypeError`` that lists the known ones."""
@@ -276,6 +287,8 @@ async def serve_oai_async(
     (one prefill) and tags each output with its ``index``; otherwise the server sends ``n`` requests.
     ``lark_grammars = True`` says the engine enforces llguidance Lark grammars sent as ``ebnf`` (tool
     calls are then constrained in the model's own format).
+    ``vocabulary`` (a :class:`smgpy.Vocabulary` of the engine's model): each request's structured-output
+    constraint is compiled against it once, by the server, and handed over as the request's ``grammar``.
     ``request_class`` builds the engine's request objects (default: :class:`smgpy.GenerateReqInput`).
     ``port=0`` picks a free port; ``on_ready(host, port)`` is called once listening.
 
@@ -309,6 +322,7 @@ async def serve_oai_async(
     max_tokens = getattr(engine, "max_total_num_tokens", None)
     model_path = getattr(engine, "model_path", None)
     flush = getattr(engine, "flush_cache", None)
+    vocabulary = await _engine_vocabulary(engine) if generates else None
 
     def positive(name: str) -> int | None:
         v = getattr(engine, name, None)
@@ -344,6 +358,7 @@ async def serve_oai_async(
         embedding_max_tokens=positive("embedding_max_tokens"),
         embedding_tokenizer=getattr(engine, "embedding_tokenizer", None),
         matryoshka_dimensions=[int(d) for d in getattr(engine, "matryoshka_dimensions", None) or []],
+        vocabulary=vocabulary,
         # The limits whose defaults are the Rust server's own, exactly those (see smgpy.options).
         **{name: getattr(opts, name) for name in _native.server_defaults()},
     )

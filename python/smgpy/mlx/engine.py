@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from smgpy._native import Tokenizer
+from smgpy._native import Tokenizer, Vocabulary
 from smgpy.engine import ContextLengthExceeded, EngineOverloaded, EngineRequestError, GenerateOutput
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.batching import Outlet, Scheduler, Sequence
@@ -210,7 +210,8 @@ class MLXEngine:
         self.accepts_input_ids = True
         # n choices of a request share one prefill (see batching.Scheduler._join).
         self.accepts_n = True
-        # Structured output; the vocabulary is built by the first request that asks for it.
+        # Structured output; the vocabulary is built on first use (``vocabulary``, read by the
+        # server at start, or the first constrained request).
         self._structured = StructuredOutput(self._hf, self.eos_token_ids, self.vocab_size)
         # Sampling defaults for keys a request leaves out, as vLLM does: the model's
         # generation_config.json first, explicit defaults (``smgpy serve --temp ...``) over it.
@@ -315,7 +316,7 @@ class MLXEngine:
         )
         logprobs = bool(getattr(obj, "return_logprob", False))
         top = int(getattr(obj, "top_logprobs_num", 0) or 0) if logprobs else None
-        grammar = await self._structured.grammar(requested)
+        grammar = await self._structured.grammar(requested, getattr(obj, "grammar", None))
 
         # Client cache hints: a `prompt_cache_key` (OpenAI) or `cache_control` breakpoints
         # (Anthropic) keep this request's prefix-cache entries ahead of plain ones; breakpoints are
@@ -355,6 +356,12 @@ class MLXEngine:
         finally:
             if remaining:  # the consumer went away (client disconnect): free the slots
                 self.abort_request(rid)
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The model's tokens for structured output: the server compiles each request's constraint
+        against it once and hands the result over as the request's ``grammar``."""
+        return self._structured.vocabulary()
 
     def abort_request(self, rid: str) -> None:
         """Stop request ``rid``; its batch slot is freed before the next decode step."""

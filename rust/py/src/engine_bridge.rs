@@ -180,6 +180,9 @@ fn request_fields<'py>(py: Python<'py>, r: &GenerateRequest) -> PyResult<Bound<'
     if !r.cache_breakpoints.is_empty() {
         d.set_item(intern!(py, "cache_breakpoints"), &r.cache_breakpoints)?;
     }
+    if let Some(g) = &r.grammar {
+        d.set_item(intern!(py, "grammar"), crate::structured::PyGrammar::from(g.clone()))?;
+    }
     let s = &r.sampling;
     let sp = PyDict::new(py);
     macro_rules! opt {

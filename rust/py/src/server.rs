@@ -176,7 +176,7 @@ impl Server {
         max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false, accepts_n = false,
         http_threads = 1, default_max_tokens, max_connections_per_client,
         embedding_model_name = None, embedding_dimensions = None, embedding_max_tokens = None,
-        embedding_tokenizer = None, matryoshka_dimensions = Vec::new()))]
+        embedding_tokenizer = None, matryoshka_dimensions = Vec::new(), vocabulary = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -220,6 +220,7 @@ impl Server {
         embedding_max_tokens: Option<u32>,
         embedding_tokenizer: Option<Py<PyAny>>,
         matryoshka_dimensions: Vec<u32>,
+        vocabulary: Option<PyRef<'_, crate::structured::PyVocabulary>>,
     ) -> PyResult<Self> {
         if default_max_tokens == Some(0) {
             return Err(crate::errors::invalid(
@@ -323,6 +324,7 @@ impl Server {
             keep_alive: positive("keep_alive", keep_alive)?,
             shutdown_timeout: positive("shutdown_timeout", shutdown_timeout)?,
             lark_grammars,
+            vocabulary: vocabulary.map(|v| v.inner.clone()),
             tokenizer: native_tokenizer.clone(),
             prompt_ids: prompt_ids && native_tokenizer.is_some(),
         };

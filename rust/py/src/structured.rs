@@ -17,8 +17,8 @@ use crate::errors::structured as error;
 /// names the others as `<|name|>`); `end_ids` end the output once the constraint is complete;
 /// `size` is the number of logits (the output layer may be padded past the tokenizer).
 #[pyclass(name = "Vocabulary", module = "smgpy._native", frozen)]
-struct PyVocabulary {
-    inner: Arc<Vocabulary>,
+pub struct PyVocabulary {
+    pub(crate) inner: Arc<Vocabulary>,
 }
 
 #[pymethods]
@@ -60,8 +60,14 @@ impl PyVocabulary {
 
 /// A compiled constraint; `matcher()` starts one sequence.
 #[pyclass(name = "Grammar", module = "smgpy._native", frozen)]
-struct PyGrammar {
+pub struct PyGrammar {
     inner: Grammar,
+}
+
+impl From<Grammar> for PyGrammar {
+    fn from(inner: Grammar) -> Self {
+        Self { inner }
+    }
 }
 
 #[pymethods]

@@ -22,6 +22,9 @@ pub struct GenerateRequest {
     pub prompt_cache_key: Option<String>,
     /// Prompt token positions the client marked with Anthropic `cache_control` (ascending).
     pub cache_breakpoints: Vec<u32>,
+    /// The request's structured-output constraint compiled against the engine's vocabulary
+    /// (only when the engine declared one: [`crate::state::ServerConfig::vocabulary`]).
+    pub grammar: Option<smgpy_structured::Grammar>,
 }
 
 /// Why the engine finished.

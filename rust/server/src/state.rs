@@ -80,6 +80,11 @@ pub struct ServerConfig {
     /// tool calls are then constrained in the model's own format. Otherwise forced calls are
     /// constrained as JSON (a JSON Schema every structured-output backend takes).
     pub lark_grammars: bool,
+    /// The engine's vocabulary for structured output: each request's constraint is compiled
+    /// against it once, here, and handed to the engine with the request
+    /// ([`crate::engine::GenerateRequest::grammar`]). Without it the server only checks that
+    /// the constraint compiles, and the engine compiles it for its own tokens.
+    pub vocabulary: Option<std::sync::Arc<smgpy_structured::Vocabulary>>,
     /// The embedding model the engine serves on `/v1/embeddings` (`None`: that route says so).
     pub embedding: Option<crate::routes::embeddings::EmbeddingConfig>,
 }
@@ -116,6 +121,7 @@ impl Default for ServerConfig {
             keep_alive: Duration::from_secs(15),
             shutdown_timeout: Duration::from_secs(10),
             lark_grammars: false,
+            vocabulary: None,
             embedding: None,
         }
     }

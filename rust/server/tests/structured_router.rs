@@ -185,3 +185,56 @@ async fn forced_calls_to_tools_with_nested_models_refer_to_their_own_defs() {
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "plan");
 }
+
+/// Single bytes, then `<|end|>` (id 256) that ends the output.
+fn byte_vocabulary() -> Arc<smgpy_structured::Vocabulary> {
+    let mut tokens: Vec<Option<Vec<u8>>> = (0u8..=255).map(|b| Some(vec![b])).collect();
+    tokens.push(Some(b"<|end|>".to_vec()));
+    Arc::new(smgpy_structured::Vocabulary::new(tokens, &[256], vec![256], 257).unwrap())
+}
+
+#[tokio::test]
+async fn with_the_engines_vocabulary_the_constraint_arrives_compiled_once() {
+    let config = smgpy_server::ServerConfig {
+        vocabulary: Some(byte_vocabulary()),
+        ..common::config()
+    };
+    let (router, engine) = common::router(Scripted::new(vec!["x"], 3, 1), config.clone());
+    let body = json!({"messages": messages(), "max_tokens": 5,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}});
+    let (status, v) = post(router, "/v1/chat/completions", body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let grammar = engine.requests.lock().unwrap()[0]
+        .grammar
+        .clone()
+        .expect("a compiled grammar");
+    // The compiled grammar is the schema's: an object starts with `{`, never with `[`.
+    let mut m = grammar.matcher();
+    assert!(m.accept(u32::from(b'[')).is_err());
+    let mut m = grammar.matcher();
+    m.accept(u32::from(b'{')).unwrap();
+    // No constraint, no grammar.
+    let (router, engine) = common::router(Scripted::new(vec!["x"], 3, 1), config.clone());
+    let (status, _) = post(router, "/v1/chat/completions", json!({"messages": messages()})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(engine.requests.lock().unwrap()[0].grammar.is_none());
+    // Compiled against the model's tokens, a Lark grammar naming a special token the model does
+    // not have is refused here, naming the field, instead of by the engine.
+    let (router, engine) = common::router(Scripted::new(vec!["x"], 3, 1), config);
+    let body = json!({"prompt": "x", "structured_outputs": {"grammar": "start: <|nope|> \"a\""}});
+    let (status, v) = post(router, "/v1/completions", body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["param"], "structured_outputs.grammar", "{v}");
+    assert!(engine.requests.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn without_a_vocabulary_the_engine_compiles_and_no_grammar_is_sent() {
+    let (router, engine) = app(vec!["x"], true);
+    let body = json!({"messages": messages(), "response_format": {"type": "json_object"}});
+    let (status, _) = post(router, "/v1/chat/completions", body).await;
+    assert_eq!(status, StatusCode::OK);
+    let reqs = engine.requests.lock().unwrap();
+    assert!(reqs[0].grammar.is_none());
+    assert!(reqs[0].sampling.structured.is_some());
+}

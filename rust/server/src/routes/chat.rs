@@ -88,6 +88,7 @@ pub async fn chat_completions(
         top_logprobs_num: req.top_logprobs.unwrap_or(0),
         prompt_cache_key: req.prompt_cache_key.clone(),
         cache_breakpoints: Vec::new(),
+        grammar: None,
     };
     let max_param = if req.max_completion_tokens.is_some() {
         "max_completion_tokens"

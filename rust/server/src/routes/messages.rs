@@ -86,6 +86,7 @@ pub async fn messages(
         top_logprobs_num: 0,
         prompt_cache_key: None,
         cache_breakpoints: breakpoints,
+        grammar: None,
     };
     let mut drivers = start_choices(&state, base, &spec, "messages", "max_tokens").await?;
     let driver = drivers

@@ -47,7 +47,7 @@ pub async fn start_choices(
     }
     limit_max_tokens(state, &mut base, max_param)?;
     check_request(state, &base, ids_param)?;
-    crate::structured::check(&base.sampling).await?;
+    crate::structured::compile(state.config(), &mut base).await?;
     let n = base.sampling.n.unwrap_or(1).max(1);
     let rid = base.rid.clone();
     // Dropping the streams (an error below) aborts their engine requests.

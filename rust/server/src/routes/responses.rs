@@ -102,6 +102,7 @@ pub async fn create(
         top_logprobs_num: 0,
         prompt_cache_key: req.prompt_cache_key.clone(),
         cache_breakpoints: Vec::new(),
+        grammar: None,
     };
     let driver = start_choices(&state, base, &spec, "input", "max_output_tokens")
         .await?
