@@ -15,6 +15,7 @@ here and checked the same way.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import queue
 import threading
@@ -188,6 +189,12 @@ class MLXEmbedder:
                 if stop:
                     break
         self._fail_waiting()
+        # Free the model's arrays and let the stream finish all it queued while this thread still
+        # owns it: a process that exits with MLX work in flight on a thread's stream is aborted
+        # (`terminate called without an active exception`).
+        self._model = None
+        gc.collect()
+        mx.synchronize(stream)
 
     def _serve(self, jobs: list[_Job]) -> None:
         import numpy as np
