@@ -19,8 +19,8 @@ use crate::engine::GenerateRequest;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::layers::with_tokens;
-use crate::pipeline::PipelineSpec;
 use crate::prompt::{self, ChatPrompt};
+use crate::routes::prelude::{self, Turn};
 use crate::routes::start_choices;
 use crate::sse;
 use crate::state::{unix_now, AppState};
@@ -49,40 +49,28 @@ pub async fn chat_completions(
             kwargs,
         },
     )?;
-    let mut sampling = req.sampling();
-    let plan = prompt::tool_plan(
+    let prepared = prelude::prepare(
         &state,
-        prompt::ToolRequest {
+        Turn {
+            rendered: text,
+            sampling: req.sampling(),
             tools: req.tools.as_deref(),
             choice: &tool_choice,
             parallel: req.parallel_tool_calls.unwrap_or(true),
-            has_constraint: sampling.structured.is_some(),
-            param: |i| format!("tools[{i}].function.parameters"),
+            tool_param: |i| format!("tools[{i}].function.parameters"),
+            stop_param: "stop",
+            include_stop: req.include_stop_str_in_output,
+            separate_reasoning: req.separate_reasoning,
         },
-    )?;
-    let forced = plan.forced;
-    if let Some(c) = plan.constraint {
-        sampling.force(c, "tools");
-    }
-    let spec = PipelineSpec {
-        stops: crate::pipeline::stop_set(&sampling.stop, "stop")?,
-        include_stop: req.include_stop_str_in_output,
-        // A forced call's output is held to JSON from its first token: no reasoning block.
-        reasoning: if req.separate_reasoning && !forced {
-            prompt::reasoning_options(&state, &text.text)
-        } else {
-            None
-        },
-        tools: plan.stage,
-    };
+    )
+    .await?;
     let id = state.new_id("chatcmpl");
-    let (text, input_ids) = super::prompt_of(&state, text).await?;
     let base = GenerateRequest {
         rid: id.clone(),
-        text,
-        input_ids,
+        text: prepared.text,
+        input_ids: prepared.input_ids,
         image_data: images,
-        sampling,
+        sampling: prepared.sampling,
         stream: req.stream,
         return_logprob: req.logprobs,
         top_logprobs_num: req.top_logprobs.unwrap_or(0),
@@ -95,7 +83,7 @@ pub async fn chat_completions(
     } else {
         "max_tokens"
     };
-    let drivers = start_choices(&state, base, &spec, "messages", max_param).await?;
+    let drivers = start_choices(&state, base, &prepared.spec, "messages", max_param).await?;
     let model = req.model.clone().unwrap_or_else(|| state.config().model_name.clone());
     let ctx = Arc::new(Ctx {
         id,

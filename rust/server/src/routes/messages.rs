@@ -22,8 +22,8 @@ use crate::error::{AnthropicError, ApiError};
 use crate::extract::ApiJson;
 use crate::layers::with_tokens;
 use crate::literal::Rendered;
-use crate::pipeline::PipelineSpec;
 use crate::prompt::{self, ChatPrompt};
+use crate::routes::prelude::{self, Turn};
 use crate::routes::{start_choices, tokenize};
 use crate::sse;
 use crate::state::AppState;
@@ -36,51 +36,40 @@ pub async fn messages(
     let form = req.validate(true)?;
     let images = super::image_data(&state, &form.images)?;
     let text = render(&state, &form)?;
-    let mut sampling = req.sampling();
     let parallel = !req
         .tool_choice
         .as_ref()
         .and_then(|c| c.get("disable_parallel_tool_use"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let plan = prompt::tool_plan(
+    let full = text.clone();
+    let prepared = prelude::prepare(
         &state,
-        prompt::ToolRequest {
+        Turn {
+            rendered: text,
+            sampling: req.sampling(),
             tools: form.tools.as_deref(),
             choice: &form.tool_choice,
             parallel,
-            has_constraint: sampling.structured.is_some(),
-            param: |i| format!("tools[{i}].input_schema"),
+            tool_param: |i| format!("tools[{i}].input_schema"),
+            stop_param: "stop_sequences",
+            include_stop: false,
+            separate_reasoning: true,
         },
-    )?;
-    let forced = plan.forced;
-    if let Some(c) = plan.constraint {
-        sampling.force(c, "tools");
-    }
-    let stops = sampling.stop.clone();
-    let spec = PipelineSpec {
-        stops: crate::pipeline::stop_set(&stops, "stop_sequences")?,
-        include_stop: false,
-        reasoning: if forced {
-            None
-        } else {
-            prompt::reasoning_options(&state, &text.text)
-        },
-        tools: plan.stage,
-    };
+    )
+    .await?;
     let id = format!("msg_{}", crate::state::random_alnum(24));
-    let full = text.clone();
-    let (text, input_ids) = super::prompt_of(&state, text).await?;
-    let breakpoints = match &input_ids {
+    let stops = prepared.sampling.stop.clone();
+    let breakpoints = match &prepared.input_ids {
         Some(ids) => breakpoint_positions(&state, &form, &full, ids).await,
         None => Vec::new(),
     };
     let base = GenerateRequest {
         rid: id.clone(),
-        text,
-        input_ids,
+        text: prepared.text,
+        input_ids: prepared.input_ids,
         image_data: images,
-        sampling,
+        sampling: prepared.sampling,
         stream: req.stream,
         return_logprob: false,
         top_logprobs_num: 0,
@@ -88,7 +77,7 @@ pub async fn messages(
         cache_breakpoints: breakpoints,
         grammar: None,
     };
-    let mut drivers = start_choices(&state, base, &spec, "messages", "max_tokens").await?;
+    let mut drivers = start_choices(&state, base, &prepared.spec, "messages", "max_tokens").await?;
     let driver = drivers
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;

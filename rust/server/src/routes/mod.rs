@@ -8,6 +8,7 @@ pub mod info;
 pub mod loads;
 pub mod messages;
 pub mod openapi;
+pub mod prelude;
 pub mod response_store;
 pub mod responses;
 pub mod tokenize;

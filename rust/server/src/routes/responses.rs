@@ -22,8 +22,8 @@ use crate::engine::GenerateRequest;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::layers::with_tokens;
-use crate::pipeline::PipelineSpec;
 use crate::prompt::{self, ChatPrompt};
+use crate::routes::prelude::{self, Turn};
 use crate::routes::response_store::Stored;
 use crate::routes::start_choices;
 use crate::sse;
@@ -64,39 +64,28 @@ pub async fn create(
             kwargs,
         },
     )?;
-    let mut sampling = req.sampling();
-    let plan = prompt::tool_plan(
+    let prepared = prelude::prepare(
         &state,
-        prompt::ToolRequest {
+        Turn {
+            rendered: text,
+            sampling: req.sampling(),
             tools: form.tools.as_deref(),
             choice: &form.tool_choice,
             parallel: req.parallel_tool_calls.unwrap_or(true),
-            has_constraint: sampling.structured.is_some(),
-            param: |i| format!("tools[{i}].parameters"),
+            tool_param: |i| format!("tools[{i}].parameters"),
+            stop_param: "stop",
+            include_stop: false,
+            separate_reasoning: true,
         },
-    )?;
-    let forced = plan.forced;
-    if let Some(c) = plan.constraint {
-        sampling.force(c, "tools");
-    }
-    let spec = PipelineSpec {
-        stops: None,
-        include_stop: false,
-        reasoning: if forced {
-            None
-        } else {
-            prompt::reasoning_options(&state, &text.text)
-        },
-        tools: plan.stage,
-    };
+    )
+    .await?;
     let id = format!("resp_{}", random_alnum(24));
-    let (text, input_ids) = super::prompt_of(&state, text).await?;
     let base = GenerateRequest {
         rid: id.clone(),
-        text,
-        input_ids,
+        text: prepared.text,
+        input_ids: prepared.input_ids,
         image_data: images,
-        sampling,
+        sampling: prepared.sampling,
         stream: req.stream,
         return_logprob: false,
         top_logprobs_num: 0,
@@ -104,7 +93,7 @@ pub async fn create(
         cache_breakpoints: Vec::new(),
         grammar: None,
     };
-    let driver = start_choices(&state, base, &spec, "input", "max_output_tokens")
+    let driver = start_choices(&state, base, &prepared.spec, "input", "max_output_tokens")
         .await?
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
