@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import socket
 import sys
@@ -97,6 +98,11 @@ def serve_in_thread(engine: Any, **opts: Any) -> Iterator[str]:
         loop.call_soon_threadsafe(box["task"].cancel)
         thread.join(30)
         loop.close()
+        # `box` holds the server task's cancellation, whose traceback holds the server's frames:
+        # collect that cycle now, so the stopped server's response store (its SQLite connection)
+        # and sockets are closed before the test goes on (a test that edits the store file next
+        # must not race them).
+        gc.collect()
 
 
 def free_port() -> int:

@@ -246,6 +246,32 @@ async def _engine_vocabulary(engine: Any) -> _native.Vocabulary | None:
     return vocabulary if isinstance(vocabulary, _native.Vocabulary) else None
 
 
+class _Heartbeat:
+    """Proves to `/health` that the loop turns over: a request whose synchronous work blocks the
+    loop for seconds makes the server report itself not ready.
+
+    A class rather than a closure that schedules itself by name: such a closure is a reference
+    cycle through the native server, which then outlives ``serve_oai_async`` until a garbage
+    collection (its response store's SQLite connection still open). :meth:`stop` leaves none."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, native: _native.Server) -> None:
+        self._loop = loop
+        self._native: _native.Server | None = native
+        self._handle: asyncio.TimerHandle | None = None
+
+    def beat(self) -> None:
+        if self._native is None:
+            return
+        self._native.heartbeat()
+        self._handle = self._loop.call_later(_HEARTBEAT_S, self.beat)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = None
+        self._native = None
+
+
 def options_of(options: ServerOptions | None, overrides: dict[str, Any]) -> ServerOptions:
     """``options`` (default: :class:`ServerOptions`'s defaults) with ``overrides`` applied; an
     unknown name is a ``TypeError`` that lists the known ones."""
@@ -373,14 +399,7 @@ async def serve_oai_async(
     native.bind_loop(loop.call_soon)
     fd = native.wake_fd()
     loop.add_reader(fd, on_wake)
-    beat: asyncio.TimerHandle | None = None
-
-    def heartbeat() -> None:
-        # Proves to `/health` that this loop turns over: a request whose synchronous work blocks
-        # the loop for seconds makes the server report itself not ready.
-        nonlocal beat
-        native.heartbeat()
-        beat = loop.call_later(_HEARTBEAT_S, heartbeat)
+    heartbeat = _Heartbeat(loop, native)
 
     try:
         bound_host, bound_port = native.start()
@@ -393,7 +412,7 @@ async def serve_oai_async(
             tool or "off",
             reasoning or "off",
         )
-        heartbeat()
+        heartbeat.beat()
         if on_ready is not None:
             on_ready(bound_host, bound_port)
         # The server's end arrives through the wake-up socket (see `on_wake`), so no Rust thread
@@ -407,8 +426,7 @@ async def serve_oai_async(
             await asyncio.shield(stopped)
             raise
     finally:
-        if beat is not None:
-            beat.cancel()
+        heartbeat.stop()
         pump.on_wake()  # cancellations queued by the last aborted streams
         tasks = pump.cancel_all()
         if tasks:
