@@ -75,6 +75,7 @@ class MLXEmbedder:
             "cancelled": 0,
         }
         self._ready = threading.Event()
+        self._stopped = threading.Event()
         self._error: BaseException | None = None
         self._model: Any = None
         self._thread = threading.Thread(target=self._run, args=(Path(path),), name="smgpy-embed", daemon=True)
@@ -150,7 +151,7 @@ class MLXEmbedder:
     def shutdown(self) -> None:
         """Stop the model thread (waiting requests fail)."""
         self._queue.put(None)
-        self._thread.join(30)
+        self._stopped.wait(30)
 
     # -- the model thread -----------------------------------------------------------------------
 
@@ -165,6 +166,7 @@ class MLXEmbedder:
         except BaseException as e:  # reported to __init__, which re-raises it
             self._error = e
             self._ready.set()
+            self._stopped.set()
             return
         self._ready.set()
         with mx.stream(stream):
@@ -190,11 +192,16 @@ class MLXEmbedder:
                     break
         self._fail_waiting()
         # Free the model's arrays and let the stream finish all it queued while this thread still
-        # owns it: a process that exits with MLX work in flight on a thread's stream is aborted
-        # (`terminate called without an active exception`).
+        # owns it, then park instead of returning, as the generation engine's thread does
+        # (`batching.Scheduler.run`): when an OS thread that ran MLX ends, MLX's thread-local state
+        # is destroyed and must take the GIL, and if that races with interpreter shutdown the
+        # process aborts (`terminate called without an active exception`). A parked daemon thread
+        # is simply discarded at exit.
         self._model = None
         gc.collect()
         mx.synchronize(stream)
+        self._stopped.set()
+        threading.Event().wait()
 
     def _serve(self, jobs: list[_Job]) -> None:
         import numpy as np
