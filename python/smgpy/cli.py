@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from smgpy.images import ImagePolicy
 from smgpy.options import CLI_DEFAULT_MAX_TOKENS, KV_BITS, KV_GROUP_SIZES, MLX_DEFAULTS, ServerOptions
 
 __all__ = ["build_parser", "main", "parse_bytes", "parse_duration"]
@@ -176,6 +177,20 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: compiled where a check at load passes)",
     )
     s.add_argument(
+        "--allowed-media-domains",
+        nargs="*",
+        default=[],
+        metavar="HOST",
+        help="vision models: hosts whose http(s) image URLs the server fetches ('example.com' includes its "
+        "subdomains, '*' any public host; default: none, images come as data: URLs)",
+    )
+    s.add_argument(
+        "--max-images",
+        type=int,
+        default=ImagePolicy.max_images,
+        help=f"vision models: images per request, at most (default: {ImagePolicy.max_images})",
+    )
+    s.add_argument(
         "--prefix-cache-bytes",
         type=parse_bytes,
         default=MLX_DEFAULTS.prefix_cache_bytes,
@@ -321,6 +336,7 @@ def _serve(args: argparse.Namespace) -> int:
         kv_bits=args.kv_bits,
         kv_group_size=args.kv_group_size,
         compile_step=args.compile_step,
+        image_policy=ImagePolicy(max_images=args.max_images, allowed_domains=frozenset(args.allowed_media_domains)),
     )
     if args.embedding_model:
         engine = EmbeddingServing(engine, MLXEmbedder.from_pretrained(args.embedding_model))

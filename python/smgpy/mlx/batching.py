@@ -55,6 +55,7 @@ from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PINNED, TIER_PLAIN, Hit, Pre
 from smgpy.mlx.prefix_disk import DiskStore
 from smgpy.mlx.sampling import SamplingParams, make_logits_processors, make_sampler
 from smgpy.mlx.slots import MergeBatch, SingleBatch, SlotBatch, can_merge, is_plain_kv
+from smgpy.mlx.vlm import ImagePrompt, VisionInputs, VisionModel
 
 __all__ = ["Outlet", "Scheduler", "Sequence", "StepTimes"]
 
@@ -107,6 +108,15 @@ class Sequence:
     processors: list[Any] = field(default_factory=list)
     context: Any = None  # mx.array of the tokens fed so far, for rows with logits processors
     prefetched: Hit | None = None  # the prefix cache's answer, once asked
+    # A prompt with images (vision-language models): its real ids and pixels. ``tokens`` then
+    # holds the prefix cache's keys, with each image's tokens keyed by the image's content hash.
+    vision: ImagePrompt | None = None
+    rope_delta: int = 0  # M-RoPE models: this row's position minus its index, after its images
+
+    @property
+    def ids(self) -> list[int]:
+        """The prompt's real token ids (``tokens`` but for image tokens)."""
+        return self.tokens if self.vision is None else self.vision.input_ids
 
 
 @dataclass(eq=False)
@@ -123,6 +133,7 @@ class _Prefill:
     # Absolute prompt positions at which to snapshot the state for the prefix cache (models
     # whose state cannot be trimmed back: see prefix_cache), ascending.
     checkpoints: list[int] = field(default_factory=list)
+    vision: VisionInputs | None = None  # the prompt's embeddings, when it has images
 
     @property
     def finished(self) -> bool:
@@ -293,7 +304,9 @@ class Scheduler:
         if self.kv_bits is not None:
             self._check_kv_quantization(caches)
         self.batch = self._new_batch()
-        if self.mode == "slots" and self.kv_bits is None and self._compile_step:
+        if isinstance(self.model, VisionModel):
+            log.info("vision-language model: the decode step is built eagerly (not compiled)")
+        elif self.mode == "slots" and self.kv_bits is None and self._compile_step:
             layers = len(caches)
             step = CompiledDecode(self.model, layers)
             if step.check(lambda: check_batch(self.model, layers)):
@@ -518,7 +531,7 @@ class Scheduler:
                 seq.row = row
                 self._setup(seq)
                 new_rows.append(row)
-                new_tokens.append(seq.tokens[-1])
+                new_tokens.append(seq.ids[-1])
                 self.prefilled_tokens += 1  # its last prompt token, the row's first input
         self._joining = []
         rows = len(self._rows)
@@ -542,7 +555,7 @@ class Scheduler:
         seq.processors = make_logits_processors(seq.params, len(seq.tokens), end_ids, seq.matcher)
         if seq.processors:
             # The context a processor sees: the tokens so far, without the input being fed.
-            seq.context = mx.array(seq.tokens[:-1], dtype=mx.uint32)
+            seq.context = mx.array(seq.ids[:-1], dtype=mx.uint32)
 
     # ----- prefill -----
 
@@ -563,7 +576,14 @@ class Scheduler:
         group[0].prefetched = None  # the copy now belongs to the job
         for seq in group:
             seq.cached_tokens = cached
-        if cache is not None or self.mode != "slots":
+        vision = None
+        if group[0].vision is not None:
+            # The vision tower runs lazily, with the first chunk (not at all on a full hit).
+            assert isinstance(self.model, VisionModel)
+            vision = self.model.embed(group[0].vision)
+            for seq in group:
+                seq.rope_delta = vision.delta
+        if cache is not None or self.mode != "slots" or vision is not None:
             cache = cache or mlx_lm_api.make_prompt_cache(self.model)
             run = tokens[cached:-1]
             checkpoints: list[int] = []
@@ -571,7 +591,9 @@ class Scheduler:
                 block = self._cache.checkpoint_block
                 marks = set(hit.checkpoints) | set(range(block, len(tokens) - 1, block)) | set(group[0].breakpoints)
                 checkpoints = sorted(p for p in marks if cached < p < len(tokens) - 1)
-            self._prefill = _Prefill([group], [run], cache, False, len(run), start=cached, checkpoints=checkpoints)
+            self._prefill = _Prefill(
+                [group], [run], cache, False, len(run), start=cached, checkpoints=checkpoints, vision=vision
+            )
             return
         groups, runs = [group], [tokens[:-1]]
         free -= len(group)
@@ -580,6 +602,8 @@ class Scheduler:
             width = max(max(len(r) for r in runs), len(nxt[0].tokens) - 1)
             if len(nxt) > free or (len(groups) + 1) * width > max(self._prefill_step, 2 * width):
                 break
+            if nxt[0].vision is not None:
+                break  # a prompt with images is prefilled on its own, from its embeddings
             if self._fetch(nxt).cache is not None:
                 break  # a hit is prefilled on its own, from its cached prefix
             self._waiting.popleft()
@@ -626,7 +650,18 @@ class Scheduler:
                 if job.checkpoints:  # stop at the next snapshot point
                     end = min(end, job.checkpoints[0] - job.start)
                 chunk = [job.runs[0][job.pos : end]]
-            self.model(mx.array(chunk, dtype=mx.uint32), cache=job.caches)
+            if job.vision is not None:
+                a, b = job.start + job.pos, job.start + end
+                ids = job.groups[0][0].ids[a:b]
+                pos = None if job.vision.positions is None else job.vision.positions[..., a:b]
+                self.model(
+                    mx.array([ids], dtype=mx.uint32),
+                    cache=job.caches,
+                    inputs_embeds=job.vision.embeds[:, a:b],
+                    positions=pos,
+                )
+            else:
+                self.model(mx.array(chunk, dtype=mx.uint32), cache=job.caches)
             mx.async_eval([_cache_arrays(c) for c in job.caches])  # type: ignore[no-untyped-call]
             self.prefilled_tokens += sum(min(end, len(r)) - min(job.pos, len(r)) for r in job.runs)
             job.pos = end
@@ -673,7 +708,11 @@ class Scheduler:
             assert isinstance(self.batch, SlotBatch)
             logits = self.compiled(self.batch, inputs)
         if logits is None:
-            logits = self.model(inputs[:, None], cache=self.batch.caches)[:, -1, :]
+            if isinstance(self.model, VisionModel):
+                deltas = mx.array([0 if s is None else s.rope_delta for s in seqs], dtype=mx.int32)
+                logits = self.model(inputs[:, None], cache=self.batch.caches, deltas=deltas)[:, -1, :]
+            else:
+                logits = self.model(inputs[:, None], cache=self.batch.caches)[:, -1, :]
         self.batch.advance(1)
         contexts: list[mx.array] = []
         with_processors = [r for r, s in enumerate(seqs) if s is not None and s.processors and not s.done]

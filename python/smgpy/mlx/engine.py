@@ -17,7 +17,8 @@ from typing import Any
 
 from smgpy._native import Tokenizer, Vocabulary
 from smgpy.engine import ContextLengthExceeded, EngineOverloaded, EngineRequestError, GenerateOutput
-from smgpy.mlx import mlx_lm_api
+from smgpy.images import ImageError, ImagePolicy, load_images
+from smgpy.mlx import mlx_lm_api, vlm
 from smgpy.mlx.batching import Outlet, Scheduler, Sequence
 from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids
 from smgpy.mlx.mailbox import Mailboxes
@@ -149,6 +150,7 @@ class MLXEngine:
         kv_bits: int | None = None,
         kv_group_size: int = MLX_DEFAULTS.kv_group_size,
         compile_step: bool = MLX_DEFAULTS.compile_step,
+        image_policy: ImagePolicy | None = None,
     ) -> None:
         if max_running < 1 or max_waiting < 0 or prefill_step_size < 1:
             raise ValueError("max_running and prefill_step_size must be >= 1, and max_waiting >= 0")
@@ -165,9 +167,15 @@ class MLXEngine:
         self.max_running_requests = max_running
         self._config: dict[str, Any] = {}
         self._mailboxes = Mailboxes()
+        self._vision: vlm.VisionModel | None = None
+        self.image_policy = image_policy or ImagePolicy()
 
         def load() -> tuple[Any, Any]:
-            model, tok, config = mlx_lm_api.load(model_path)
+            if vlm.is_vlm(model_path):
+                model, tok, config = vlm.load(model_path)
+                self._vision = model
+            else:
+                model, tok, config = mlx_lm_api.load(model_path)
             self._config = config
             return model, tok
 
@@ -196,6 +204,12 @@ class MLXEngine:
         self.vocab_size = int(self._config.get("vocab_size") or len(self._hf))
         self.context_length: int = int(context_length or self._context_from_config())
         self.chat_template: str | None = getattr(self._hf, "chat_template", None)
+        if self.chat_template is None and self._vision is not None:
+            # Vision-language models often keep theirs with the processor (chat_template.json).
+            self.chat_template = getattr(self._vision.processor, "chat_template", None)
+        # Image parts reach a vision-language model as ``image_data`` (data: or http(s) URLs),
+        # with the rendered prompt holding its image placeholders.
+        self.accepts_images = self._vision is not None
         self.special_tokens: dict[str, str] = {
             k: str(v)
             for k in ("bos_token", "eos_token", "pad_token", "unk_token")
@@ -248,6 +262,30 @@ class MLXEngine:
 
     # ----- the engine protocol -----
 
+    async def _image_prompt(self, obj: Any, urls: list[str]) -> vlm.ImagePrompt:
+        """Decode and process a prompt with images, off the event loop."""
+        vision = self._vision
+        if vision is None:
+            raise EngineRequestError("this model takes no images (it is not a vision-language model)")
+        text = getattr(obj, "text", None)
+        if not isinstance(text, str):
+            raise EngineRequestError("a request with images needs a text prompt holding their placeholders")
+        policy = self.image_policy
+
+        def work() -> vlm.ImagePrompt:
+            images = load_images(urls, policy)
+            try:
+                prompt = vision.process(text, [i.image for i in images])
+            except Exception as e:  # the processor refused the image (too small, odd shape)
+                raise ImageError(f"the model's processor could not take the image(s): {e}") from None
+            vision.key_images(prompt, [i.digest for i in images])
+            return prompt
+
+        try:
+            return await asyncio.to_thread(work)
+        except ValueError as e:  # ImageError and placeholder mismatches
+            raise EngineRequestError(str(e)) from None
+
     async def _prompt_tokens(self, obj: Any) -> list[int]:
         ids = getattr(obj, "input_ids", None)
         if ids:
@@ -279,7 +317,9 @@ class MLXEngine:
     async def generate_request(self, obj: Any) -> AsyncIterator[GenerateOutput]:
         """Generate for ``obj`` (see :mod:`smgpy.engine`); yields ``"delta"`` output dicts."""
         rid = getattr(obj, "rid", None) or uuid.uuid4().hex
-        tokens = await self._prompt_tokens(obj)
+        urls = getattr(obj, "image_data", None)
+        vision = await self._image_prompt(obj, list(urls)) if urls else None
+        tokens = vision.keys if vision is not None else await self._prompt_tokens(obj)
         requested = dict(getattr(obj, "sampling_params", None) or {})
         for key, value in self.default_sampling.items():
             if requested.get(key) is None:
@@ -342,6 +382,7 @@ class MLXEngine:
                 matcher=None if grammar is None else grammar.matcher(),
                 pin=pin,
                 breakpoints=breakpoints,
+                vision=vision,
             )
             for i in range(params.n)
         ]

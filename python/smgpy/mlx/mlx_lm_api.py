@@ -16,14 +16,25 @@ against the oldest and newest release, and against mlx-lm's main branch when it 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm import sample_utils as _sample_utils
-from mlx_lm.models import base as _base
-from mlx_lm.models import cache as _cache
-from mlx_lm.utils import load as _load
+
+# mlx-lm sets TRANSFORMERS_NO_ADVISORY_WARNINGS in os.environ when imported; the user's process
+# keeps its own environment.
+_environ = dict(os.environ)
+from mlx_lm import sample_utils as _sample_utils  # noqa: E402
+from mlx_lm.models import base as _base  # noqa: E402
+from mlx_lm.models import cache as _cache  # noqa: E402
+from mlx_lm.utils import load as _load  # noqa: E402
+from mlx_lm.utils import load_tokenizer as _load_tokenizer  # noqa: E402
+
+if dict(os.environ) != _environ:
+    os.environ.clear()
+    os.environ.update(_environ)
+del _environ
 
 __all__ = [
     "BatchKVCache",
@@ -41,6 +52,7 @@ __all__ = [
     "make_repetition_penalty",
     "hf_tokenizer",
     "load",
+    "load_tokenizer",
     "make_prompt_cache",
     "set_recommended_wired_limit",
     "version",
@@ -97,6 +109,12 @@ def load(path: str) -> tuple[Any, Any, dict[str, Any]]:
     loaded: tuple[Any, ...] = _load(path, return_config=True)
     model, tokenizer, config = loaded
     return model, tokenizer, dict(config)
+
+
+def load_tokenizer(path: str, eos_token_ids: Any = None) -> Any:
+    """mlx-lm's ``TokenizerWrapper`` for a model directory whose weights another library loads
+    (a vision-language model through mlx-vlm)."""
+    return _load_tokenizer(path, eos_token_ids=eos_token_ids)  # type: ignore[no-untyped-call]
 
 
 def hf_tokenizer(wrapper: Any) -> Any:

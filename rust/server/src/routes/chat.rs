@@ -61,6 +61,7 @@ pub async fn chat_completions(
             stop_param: "stop",
             include_stop: req.include_stop_str_in_output,
             separate_reasoning: req.separate_reasoning,
+            has_images: !images.is_empty(),
         },
     )
     .await?;

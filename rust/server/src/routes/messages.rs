@@ -55,6 +55,7 @@ pub async fn messages(
             stop_param: "stop_sequences",
             include_stop: false,
             separate_reasoning: true,
+            has_images: !images.is_empty(),
         },
     )
     .await?;

@@ -35,11 +35,14 @@ pub struct Turn<'a> {
     pub include_stop: bool,
     /// Split a reasoning block off the answer (when the server has a reasoning parser).
     pub separate_reasoning: bool,
+    /// The request holds images: its prompt goes to the engine as text, since the engine's
+    /// processor expands each image placeholder into as many tokens as that image needs.
+    pub has_images: bool,
 }
 
 /// What the engine is sent, and how its output is read.
 pub struct Prepared {
-    /// The prompt as text, when the engine tokenizes it itself.
+    /// The prompt as text, when the engine tokenizes it itself (always, for a request with images).
     pub text: Option<String>,
     /// The prompt as token ids, when the server tokenized it.
     pub input_ids: Option<Vec<i64>>,
@@ -60,6 +63,7 @@ pub async fn prepare(state: &AppState, turn: Turn<'_>) -> Result<Prepared, ApiEr
         stop_param,
         include_stop,
         separate_reasoning,
+        has_images,
     } = turn;
     let plan = prompt::tool_plan(
         state,
@@ -85,7 +89,11 @@ pub async fn prepare(state: &AppState, turn: Turn<'_>) -> Result<Prepared, ApiEr
         },
         tools: plan.stage,
     };
-    let (text, input_ids) = super::prompt_of(state, rendered).await?;
+    let (text, input_ids) = if has_images {
+        (Some(rendered.text), None)
+    } else {
+        super::prompt_of(state, rendered).await?
+    };
     Ok(Prepared {
         text,
         input_ids,

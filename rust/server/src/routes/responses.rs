@@ -76,6 +76,7 @@ pub async fn create(
             stop_param: "stop",
             include_stop: false,
             separate_reasoning: true,
+            has_images: !images.is_empty(),
         },
     )
     .await?;

@@ -1,0 +1,241 @@
+"""The one module through which smgpy's MLX engine reaches into mlx-vlm.
+
+A vision-language model directory (its ``config.json`` has a ``vision_config``) is loaded with
+``mlx_vlm.load`` and wrapped in :class:`VisionModel`, which answers the calls the batching loop
+makes on an mlx-lm model: ``model(inputs, cache=...)`` returns logits, and ``model.layers`` sizes
+the cache, so text rows and image rows run in one batch with mlx-lm's cache classes.
+
+What the loop needs beyond that, all here:
+
+- :meth:`VisionModel.process` runs the model's own processor (``mlx_vlm.prepare_inputs``: the
+  Hugging Face processor expands each image placeholder of the rendered prompt into the model's
+  image tokens and resizes the pixels). It runs off the MLX thread, and returns numpy arrays.
+- :meth:`VisionModel.embed` runs the vision tower and merges its features into the prompt's
+  embeddings (``get_input_embeddings``, mlx-vlm's public model method), with the multimodal
+  rotary positions of models that have them (Qwen2-VL's family: M-RoPE).
+- Positions: an M-RoPE model places the tokens after an image at ``index + delta`` (the image
+  takes fewer positions than tokens). The loop keeps each row's delta and passes it per step, so
+  rows of different images decode in one batch; mlx-vlm's own language model keeps one delta in
+  module state, which would be wrong for every row but the last.
+
+Importing mlx-vlm (and mlx-audio, which it imports while loading) sets ``TRANSFORMERS_*``
+variables in ``os.environ``; they are restored, so loading a model leaves the environment as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+__all__ = ["ImagePrompt", "VisionModel", "image_key", "is_vlm", "load"]
+
+# Image tokens are keyed in the prefix cache as ids from here up (past any vocabulary), one id
+# per image content hash, so two prompts share a cached prefix only where their images are equal.
+_IMAGE_KEY_BASE = 1 << 29
+_IMAGE_KEY_SPAN = 1 << 28
+
+
+def is_vlm(model_path: str) -> bool:
+    """Whether the directory holds a vision-language model (``vision_config`` in config.json)."""
+    path = Path(model_path) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and isinstance(config.get("vision_config"), dict)
+
+
+@contextlib.contextmanager
+def _environment_kept() -> Iterator[None]:
+    """Undo what mlx-vlm (and mlx-audio, which it imports while loading) write to os.environ."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        if dict(os.environ) != saved:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def _import_mlx_vlm() -> Any:
+    try:
+        with _environment_kept():
+            import mlx_vlm
+    except ImportError as e:
+        raise ImportError(
+            f"this model directory holds a vision-language model, which needs mlx-vlm: "
+            f"pip install 'smgpy[vision]' ({e})"
+        ) from e
+    return mlx_vlm
+
+
+def image_key(digest: bytes) -> int:
+    """The prefix-cache id of an image's tokens: from its content hash, outside every vocabulary."""
+    return _IMAGE_KEY_BASE + int.from_bytes(digest[:8], "little") % _IMAGE_KEY_SPAN
+
+
+@dataclass(eq=False)
+class ImagePrompt:
+    """A prompt with images, as the processor made it: real token ids (image tokens expanded) and
+    the model's pixel inputs; ``keys`` are the ids the prefix cache sees (image tokens replaced
+    by :func:`image_key` of their image)."""
+
+    input_ids: list[int]
+    keys: list[int]
+    pixels: dict[str, np.ndarray] = field(default_factory=dict)
+    images: int = 0
+
+
+@dataclass(eq=False)
+class VisionInputs:
+    """A prompt's embeddings, computed on the MLX thread: ``embeds`` (1, L, D), the rotary
+    ``positions`` of an M-RoPE model (3, 1, L) or None, and the row's position ``delta``."""
+
+    embeds: mx.array
+    positions: mx.array | None
+    delta: int
+
+
+class VisionModel:
+    """An mlx-vlm model as the batching loop calls an mlx-lm one."""
+
+    def __init__(self, model: Any, processor: Any) -> None:
+        self.model = model
+        self.processor = processor
+        self.config = model.config
+        self._lm = model.language_model
+        # Qwen2-VL's family: positions are (3, B, L), and text after an image is offset.
+        self.mrope = hasattr(self._lm, "get_rope_index")
+        self.image_token_id = _image_token_id(model.config)
+        from mlx_vlm.utils import should_add_special_tokens
+
+        self._add_special = bool(should_add_special_tokens(model.config.model_type, processor))
+        if self.image_token_id is None:
+            raise ValueError(f"{model.config.model_type}: its config names no image token id")
+
+    @property
+    def layers(self) -> list[Any]:
+        """The language model's layers (what ``make_prompt_cache`` counts)."""
+        inner = getattr(self._lm, "model", self._lm)
+        layers: list[Any] = inner.layers
+        return layers
+
+    def make_cache(self) -> list[Any]:
+        """The language model's own caches where it defines them, plain KV caches otherwise."""
+        make = getattr(self._lm, "make_cache", None)
+        if make is not None:
+            caches: list[Any] = make()
+            return caches
+        from smgpy.mlx import mlx_lm_api
+
+        return [mlx_lm_api.KVCache() for _ in self.layers]
+
+    def __call__(
+        self,
+        inputs: mx.array,
+        cache: list[Any] | None = None,
+        *,
+        inputs_embeds: mx.array | None = None,
+        positions: mx.array | None = None,
+        deltas: mx.array | None = None,
+    ) -> mx.array:
+        """Logits for ``inputs`` (B, L). ``positions``: an image prompt's own rotary positions
+        for these tokens; otherwise each row is at its cache offset plus its ``deltas`` entry."""
+        kwargs: dict[str, Any] = {}
+        if self.mrope:
+            if positions is None:
+                positions = self._positions(inputs.shape[0], inputs.shape[1], cache, deltas)
+            kwargs["position_ids"] = positions
+        out = self._lm(inputs, inputs_embeds=inputs_embeds, cache=cache, **kwargs)
+        logits: mx.array = getattr(out, "logits", out)
+        return logits
+
+    @staticmethod
+    def _positions(rows: int, length: int, cache: list[Any] | None, deltas: mx.array | None) -> mx.array:
+        offset: Any = 0 if not cache else cache[0].offset
+        start = mx.array(offset, dtype=mx.int32).reshape(-1, 1)  # (1 or B, 1): per-row offsets
+        if deltas is not None:
+            start = start + deltas.astype(mx.int32).reshape(-1, 1)
+        pos = start + mx.arange(length, dtype=mx.int32)[None, :]
+        return mx.broadcast_to(pos[None], (3, rows, length))
+
+    def process(self, text: str, images: list[Any]) -> ImagePrompt:
+        """Tokenize ``text`` with ``images`` (PIL images, in placeholder order) through the model's
+        processor. Called off the MLX thread; the arrays it returns are numpy."""
+        from mlx_vlm.utils import prepare_inputs
+
+        out = prepare_inputs(  # type: ignore[no-untyped-call]
+            self.processor,
+            images=images,
+            prompts=text,
+            image_token_index=self.image_token_id,
+            add_special_tokens=self._add_special,
+        )
+        ids = [int(t) for t in np.asarray(out["input_ids"]).reshape(-1)]
+        pixels = {
+            k: np.asarray(v) for k, v in out.items() if k not in ("input_ids", "attention_mask") and v is not None
+        }
+        return ImagePrompt(input_ids=ids, keys=list(ids), pixels=pixels, images=len(images))
+
+    def key_images(self, prompt: ImagePrompt, digests: list[bytes]) -> None:
+        """Replace each run of image tokens in ``prompt.keys`` by its image's :func:`image_key`."""
+        run, prev = -1, False
+        for i, t in enumerate(prompt.input_ids):
+            is_image = t == self.image_token_id
+            if is_image and not prev:
+                run += 1
+            if is_image:
+                prompt.keys[i] = image_key(digests[min(run, len(digests) - 1)])
+            prev = is_image
+        if run + 1 != len(digests):
+            raise ValueError(
+                f"the prompt holds {run + 1} image placeholder(s) for {len(digests)} image(s): "
+                "the chat template must place one placeholder per image"
+            )
+
+    def embed(self, prompt: ImagePrompt) -> VisionInputs:
+        """Run the vision tower and merge its features into the prompt's embeddings (lazily)."""
+        ids = mx.array([prompt.input_ids], dtype=mx.int32)
+        pixels = {k: mx.array(v) for k, v in prompt.pixels.items()}
+        pixel_values = pixels.pop("pixel_values", None)
+        features = self.model.get_input_embeddings(ids, pixel_values, mask=mx.ones_like(ids), **pixels)
+        embeds = getattr(features, "inputs_embeds", features)
+        positions = getattr(features, "position_ids", None) if self.mrope else None
+        delta = 0
+        if self.mrope:
+            deltas = getattr(features, "rope_deltas", None)
+            if positions is None:  # the features carry none: ask the language model
+                positions, deltas = self._lm.get_rope_index(ids, pixels.get("image_grid_thw"), None, mx.ones_like(ids))
+            delta = int(np.asarray(deltas).reshape(-1)[0]) if deltas is not None else 0
+        return VisionInputs(embeds=embeds, positions=positions, delta=delta)
+
+
+def _image_token_id(config: Any) -> int | None:
+    for name in ("image_token_id", "image_token_index"):
+        v = getattr(config, name, None)
+        if isinstance(v, int):
+            return v
+    return None
+
+
+def load(model_path: str) -> tuple[VisionModel, Any, dict[str, Any]]:
+    """``(model, mlx-lm tokenizer wrapper, config)`` for a vision-language model directory."""
+    from smgpy.mlx import mlx_lm_api
+
+    mlx_vlm = _import_mlx_vlm()
+    with _environment_kept():
+        model, processor = mlx_vlm.load(model_path)
+    config = json.loads((Path(model_path) / "config.json").read_text(encoding="utf-8"))
+    tokenizer = mlx_lm_api.load_tokenizer(model_path, eos_token_ids=config.get("eos_token_id"))
+    text_config = config.get("text_config")
+    if isinstance(text_config, dict):  # context length and vocabulary live there for some models
+        config = {**text_config, **config}
+    return VisionModel(model, processor), tokenizer, config

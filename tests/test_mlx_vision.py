@@ -1,0 +1,348 @@
+"""Vision-language models on the MLX engine, through mlx-vlm: a tiny random-weight Qwen2.5-VL built
+from mlx-vlm's own classes (tests/tiny_vlms.py), served over HTTP, images sent by the official
+`openai` and `anthropic` SDKs. smgpy's greedy tokens must equal mlx-vlm's own `generate` on the same
+image and prompt, with image requests batched beside each other and beside text requests."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import pytest
+import tiny_vlms
+from conftest import serve_in_thread
+
+np = pytest.importorskip("numpy")
+openai = pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic")
+
+PROMPT_TEXT = "Describe this."
+MAX_TOKENS = 10
+
+
+def _need_vlm() -> None:
+    why = tiny_vlms.available()
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def _image(seed: int, width: int, height: int) -> Any:
+    from PIL import Image
+
+    pixels = (np.random.RandomState(seed).rand(height, width, 3) * 255).astype("uint8")
+    return Image.fromarray(pixels)
+
+
+def _solid(width: int, height: int) -> Any:
+    from PIL import Image
+
+    return Image.new("RGB", (width, height), (200, 30, 30))
+
+
+def _png(img: Any) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _data_url(img: Any) -> str:
+    return "data:image/png;base64," + base64.b64encode(_png(img)).decode()
+
+
+# Three pictures of different sizes: each expands to a different number of image tokens.
+SIZES = [(128, 96), (156, 96), (96, 140)]
+
+
+@pytest.fixture(scope="module")
+def vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _need_vlm()
+    return tiny_vlms.build_qwen25_vl(tmp_path_factory.mktemp("qwen25vl"))
+
+
+@pytest.fixture(scope="module")
+def reference(vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[list[int]]:
+    """mlx-vlm's own greedy tokens for each picture with the chat prompt."""
+    import mlx_vlm
+
+    model, processor = mlx_vlm.load(str(vlm_dir))
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT_TEXT}]}]
+    prompt = processor.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    out = []
+    folder = tmp_path_factory.mktemp("images")
+    for seed, (w, h) in enumerate(SIZES):
+        path = folder / f"{seed}.png"
+        _image(seed, w, h).save(path)
+        r = mlx_vlm.generate(model, processor, prompt, image=[str(path)], max_tokens=MAX_TOKENS, temperature=0.0)
+        out.append([int(t) for t in r.token_ids])
+    return out
+
+
+@pytest.fixture(scope="module")
+def engine(vlm_dir: Path) -> Iterator[Any]:
+    from smgpy.mlx import MLXEngine
+
+    eng = MLXEngine(str(vlm_dir), model_name="tiny-vlm")
+    yield eng
+    eng.shutdown()
+
+
+@pytest.fixture(scope="module")
+def url(engine: Any) -> Iterator[str]:
+    with serve_in_thread(engine) as u:
+        yield u
+
+
+def test_engine_recognises_a_vlm_directory(engine: Any) -> None:
+    assert engine.accepts_images is True
+    assert engine.chat_template and "<|image_pad|>" in engine.chat_template
+
+
+def test_chat_image_tokens_equal_mlx_vlm_generate(url: str, engine: Any, reference: list[list[int]]) -> None:
+    """Three image requests and a text request at once (one batch): each image answer is
+    mlx-vlm's own, token for token."""
+    client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="x")
+
+    async def ask(seed: int) -> Any:
+        w, h = SIZES[seed]
+        return await client.chat.completions.create(
+            model="tiny-vlm",
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": _data_url(_image(seed, w, h))}},
+                        {"type": "text", "text": PROMPT_TEXT},
+                    ],
+                }
+            ],
+            max_tokens=MAX_TOKENS,
+            temperature=0,
+        )
+
+    async def text() -> Any:
+        return await client.chat.completions.create(
+            model="tiny-vlm", messages=[{"role": "user", "content": "hello"}], max_tokens=MAX_TOKENS, temperature=0
+        )
+
+    async def main() -> list[Any]:
+        return list(await asyncio.gather(ask(0), ask(1), ask(2), text()))
+
+    answers = asyncio.run(main())
+    for seed, r in enumerate(answers[:3]):
+        assert r.choices[0].message.content == engine.tokenizer.decode(reference[seed]), seed
+        # Images count toward the prompt: far more tokens than the text alone.
+        assert r.usage.prompt_tokens > 20
+    assert answers[3].usage.prompt_tokens < 20
+
+
+def _generate(engine: Any, text: str, images: list[str] | None, max_tokens: int = MAX_TOKENS) -> tuple[list[int], Any]:
+    obj = SimpleNamespace(
+        rid=None,
+        text=text,
+        input_ids=None,
+        image_data=images,
+        sampling_params={"temperature": 0, "max_new_tokens": max_tokens},
+    )
+
+    async def run() -> tuple[list[int], Any]:
+        ids: list[int] = []
+        meta: Any = None
+        async for out in engine.generate_request(obj):
+            ids += out["output_ids"]
+            meta = out["meta_info"]
+        return ids, meta
+
+    return asyncio.run(run())
+
+
+def _chat_prompt(turns: list[tuple[str, str]], image_turn: int = 0) -> str:
+    text = ""
+    for i, (role, content) in enumerate(turns):
+        image = "<|vision_start|><|image_pad|><|vision_end|>" if i == image_turn and role == "user" else ""
+        text += f"<|im_start|>{role}\n{image}{content}<|im_end|>\n"
+    return text + "<|im_start|>assistant\n"
+
+
+def test_engine_tokens_equal_mlx_vlm_and_follow_up_turn_hits_the_prefix_cache(
+    engine: Any, reference: list[list[int]]
+) -> None:
+    img = _data_url(_image(0, *SIZES[0]))
+    prompt = _chat_prompt([("user", PROMPT_TEXT)])
+    ids, meta = _generate(engine, prompt, [img])
+    assert ids == reference[0]
+    n_prompt = meta["prompt_tokens"]
+    # The next turn: the same picture, the answer, and a question about it. The whole first turn
+    # (image tokens included, keyed by the image's hash) comes from the prefix cache.
+    answer = engine.tokenizer.decode(ids)
+    follow = _chat_prompt([("user", PROMPT_TEXT), ("assistant", answer), ("user", "And the colours?")])
+    _, meta2 = _generate(engine, follow, [img])
+    assert meta2["cached_tokens"] >= n_prompt - 1
+    # Another picture of the same size shares only the text before the image.
+    other = _data_url(_image(7, *SIZES[0]))
+    _, meta3 = _generate(engine, follow, [other])
+    assert meta3["cached_tokens"] < 8
+
+
+def test_text_request_on_a_vlm_equals_mlx_vlm(engine: Any, vlm_dir: Path) -> None:
+    import mlx_vlm
+
+    model, processor = mlx_vlm.load(str(vlm_dir))
+    prompt = _chat_prompt([("user", "Tell me a story.")], image_turn=-1)
+    ref = mlx_vlm.generate(model, processor, prompt, max_tokens=MAX_TOKENS, temperature=0.0)
+    ids, _ = _generate(engine, prompt, None)
+    assert ids == [int(t) for t in ref.token_ids]
+
+
+def test_anthropic_sdk_image_block(url: str, engine: Any, reference: list[list[int]]) -> None:
+    client = anthropic.Anthropic(base_url=url, api_key="x")
+    w, h = SIZES[1]
+    data = base64.b64encode(_png(_image(1, w, h))).decode()
+    msg = client.messages.create(
+        model="tiny-vlm",
+        max_tokens=MAX_TOKENS,
+        extra_body={"temperature": 0},
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}},
+                    {"type": "text", "text": PROMPT_TEXT},
+                ],
+            }
+        ],
+    )
+    assert msg.content[0].text == engine.tokenizer.decode(reference[1])
+    assert msg.usage.input_tokens + (msg.usage.cache_read_input_tokens or 0) > 20
+
+
+def test_responses_input_image(url: str, engine: Any, reference: list[list[int]]) -> None:
+    client = openai.OpenAI(base_url=url + "/v1", api_key="x")
+    w, h = SIZES[2]
+    r = client.responses.create(
+        model="tiny-vlm",
+        max_output_tokens=MAX_TOKENS,
+        temperature=0,
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_image", "image_url": _data_url(_image(2, w, h))},
+                    {"type": "input_text", "text": PROMPT_TEXT},
+                ],
+            }
+        ],
+    )
+    assert r.output_text == engine.tokenizer.decode(reference[2])
+
+
+@pytest.mark.parametrize(
+    ("url_of", "needle"),
+    [
+        (lambda: "data:image/png;base64," + base64.b64encode(b"not a png at all").decode(), "not an image"),
+        (lambda: "data:image/png;base64,@@@", "base64"),
+        (lambda: _data_url(_solid(2000, 1000)), "pixels"),
+        (lambda: "https://example.com/cat.png", "not allowed"),
+    ],
+    ids=["corrupt", "bad-base64", "oversized", "remote-not-allowed"],
+)
+def test_bad_images_get_a_400_naming_the_image(url: str, url_of: Any, needle: str, engine: Any) -> None:
+    engine.image_policy = type(engine.image_policy)(max_pixels=1_000_000)
+    body = {
+        "model": "tiny-vlm",
+        "max_tokens": 4,
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": url_of()}}],
+            }
+        ],
+    }
+    try:
+        r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+    finally:
+        engine.image_policy = type(engine.image_policy)()
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert needle in err["message"] and "image 1" in err["message"], err
+
+
+def test_too_many_images_get_a_400(url: str, engine: Any) -> None:
+    engine.image_policy = type(engine.image_policy)(max_images=2)
+    img = _data_url(_image(0, 56, 56))
+    content: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": img}} for _ in range(3)]
+    body = {"model": "tiny-vlm", "max_tokens": 4, "messages": [{"role": "user", "content": content}]}
+    try:
+        r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+    finally:
+        engine.image_policy = type(engine.image_policy)()
+    assert r.status_code == 400
+    assert "at most 2" in r.json()["error"]["message"]
+
+
+def test_loading_mlx_vlm_leaves_the_environment_as_it_was(vlm_dir: Path) -> None:
+    """Importing mlx-vlm sets TRANSFORMERS_* variables; the adapter restores them (in a fresh process,
+    since this one imported mlx-vlm for the reference)."""
+    code = (
+        "import os, sys; from smgpy.mlx import vlm; before = dict(os.environ); vlm.load(sys.argv[1]); "
+        "print(dict(os.environ) == before)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRANSFORMERS_")}
+    cmd = [sys.executable, "-c", code, str(vlm_dir)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_gemma3_images_batched_equal_mlx_vlm_generate(tmp_path: Path) -> None:
+    """A Gemma 3 model (SigLIP tower, a sliding-window layer the image prompts overflow): two image
+    requests and a text request at once, over HTTP; each image answer is mlx-vlm's own."""
+    _need_vlm()
+    import mlx_vlm
+    from smgpy.mlx import MLXEngine
+
+    folder = tiny_vlms.build_gemma3(tmp_path / "gemma3")
+    model, processor = mlx_vlm.load(str(folder))
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT_TEXT}]}]
+    prompt = processor.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    pictures = [_image(seed, 96 + 40 * seed, 128) for seed in range(2)]
+    refs = []
+    for seed, picture in enumerate(pictures):
+        path = tmp_path / f"{seed}.png"
+        picture.save(path)
+        r = mlx_vlm.generate(model, processor, prompt, image=[str(path)], max_tokens=MAX_TOKENS, temperature=0.0)
+        refs.append([int(t) for t in r.token_ids])
+    assert refs[0] != refs[1]  # the picture matters
+    engine = MLXEngine(str(folder), model_name="gemma")
+    try:
+        with serve_in_thread(engine) as base:
+            client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="x")
+
+            async def ask(content: Any) -> Any:
+                return await client.chat.completions.create(
+                    model="gemma", messages=[{"role": "user", "content": content}], max_tokens=MAX_TOKENS, temperature=0
+                )
+
+            async def main() -> list[Any]:
+                parts = [
+                    [{"type": "image_url", "image_url": {"url": _data_url(p)}}, {"type": "text", "text": PROMPT_TEXT}]
+                    for p in pictures
+                ]
+                return list(await asyncio.gather(ask(parts[0]), ask(parts[1]), ask("hello there")))
+
+            answers = asyncio.run(main())
+    finally:
+        engine.shutdown()
+    for ref, r in zip(refs, answers[:2], strict=False):
+        assert r.choices[0].message.content == engine.tokenizer.decode(ref)
+    assert answers[2].choices[0].message.content

@@ -1,0 +1,263 @@
+"""Tiny random-weight vision-language models from mlx-vlm's own model classes.
+
+`build_qwen25_vl(out)` writes a Qwen2.5-VL directory that `mlx_vlm.load` and smgpy's MLX engine
+read: the demo model's tokenizer (SmolLM2's) with Qwen's four vision special tokens added, a
+chat template that renders each image part as Qwen's `<|vision_start|><|image_pad|><|vision_end|>`,
+the real `Qwen2VLImageProcessor` config (pixel bounds kept small so the vision tower stays cheap),
+and mlx-vlm's `Model` at hidden size 64, two layers, float32, M-RoPE sections as the real model's.
+
+`build_gemma3(out)` writes a Gemma 3 directory: the demo tokenizer with Gemma's turn and image
+tokens, a Gemma-style template whose image parts render as `<start_of_image>` (the processor
+expands it into the image's soft tokens), the Gemma3 image processor at 56x56 pixels, and a SigLIP
+tower (4x4 patches pooled to 4 image tokens) before a text model whose layer 0 has a 16-token
+sliding window (RotatingKVCache) and layer 1 global attention.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tiny_models import demo_tokenizer_dir
+
+VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+
+QWEN_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
+    "{% if p['type'] == 'text' %}{{ p['text'] }}"
+    "{% elif p['type'] in ('image', 'image_url') %}<|vision_start|><|image_pad|><|vision_end|>{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def available() -> str | None:
+    """Why the tiny VLMs cannot be built here, or None when they can."""
+    try:
+        import mlx_vlm  # noqa: F401
+    except ImportError as e:
+        return f"mlx-vlm is not installed ({e}); pip install 'smgpy[vision]'"
+    return None
+
+
+def build_qwen25_vl(out: Path, seed: int = 0) -> Path:
+    import mlx.core as mx
+    from mlx.utils import tree_flatten, tree_map
+    from mlx_vlm.models.qwen2_5_vl import Model, ModelConfig
+    from mlx_vlm.models.qwen2_5_vl.config import TextConfig, VisionConfig
+    from tokenizers import AddedToken, Tokenizer
+
+    out.mkdir(parents=True, exist_ok=True)
+    src = demo_tokenizer_dir()
+    tok = Tokenizer.from_file(str(src / "tokenizer.json"))
+    base = tok.get_vocab_size()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in VISION_TOKENS])
+    tok.save(str(out / "tokenizer.json"))
+    ids = {t: tok.token_to_id(t) for t in VISION_TOKENS}
+    tc = json.loads((src / "tokenizer_config.json").read_text())
+    tc["chat_template"] = QWEN_CHAT_TEMPLATE
+    (out / "tokenizer_config.json").write_text(json.dumps(tc))
+    shutil.copy(src / "special_tokens_map.json", out / "special_tokens_map.json")
+    cfg = {
+        "model_type": "qwen2_5_vl",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": base + 8,
+        "max_position_embeddings": 4096,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+        "vision_config": {
+            "model_type": "qwen2_5_vl",
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "out_hidden_size": 64,
+            "num_heads": 2,
+            "patch_size": 14,
+            "spatial_patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "window_size": 56,
+            "fullatt_block_indexes": [1],
+            "in_channels": 3,
+        },
+    }
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    processor = {
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "processor_class": "Qwen2_5_VLProcessor",
+        "do_resize": True,
+        "do_rescale": True,
+        "do_normalize": True,
+        "do_convert_rgb": True,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073],
+        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        "rescale_factor": 1 / 255,
+        "min_pixels": 3136,
+        "max_pixels": 50176,
+        "patch_size": 14,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(processor, indent=1))
+    mc = ModelConfig.from_dict(dict(cfg))
+    mc.vision_config = VisionConfig.from_dict(cfg["vision_config"])
+    mc.text_config = TextConfig.from_dict(mc.text_config)
+    mx.random.seed(seed)
+    model = Model(mc)
+    model.update(tree_map(lambda p: p.astype(mx.float32), model.parameters()))
+    mx.save_safetensors(
+        str(out / "model.safetensors"), dict(tree_flatten(model.parameters())), metadata={"format": "mlx"}
+    )
+    return out
+
+
+BOI, EOI, IMAGE = "<start_of_image>", "<end_of_image>", "<image_soft_token>"
+SOT, EOT = "<start_of_turn>", "<end_of_turn>"
+GEMMA_TOKENS = (SOT, EOT, BOI, EOI, IMAGE)
+
+IMAGE_SIZE = 56  # pixels; patch 14 -> 4x4 = 16 patches
+PATCH_SIZE = 14
+MM_TOKENS_PER_IMAGE = 4  # 2x2 after average pooling (must be a square dividing the patch grid)
+
+GEMMA_CHAT_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% set role = 'model' if m['role'] == 'assistant' else m['role'] %}"
+    "<start_of_turn>{{ role }}\n"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
+    "{% if p['type'] == 'text' %}{{ p['text'] }}"
+    "{% elif p['type'] in ('image', 'image_url') %}<start_of_image>{% endif %}"
+    "{% endfor %}{% endif %}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
+
+def build_gemma3(out: Path, seed: int = 0) -> Path:
+    import mlx.core as mx
+    from mlx.utils import tree_flatten, tree_map
+    from mlx_vlm.models.gemma3 import Model, ModelConfig
+    from mlx_vlm.models.gemma3.config import TextConfig, VisionConfig
+    from tokenizers import AddedToken, Tokenizer
+
+    out.mkdir(parents=True, exist_ok=True)
+    src = demo_tokenizer_dir()
+    tok = Tokenizer.from_file(str(src / "tokenizer.json"))
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in GEMMA_TOKENS])
+    tok.save(str(out / "tokenizer.json"))
+    ids = {t: tok.token_to_id(t) for t in GEMMA_TOKENS}
+    vocab = tok.get_vocab_size()  # 49152 + 5
+
+    tc = json.loads((src / "tokenizer_config.json").read_text())
+    tc["chat_template"] = GEMMA_CHAT_TEMPLATE
+    # Gemma3Processor reads tokenizer.boi_token / eoi_token / image_token / image_token_id; in
+    # transformers 5 any top-level "<name>_token" key of tokenizer_config.json becomes such a named
+    # special token (with a matching "<name>_token_id"), as in the real Gemma 3 tokenizer_config.
+    tc["boi_token"] = BOI
+    tc["eoi_token"] = EOI
+    tc["image_token"] = IMAGE
+    (out / "tokenizer_config.json").write_text(json.dumps(tc, indent=1))
+    shutil.copy(src / "special_tokens_map.json", out / "special_tokens_map.json")
+    eos_id = tok.token_to_id(tc["eos_token"])
+
+    text_config = {
+        "model_type": "gemma3_text",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "query_pre_attn_scalar": 16,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": vocab,
+        "rope_global_base_freq": 1_000_000.0,
+        "rope_local_base_freq": 10_000.0,
+        "sliding_window": 16,
+        # Layer i is global when i % pattern == pattern - 1: with 2 layers and pattern 2, layer 0
+        # is sliding (RotatingKVCache) and layer 1 global (KVCache). The real pattern 6 would need
+        # >= 6 layers (Gemma3Model indexes cache[pattern - 1]).
+        "sliding_window_pattern": 2,
+        "mm_tokens_per_image": MM_TOKENS_PER_IMAGE,
+        "max_position_embeddings": 4096,
+    }
+    vision_config = {
+        "model_type": "siglip_vision_model",
+        "num_hidden_layers": 2,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_attention_heads": 2,
+        "patch_size": PATCH_SIZE,
+        "image_size": IMAGE_SIZE,
+        "num_channels": 3,
+        "layer_norm_eps": 1e-6,
+    }
+    cfg = {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        # Model.prepare_inputs_for_multimodal divides the image features by sqrt(hidden_size).
+        "hidden_size": text_config["hidden_size"],
+        "vocab_size": vocab,
+        "pad_token_id": 0,
+        "eos_token_id": [eos_id, ids[EOT]],
+        "image_token_index": ids[IMAGE],
+        "image_token_id": ids[IMAGE],
+        "boi_token_index": ids[BOI],
+        "eoi_token_index": ids[EOI],
+        "mm_tokens_per_image": MM_TOKENS_PER_IMAGE,
+        "tie_word_embeddings": False,
+        "text_config": text_config,
+        "vision_config": vision_config,
+    }
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    preprocessor = {
+        "image_processor_type": "Gemma3ImageProcessor",
+        "processor_class": "Gemma3Processor",
+        "do_convert_rgb": None,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "do_pan_and_scan": None,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "rescale_factor": 1 / 255,
+        "resample": 2,
+        "size": {"height": IMAGE_SIZE, "width": IMAGE_SIZE},
+        "image_seq_length": MM_TOKENS_PER_IMAGE,
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=1))
+    # mlx-vlm's Gemma3Processor.from_pretrained takes image_seq_length only from here (default 256).
+    processor = {"processor_class": "Gemma3Processor", "image_seq_length": MM_TOKENS_PER_IMAGE}
+    (out / "processor_config.json").write_text(json.dumps(processor, indent=1))
+
+    mc = ModelConfig.from_dict(dict(cfg))
+    mc.vision_config = VisionConfig.from_dict(vision_config)
+    mc.text_config = TextConfig.from_dict(text_config)
+    mx.random.seed(seed)
+    model = Model(mc)
+    model.update(tree_map(lambda p: p.astype(mx.float32), model.parameters()))
+    weights = dict(tree_flatten(model.parameters()))
+    # The projector's weight starts as all ones (every image token would get the same direction);
+    # give it random values so the image content reaches the language model.
+    key = "multi_modal_projector.mm_input_projection_weight"
+    weights[key] = mx.random.normal(weights[key].shape, dtype=mx.float32) * 0.2
+    # Zero the output rows of the special tokens so greedy decoding never picks an end-of-turn,
+    # end-of-sequence or image id.
+    special = [
+        int(t["id"]) for t in json.loads((out / "tokenizer.json").read_text())["added_tokens"] if t.get("special")
+    ]
+    keep = mx.ones((vocab, 1), dtype=mx.float32)
+    keep[mx.array(special)] = 0.0
+    weights["language_model.lm_head.weight"] = weights["language_model.lm_head.weight"] * keep
+    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return out
