@@ -144,6 +144,9 @@ def test_chat_image_tokens_equal_mlx_vlm_generate(url: str, engine: Any, referen
         # Images count toward the prompt: far more tokens than the text alone.
         assert r.usage.prompt_tokens > 20
     assert answers[3].usage.prompt_tokens < 20
+    # Image rows and text rows decoded in the compiled step (per-row M-RoPE deltas as an input).
+    compiled = engine._sched.compiled
+    assert compiled is not None and compiled.steps > 0
 
 
 def _generate(engine: Any, text: str, images: list[str] | None, max_tokens: int = MAX_TOKENS) -> tuple[list[int], Any]:

@@ -56,7 +56,10 @@ Optional attributes smgpy picks up when present (so ``serve_oai`` needs no extra
 ``tokenizer`` (an object with ``encode(text) -> list[int]`` and ``decode(ids) -> str``), and
 ``get_load() -> dict`` (running / waiting requests and token usage, for ``/v1/loads``),
 ``accepts_images`` (bool: image parts of chat, Anthropic and Responses requests reach the engine
-as ``image_data``; without it they are refused with 400),
+as ``image_data``, a list of strings as sglang's: ``data:image/...;base64`` URLs with the bytes, or
+public ``http(s)`` URLs, undecoded; the prompt then comes as ``text`` rendered by the chat template,
+holding the model's image placeholders, for the engine's processor to expand;
+:func:`smgpy.images.load_images` decodes them within bounds; without it images get a 400),
 ``vocab_size`` (int: token ids from clients are checked against it before the engine sees them)
 and ``max_running_requests`` (int: a request with a larger ``n`` is refused with 400).
 

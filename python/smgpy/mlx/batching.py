@@ -304,11 +304,9 @@ class Scheduler:
         if self.kv_bits is not None:
             self._check_kv_quantization(caches)
         self.batch = self._new_batch()
-        if isinstance(self.model, VisionModel):
-            log.info("vision-language model: the decode step is built eagerly (not compiled)")
-        elif self.mode == "slots" and self.kv_bits is None and self._compile_step:
+        if self.mode == "slots" and self.kv_bits is None and self._compile_step:
             layers = len(caches)
-            step = CompiledDecode(self.model, layers)
+            step = CompiledDecode(self.model, layers, deltas=isinstance(self.model, VisionModel) and self.model.mrope)
             if step.check(lambda: check_batch(self.model, layers)):
                 self.compiled = step
                 log.info("decode step compiled (once per batch shape)")
@@ -704,12 +702,14 @@ class Scheduler:
         seqs = list(self._rows)
         inputs = self._inputs
         logits = None
+        deltas = None
+        if isinstance(self.model, VisionModel) and self.model.mrope:
+            deltas = mx.array([0 if s is None else s.rope_delta for s in seqs], dtype=mx.int32)
         if self.compiled is not None:
             assert isinstance(self.batch, SlotBatch)
-            logits = self.compiled(self.batch, inputs)
+            logits = self.compiled(self.batch, inputs, deltas)
         if logits is None:
-            if isinstance(self.model, VisionModel):
-                deltas = mx.array([0 if s is None else s.rope_delta for s in seqs], dtype=mx.int32)
+            if deltas is not None:
                 logits = self.model(inputs[:, None], cache=self.batch.caches, deltas=deltas)[:, -1, :]
             else:
                 logits = self.model(inputs[:, None], cache=self.batch.caches)[:, -1, :]

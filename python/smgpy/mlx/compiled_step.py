@@ -93,26 +93,38 @@ class _TracedCache:
 class CompiledDecode:
     """The compiled decode step of a :class:`~smgpy.mlx.slots.SlotBatch` without ``kv_bits``."""
 
-    def __init__(self, model: Any, num_layers: int) -> None:
+    def __init__(self, model: Any, num_layers: int, *, deltas: bool = False) -> None:
         self._model = model
         self._layers = num_layers
+        # A vision-language model with M-RoPE takes each row's position delta (an input too).
+        self._deltas = deltas
+        self._zeros: dict[int, mx.array] = {}
         self._fn = mx.compile(self._step)
         self._cols: dict[int, mx.array] = {}  # column indices per attended span
         self.steps = 0  # compiled steps run (for tests and benches)
 
     def _step(
-        self, tokens: mx.array, cols: mx.array, idx: mx.array, starts: mx.array, offset: mx.array, *bufs: mx.array
+        self,
+        tokens: mx.array,
+        deltas: mx.array,
+        cols: mx.array,
+        idx: mx.array,
+        starts: mx.array,
+        offset: mx.array,
+        *bufs: mx.array,
     ) -> Any:
         rows = tokens.shape[0]
         caches = [
             _TracedCache(bufs[2 * i], bufs[2 * i + 1], rows, cols, idx, starts, offset) for i in range(self._layers)
         ]
-        logits = self._model(tokens[:, None], cache=caches)[:, -1, :]
+        extra = {"deltas": deltas} if self._deltas else {}
+        logits = self._model(tokens[:, None], cache=caches, **extra)[:, -1, :]
         return (logits, *[a for c in caches for a in (c.keys, c.values)])
 
-    def __call__(self, batch: SlotBatch, inputs: mx.array) -> mx.array | None:
+    def __call__(self, batch: SlotBatch, inputs: mx.array, deltas: mx.array | None = None) -> mx.array | None:
         """Queue-ready logits of one decode step of ``batch`` (rows ``0..batch.rows``), its
-        buffers updated; None when the batch has no buffers yet (the eager step makes them)."""
+        buffers updated; None when the batch has no buffers yet (the eager step makes them).
+        ``deltas``: each row's position delta, for a model built with ``deltas=True``."""
         bufs = batch.take_buffers(1)
         if bufs is None:
             return None
@@ -124,11 +136,17 @@ class CompiledDecode:
         idx, starts, offset = batch.step_positions(bucket)
         if bucket > rows:
             inputs = mx.concatenate([inputs, mx.zeros((bucket - rows,), dtype=inputs.dtype)])
+        if deltas is None or not self._deltas:
+            deltas = self._zeros.get(bucket)
+            if deltas is None:
+                deltas = self._zeros[bucket] = mx.zeros((bucket,), dtype=mx.int32)
+        elif bucket > rows:
+            deltas = mx.concatenate([deltas, mx.zeros((bucket - rows,), dtype=deltas.dtype)])
         span = _round_up(batch.write_column + 1, SPAN_STEP)
         cols = self._cols.get(span)
         if cols is None:
             cols = self._cols[span] = mx.arange(span, dtype=mx.int32)
-        out = self._fn(inputs, cols, idx, starts, offset, *bufs)
+        out = self._fn(inputs, deltas, cols, idx, starts, offset, *bufs)
         del bufs  # the batch's only references: MLX writes the new column in place
         batch.give_buffers(list(out[1:]))
         self.steps += 1

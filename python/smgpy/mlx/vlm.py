@@ -113,7 +113,7 @@ class VisionModel:
         self.config = model.config
         self._lm = model.language_model
         # Qwen2-VL's family: positions are (3, B, L), and text after an image is offset.
-        self.mrope = hasattr(self._lm, "get_rope_index")
+        self.mrope = hasattr(self._lm, "get_rope_index") and hasattr(self._lm, "model") and hasattr(self._lm, "args")
         self.image_token_id = _image_token_id(model.config)
         from mlx_vlm.utils import should_add_special_tokens
 
@@ -149,12 +149,19 @@ class VisionModel:
     ) -> mx.array:
         """Logits for ``inputs`` (B, L). ``positions``: an image prompt's own rotary positions
         for these tokens; otherwise each row is at its cache offset plus its ``deltas`` entry."""
-        kwargs: dict[str, Any] = {}
         if self.mrope:
             if positions is None:
                 positions = self._positions(inputs.shape[0], inputs.shape[1], cache, deltas)
-            kwargs["position_ids"] = positions
-        out = self._lm(inputs, inputs_embeds=inputs_embeds, cache=cache, **kwargs)
+            # The language model's own __call__ keeps one rope delta in module state and reads
+            # the cache's offset as a Python number (an evaluation, which a compiled step cannot
+            # do); with explicit positions, its body and head are all there is to run.
+            h = self._lm.model(inputs, inputs_embeds=inputs_embeds, cache=cache, position_ids=positions)
+            if self._lm.args.tie_word_embeddings:
+                head: mx.array = self._lm.model.embed_tokens.as_linear(h)
+                return head
+            head = self._lm.lm_head(h)
+            return head
+        out = self._lm(inputs, inputs_embeds=inputs_embeds, cache=cache)
         logits: mx.array = getattr(out, "logits", out)
         return logits
 
