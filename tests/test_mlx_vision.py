@@ -349,3 +349,41 @@ def test_gemma3_images_batched_equal_mlx_vlm_generate(tmp_path: Path) -> None:
     for ref, r in zip(refs, answers[:2], strict=False):
         assert r.choices[0].message.content == engine.tokenizer.decode(ref)
     assert answers[2].choices[0].message.content
+
+
+def test_file_urls_only_inside_the_allowed_directory(
+    url: str, vlm_dir: Path, tmp_path: Path, reference: list[list[int]]
+) -> None:
+    """file:// image URLs are a 400 by default; with an allowed directory they are read from it,
+    and a path out of it (through `..` or a link) is a 400 naming the image."""
+    from smgpy.images import ImagePolicy
+    from smgpy.mlx import MLXEngine
+
+    allowed = tmp_path / "media"
+    allowed.mkdir()
+    w, h = SIZES[0]
+    (allowed / "pic.png").write_bytes(_png(_image(0, w, h)))
+    outside = tmp_path / "secret.png"
+    outside.write_bytes(_png(_image(0, w, h)))
+    (allowed / "link.png").symlink_to(outside)
+
+    def ask(base: str, image_url: str) -> httpx.Response:
+        content = [{"type": "image_url", "image_url": {"url": image_url}}, {"type": "text", "text": PROMPT_TEXT}]
+        body = {"max_tokens": MAX_TOKENS, "temperature": 0, "messages": [{"role": "user", "content": content}]}
+        return httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+
+    refused = ask(url, f"file://{allowed / 'pic.png'}")
+    assert refused.status_code == 400 and "image" in refused.json()["error"]["message"]
+
+    engine = MLXEngine(str(vlm_dir), image_policy=ImagePolicy(local_path=str(allowed)))
+    try:
+        with serve_in_thread(engine) as base:
+            ok = ask(base, f"file://{allowed / 'pic.png'}")
+            assert ok.status_code == 200, ok.text
+            assert ok.json()["choices"][0]["message"]["content"] == engine.tokenizer.decode(reference[0])
+            for escape in (f"file://{allowed}/../secret.png", f"file://{allowed / 'link.png'}"):
+                r = ask(base, escape)
+                assert r.status_code == 400, r.text
+                assert "outside the directory" in r.json()["error"]["message"]
+    finally:
+        engine.shutdown()

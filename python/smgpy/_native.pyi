@@ -454,6 +454,7 @@ class Server:
         model_path: str | None = None,
         max_total_num_tokens: int | None = None,
         accepts_images: bool = False,
+        local_images: bool = False,
         lark_grammars: bool = False,
         prompt_ids: bool = False,
         accepts_n: bool = False,

@@ -185,6 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
         "subdomains, '*' any public host; default: none, images come as data: URLs)",
     )
     s.add_argument(
+        "--allowed-local-media-path",
+        metavar="DIR",
+        help="vision models: a directory whose images file:// URLs may name (default: none, file:// is refused)",
+    )
+    s.add_argument(
         "--max-images",
         type=int,
         default=ImagePolicy.max_images,
@@ -336,7 +341,11 @@ def _serve(args: argparse.Namespace) -> int:
         kv_bits=args.kv_bits,
         kv_group_size=args.kv_group_size,
         compile_step=args.compile_step,
-        image_policy=ImagePolicy(max_images=args.max_images, allowed_domains=frozenset(args.allowed_media_domains)),
+        image_policy=ImagePolicy(
+            max_images=args.max_images,
+            allowed_domains=frozenset(args.allowed_media_domains),
+            local_path=args.allowed_local_media_path,
+        ),
     )
     if args.embedding_model:
         engine = EmbeddingServing(engine, MLXEmbedder.from_pretrained(args.embedding_model))

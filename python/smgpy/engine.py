@@ -59,6 +59,8 @@ Optional attributes smgpy picks up when present (so ``serve_oai`` needs no extra
 as ``image_data``, a list of strings as sglang's: ``data:image/...;base64`` URLs with the bytes, or
 public ``http(s)`` URLs, undecoded; the prompt then comes as ``text`` rendered by the chat template,
 holding the model's image placeholders, for the engine's processor to expand;
+``accepts_local_images`` (bool) lets ``file://`` URLs through as well, which the engine must confine
+to its operator's directory, as :func:`smgpy.images.load_images` does with ``local_path``;
 :func:`smgpy.images.load_images` decodes them within bounds; without it images get a 400),
 ``vocab_size`` (int: token ids from clients are checked against it before the engine sees them)
 and ``max_running_requests`` (int: a request with a larger ``n`` is refused with 400).

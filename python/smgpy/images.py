@@ -10,7 +10,8 @@ Every image is bounded before it is decoded: bytes (``max_bytes``), pixels (``ma
 read from the header, so a decompression bomb is refused unread), format (PNG, JPEG, WebP, GIF,
 BMP) and count per request. Remote URLs are fetched only from hosts the operator lists
 (``allowed_domains``; none by default), with a timeout, no redirects, and only when the name
-resolves to public addresses.
+resolves to public addresses. ``file://`` URLs are read only inside the directory the operator
+names (``local_path``; none by default), after resolving links, so no path leaves it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import binascii
 import hashlib
 import io
 import ipaddress
+import os
 import socket
 import urllib.parse
 import urllib.request
@@ -47,6 +49,8 @@ class ImagePolicy:
     # public host). Empty: remote images are refused.
     allowed_domains: frozenset[str] = frozenset()
     fetch_timeout_s: float = 10.0
+    # A directory whose files file:// URLs may name (vLLM's --allowed-local-media-path). None: refused.
+    local_path: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,7 +83,26 @@ def _bytes_of(i: int, url: str, policy: ImagePolicy) -> bytes:
             return base64.b64decode(payload, validate=True)
         except (binascii.Error, ValueError) as e:
             raise ImageError(f"{_which(i)}: its data URL is not valid base64 ({e})") from None
+    if url[:7].lower() == "file://":
+        return _read_local(i, url, policy)
     return _fetch(i, url, policy)
+
+
+def _read_local(i: int, url: str, policy: ImagePolicy) -> bytes:
+    if policy.local_path is None:
+        raise ImageError(f"{_which(i)}: file:// URLs are not allowed on this server; send a data:image/... URL")
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.netloc not in ("", "localhost"):
+        raise ImageError(f"{_which(i)}: a file:// URL names a local path (file:///dir/image.png)")
+    root = os.path.realpath(policy.local_path)
+    path = os.path.realpath(urllib.parse.unquote(parsed.path))
+    if os.path.commonpath([root, path]) != root:
+        raise ImageError(f"{_which(i)}: {parsed.path} is outside the directory this server may read images from")
+    try:
+        with open(path, "rb") as f:
+            return f.read(policy.max_bytes + 1)
+    except OSError as e:
+        raise ImageError(f"{_which(i)}: cannot read {parsed.path} ({e.strerror})") from None
 
 
 def _host_allowed(host: str, allowed: frozenset[str]) -> bool:

@@ -306,7 +306,8 @@ async def serve_oai_async(
     ``max_running_requests`` (a larger ``n`` is refused), ``max_total_num_tokens``, ``model_path`` and
     ``flush_cache()`` (for routers: ``/server_info``, ``/v1/loads``, ``POST /flush_cache``) and
     ``accepts_images`` (True: image parts reach the engine as ``image_data``; otherwise they are a 400)
-    are used when present.
+    and ``accepts_local_images`` (True: ``file://`` image URLs reach it too, for it to read within the
+    directory its operator allowed; otherwise they are a 400) are used when present.
     ``accepts_input_ids = True``: the engine takes prompts as token ids, which the server then makes
     with the engine's ``tokenizer`` when that is a native :class:`smgpy.Tokenizer` (off this loop).
     ``accepts_n = True``: the engine samples ``sampling_params["n"]`` choices of one request itself
@@ -375,6 +376,7 @@ async def serve_oai_async(
         model_path=str(model_path) if model_path else None,
         max_total_num_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
         accepts_images=getattr(engine, "accepts_images", False) is True,
+        local_images=getattr(engine, "accepts_local_images", False) is True,
         lark_grammars=bool(getattr(engine, "lark_grammars", False)),
         prompt_ids=getattr(engine, "accepts_input_ids", False) is True,
         accepts_n=getattr(engine, "accepts_n", False) is True,

@@ -210,6 +210,8 @@ class MLXEngine:
         # Image parts reach a vision-language model as ``image_data`` (data: or http(s) URLs),
         # with the rendered prompt holding its image placeholders.
         self.accepts_images = self._vision is not None
+        # file:// image URLs, read within the operator's directory (ImagePolicy.local_path).
+        self.accepts_local_images = self.accepts_images and self.image_policy.local_path is not None
         self.special_tokens: dict[str, str] = {
             k: str(v)
             for k in ("bos_token", "eos_token", "pad_token", "unk_token")

@@ -173,7 +173,7 @@ impl Server {
         engine_stall_timeout, vocab_size = None, max_running_requests = None,
         response_store_bytes, response_store = None, response_store_ttl,
         flush_cache = None, worker_id = None, model_path = None,
-        max_total_num_tokens = None, accepts_images = false, lark_grammars = false, prompt_ids = false, accepts_n = false,
+        max_total_num_tokens = None, accepts_images = false, local_images = false, lark_grammars = false, prompt_ids = false, accepts_n = false,
         http_threads = 1, default_max_tokens, max_connections_per_client,
         embedding_model_name = None, embedding_dimensions = None, embedding_max_tokens = None,
         embedding_tokenizer = None, matryoshka_dimensions = Vec::new(), vocabulary = None))]
@@ -209,6 +209,7 @@ impl Server {
         model_path: Option<String>,
         max_total_num_tokens: Option<u64>,
         accepts_images: bool,
+        local_images: bool,
         lark_grammars: bool,
         prompt_ids: bool,
         accepts_n: bool,
@@ -312,6 +313,7 @@ impl Server {
             max_running_requests,
             default_max_tokens,
             accepts_images,
+            local_images,
             response_store_bytes,
             response_store_ttl: response_store_ttl
                 .map(|t| positive("response_store_ttl", t))

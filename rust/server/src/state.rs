@@ -50,6 +50,9 @@ pub struct ServerConfig {
     pub prompt_ids: bool,
     /// The engine takes images (`image_data`); otherwise an image in a request is a 400.
     pub accepts_images: bool,
+    /// The engine reads `file://` image URLs itself, within a directory its operator allowed;
+    /// otherwise they are a 400 here.
+    pub local_images: bool,
     /// The operator's `--default-max-tokens`: a request that sets no `max_tokens` generates at
     /// most this many tokens (fewer when its prompt leaves less of the context), and one that
     /// asks for more is a 400 naming the field (`None`: no default, no cap).
@@ -109,6 +112,7 @@ impl Default for ServerConfig {
             max_running_requests: None,
             default_max_tokens: None,
             accepts_images: false,
+            local_images: false,
             tokenizer: None,
             prompt_ids: false,
             response_store_bytes: 256 * 1024 * 1024,

@@ -65,13 +65,17 @@ pub async fn start_choices(
 
 /// The URLs of a request's images, or a 400 naming the first one when the engine takes none,
 /// or the first whose URL an engine must not be given (see [`smgpy_protocol::image_urls`]).
+/// `file://` URLs pass only to an engine that reads them within its operator's directory.
 pub fn image_data(state: &AppState, images: &[smgpy_protocol::images::ImageRef]) -> Result<Vec<String>, ApiError> {
     match images.first() {
         Some(first) if !state.config().accepts_images => Err(smgpy_protocol::images::not_accepted(&first.param).into()),
         _ => images
             .iter()
             .map(|i| {
-                smgpy_protocol::image_urls::check(&i.param, &i.url)?;
+                let local = i.url.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("file://"));
+                if !(local && state.config().local_images) {
+                    smgpy_protocol::image_urls::check(&i.param, &i.url)?;
+                }
                 Ok(i.url.clone())
             })
             .collect(),
