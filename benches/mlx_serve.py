@@ -63,7 +63,7 @@ class Result:
 
 
 async def chat(
-    client: httpx.AsyncClient, base: str, model: str, messages: list[dict[str, str]], max_tokens: int
+    client: httpx.AsyncClient, base: str, model: str, messages: list[dict[str, Any]], max_tokens: int
 ) -> Result:
     body = {
         "model": model,

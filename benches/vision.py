@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import base64
 import io
-import json
 import statistics
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 from _servers import free_port, running
+from mlx_serve import chat
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -43,38 +43,9 @@ def picture(seed: int) -> str:
 
 
 async def one(client: httpx.AsyncClient, base: str, model: str, image: str) -> tuple[int, float]:
-    body = {
-        "model": model,
-        "messages": [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "image_url", "image_url": {"url": image}},
-                    {"type": "text", "text": "Describe this picture."},
-                ],
-            }
-        ],
-        "max_tokens": MAX_TOKENS,
-        "temperature": 0.0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    t0 = time.perf_counter()
-    first = 0.0
-    tokens = chunks = 0
-    async with client.stream("POST", base + "/v1/chat/completions", json=body, timeout=600) as r:
-        r.raise_for_status()
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            data = json.loads(line[6:])
-            if data.get("usage"):
-                tokens = int(data["usage"].get("completion_tokens") or 0)
-            for choice in data.get("choices") or []:
-                if (choice.get("delta") or {}).get("content"):
-                    first = first or time.perf_counter()
-                    chunks += 1
-    return tokens or chunks, (first or time.perf_counter()) - t0
+    content = [{"type": "image_url", "image_url": {"url": image}}, {"type": "text", "text": "Describe this picture."}]
+    r = await chat(client, base, model, [{"role": "user", "content": content}], MAX_TOKENS)
+    return r.tokens, r.ttft
 
 
 async def load(base: str, model: str, clients: int, rounds: int, images: list[str]) -> dict[str, float]:

@@ -188,3 +188,32 @@ def test_python_objects_render_as_python_would() -> None:
         t.render([{"role": "user", "x": 2**70, "y": (1, (2, 3)), "z": None}])
         == "1180591620717411303424 1180591620717411303424 [1, [2, 3]] False"
     )
+
+
+@pytest.mark.parametrize(
+    ("template", "placeholder"),
+    [
+        ("Qwen3.5-4B.jinja", "<|vision_start|><|image_pad|><|vision_end|>"),
+        ("google-gemma-4-31B-it.jinja", "<|image|>"),
+    ],
+)
+def test_real_vision_templates_place_every_clients_image_part(template: str, placeholder: str) -> None:
+    """OpenAI `image_url` and Responses `input_image` parts reach a vision model's real template in
+    transformers' shape (`type: image`), so each places its image placeholder: Gemma's tests nothing else."""
+    from conftest import shared_dir
+
+    source = (shared_dir() / "fixtures" / "chat_templates" / template).read_text()
+    url = "data:image/png;base64,iVBORw0KGgo="
+    msgs = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": url}},
+                {"type": "text", "text": "What is in these pictures?"},
+                {"type": "input_image", "image_url": url},
+            ],
+        }
+    ]
+    rendered = _native.ChatTemplate(source).render(msgs, normalize=True)
+    assert rendered.count(placeholder) == 2, rendered
+    assert url not in rendered

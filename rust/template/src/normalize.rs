@@ -11,7 +11,10 @@
 //!    (`[{"type": "text", "text": ...}]`) are joined into one string with `"\n"` between text parts when the
 //!    template does not iterate parts ([`TemplateInfo::iterates_content_parts`]); non-text parts are dropped
 //!    since such a template cannot show them. Templates that iterate parts keep the list, with Responses-API
-//!    `input_text`/`output_text` parts renamed to `text`.
+//!    `input_text`/`output_text` parts renamed to `text`, and image parts (OpenAI `image_url`, Responses
+//!    `input_image`) given transformers' shape `{"type": "image", "image": url}` (their `image_url` kept):
+//!    vision models' templates test `type == 'image'` (Gemma 3 and 4 test nothing else), as transformers'
+//!    processors and vLLM present images to them.
 //! 3. **Tool-call turns get content.** An assistant message with `tool_calls` and no (or `null`) `content`
 //!    gets `"content": ""` when the template reads `message.content` unguarded
 //!    ([`TemplateInfo::needs_content_on_tool_calls`]).
@@ -65,10 +68,13 @@ fn normalize_content(content: &mut Value, info: &TemplateInfo) {
     };
     if info.iterates_content_parts {
         for part in parts.iter_mut() {
-            if let Some(Value::String(kind)) = part.get_mut("type") {
-                if kind == "input_text" || kind == "output_text" {
-                    *kind = "text".into();
+            let Value::Object(map) = part else { continue };
+            match map.get("type").and_then(Value::as_str) {
+                Some("input_text" | "output_text") => {
+                    map.insert("type".into(), Value::String("text".into()));
                 }
+                Some("image_url" | "input_image") => image_part(map),
+                _ => {}
             }
         }
         return;
@@ -87,6 +93,23 @@ fn normalize_content(content: &mut Value, info: &TemplateInfo) {
         })
         .collect();
     *content = Value::String(texts.join("\n"));
+}
+
+/// Rule 2 for an image part: `type` becomes `image`, its URL is also under `image`.
+fn image_part(map: &mut Map<String, Value>) {
+    let url = match map.get("image_url") {
+        Some(Value::String(u)) => Value::String(u.clone()),
+        Some(Value::Object(o)) => o.get("url").cloned().unwrap_or(Value::Null),
+        _ => Value::Null,
+    };
+    if !map.contains_key("image_url") {
+        map.insert(
+            "image_url".into(),
+            Value::Object(Map::from_iter([("url".to_string(), url.clone())])),
+        );
+    }
+    map.insert("type".into(), Value::String("image".into()));
+    map.entry("image").or_insert(url);
 }
 
 /// Rule 1 for one tool call (`{"function": {"arguments": "..."}}` or a flat `{"arguments": "..."}`).
@@ -171,6 +194,21 @@ mod tests {
         let kept = normalize_messages(m.to_vec(), &info(true, false, false));
         assert_eq!(kept[0]["content"][2]["type"], json!("text"));
         assert_eq!(kept[0]["content"].as_array().map(Vec::len), Some(3));
+    }
+
+    #[test]
+    fn image_parts_take_transformers_shape() {
+        let m = [json!({"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,QQ"}},
+            {"type": "input_image", "image_url": "https://example.com/a.png"},
+        ]})];
+        let out = normalize_messages(m.to_vec(), &info(true, false, false));
+        assert_eq!(
+            out[0]["content"][0],
+            json!({"type": "image", "image": "data:image/png;base64,QQ", "image_url": {"url": "data:image/png;base64,QQ"}})
+        );
+        assert_eq!(out[0]["content"][1]["type"], json!("image"));
+        assert_eq!(out[0]["content"][1]["image"], json!("https://example.com/a.png"));
     }
 
     #[test]
