@@ -177,6 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: compiled where a check at load passes)",
     )
     s.add_argument(
+        "--prompt-lookup-tokens",
+        type=int,
+        default=MLX_DEFAULTS.prompt_lookup_tokens,
+        metavar="K",
+        help="speculative decoding without a draft model: up to K tokens drafted from the prompt and answer "
+        "(repeated n-grams), verified in one forward pass while one greedy request runs; output unchanged "
+        f"(default: {MLX_DEFAULTS.prompt_lookup_tokens}; 0 disables)",
+    )
+    s.add_argument(
         "--allowed-media-domains",
         nargs="*",
         default=[],
@@ -341,6 +350,7 @@ def _serve(args: argparse.Namespace) -> int:
         kv_bits=args.kv_bits,
         kv_group_size=args.kv_group_size,
         compile_step=args.compile_step,
+        prompt_lookup_tokens=args.prompt_lookup_tokens,
         image_policy=ImagePolicy(
             max_images=args.max_images,
             allowed_domains=frozenset(args.allowed_media_domains),

@@ -50,6 +50,7 @@ from smgpy.engine import FinishReason, GenerateOutput, MetaInfo, TokenLogprob
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.compiled_step import CompiledDecode, check_batch
 from smgpy.mlx.detokenize import TextDecoder
+from smgpy.mlx.lookup import Lookup
 from smgpy.mlx.mailbox import Mailbox
 from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PINNED, TIER_PLAIN, Hit, PrefixCache
 from smgpy.mlx.prefix_disk import DiskStore
@@ -112,6 +113,8 @@ class Sequence:
     # holds the prefix cache's keys, with each image's tokens keyed by the image's content hash.
     vision: ImagePrompt | None = None
     rope_delta: int = 0  # M-RoPE models: this row's position minus its index, after its images
+    lookup: Lookup | None = None  # prompt-lookup drafts (speculative decoding), once eligible
+    uncached: int = 0  # 1 while its last emitted token is not in its row's cache (see _speculate)
 
     @property
     def ids(self) -> list[int]:
@@ -186,8 +189,15 @@ class Scheduler:
         kv_bits: int | None = None,
         kv_group_size: int = 64,
         compile_step: bool = True,
+        lookup_tokens: int = 0,
     ) -> None:
         self._load = load
+        # Prompt-lookup speculation: draft tokens verified per step while one row runs (0: off).
+        self.lookup_tokens = max(0, lookup_tokens)
+        self.speculative_steps = 0
+        self.lookup_proposed = 0  # draft tokens verified, and accepted (for benches and logs)
+        self.lookup_accepted = 0
+        self._unfed_seq: Sequence | None = None  # the row whose last emitted token is not fed yet
         self._compile_step = compile_step
         # The decode step compiled once per shape, where the load check passed (None: eager).
         self.compiled: CompiledDecode | None = None
@@ -352,6 +362,15 @@ class Scheduler:
                 self._retire()
                 self._start_prefill()
                 self._join()
+                lone = self._speculation_row()
+                if lone is not None:
+                    if step is not None:  # its token is the draft's context: read it first
+                        self._unfed(lone)  # no step after it is queued: its last token is not fed
+                        self._collect(step)
+                        self._flush()
+                        step = None
+                    if not lone.done and self._speculate(lone):
+                        continue
                 nxt = self._decode() if any(s is not None for s in self._rows) else None
                 wait = 0.0
                 if step is not None:
@@ -398,6 +417,7 @@ class Scheduler:
         return seqs
 
     def _clear_state(self) -> None:
+        self._unfed_seq = None
         self._rows = []
         self._inputs = None
         self._waiting.clear()
@@ -504,6 +524,8 @@ class Scheduler:
             # the step queued before the end was seen, and the copy is built after that step.
             assert self.batch is not None
             known = seq.tokens + seq.out_ids
+            if seq.uncached:
+                known = known[: -seq.uncached]
             caches = self.batch.extract(seq.row, len(known))
             arrays = [a for c in caches for a in _cache_arrays(c)]
             if arrays:
@@ -694,11 +716,93 @@ class Scheduler:
             ]
             self._joining.append((group, caches, length))
 
+    # ----- speculation (prompt lookup) -----
+
+    def _speculation_row(self) -> Sequence | None:
+        """The one running sequence, when prompt-lookup speculation may serve it this turn: the
+        only live row, nothing waiting or prefilling, greedy, without logits processors or
+        logprobs. Several rows share one write column in the batch, so a row that accepted more
+        drafts than another could not keep them: speculation waits until a row runs alone."""
+        if not self.lookup_tokens or self.mode != "slots" or self._waiting or self._prefill or self._joining:
+            return None
+        lone = None
+        for s in self._rows:
+            if s is not None and not s.done:
+                if lone is not None:
+                    return None
+                lone = s
+        if lone is None or lone.processors or lone.top_logprobs is not None:
+            return None
+        if lone.max_tokens - lone.generated < 3:
+            return None  # no room for a draft after the token in flight: keep the pipeline
+        if lone.sampler is not mlx_lm_api.greedy_sampler:
+            return None
+        if lone.lookup is None:
+            lone.lookup = Lookup(lone.ids + lone.out_ids)
+        return None if lone.lookup.resting else lone
+
+    def _unfed(self, seq: Sequence) -> None:
+        """``seq``'s last emitted token is not in its cache until the next step feeds it, so a
+        row that ends (or is aborted) meanwhile leaves the prefix cache one token less."""
+        seq.uncached = 1
+        self._unfed_seq = seq
+
+    def _speculate(self, seq: Sequence) -> bool:
+        """Verify prompt-lookup drafts for ``seq`` in one forward pass and emit what the model
+        agrees with, plus the model's own next token. False (nothing done) without drafts."""
+        assert self.batch is not None and isinstance(self.batch, SlotBatch) and self._inputs is not None
+        lookup = seq.lookup
+        assert lookup is not None
+        room = seq.max_tokens - seq.generated - 1  # the last token is the model's own, never a draft
+        drafts = lookup.propose(min(self.lookup_tokens, room))
+        if not drafts:
+            return False
+        inputs: list[int] = self._inputs.tolist()  # type: ignore[assignment]
+        last = inputs[seq.row]  # the row's input: emitted, not yet fed
+        feed = [last, *drafts]
+        rows = self.batch.rows
+        grid = [[0] * len(feed) for _ in range(rows)]
+        grid[seq.row] = feed
+        x = mx.array(grid, dtype=mx.uint32)
+        if isinstance(self.model, VisionModel) and self.model.mrope:
+            deltas = mx.array([0 if s is None else s.rope_delta for s in self._rows][:rows], dtype=mx.int32)
+            logits = self.model(x, cache=self.batch.caches, deltas=deltas)
+        else:
+            logits = self.model(x, cache=self.batch.caches)
+        self.batch.advance(len(feed))
+        seq.uncached = 0  # its input is fed now
+        self._unfed_seq = None
+        chosen: list[int] = mx.argmax(logits[seq.row], axis=-1).tolist()  # type: ignore[assignment]
+        accepted = 0
+        while accepted < len(drafts) and drafts[accepted] == chosen[accepted]:
+            accepted += 1
+        # The row's cache keeps its input and the accepted drafts; the rejected columns go.
+        self.batch.rewind(len(drafts) - accepted)
+        lookup.verified(len(drafts), accepted)
+        self.speculative_steps += 1
+        self.lookup_proposed += len(drafts)
+        self.lookup_accepted += accepted
+        out = chosen[: accepted + 1]
+        for i, token in enumerate(out):
+            if i == accepted:  # the model's own next token: the next step feeds it
+                self._unfed(seq)
+            self._on_token(seq, token, None)
+            if seq.done:
+                break
+        self._inputs = mx.where(
+            mx.arange(self._inputs.shape[0]) == seq.row, mx.array(out[-1], dtype=mx.uint32), self._inputs
+        )
+        self._flush()
+        return True
+
     # ----- decode -----
 
     def _decode(self) -> _Step:
         """Build and queue one decode step of every row."""
         assert self.batch is not None and self._inputs is not None
+        if self._unfed_seq is not None:  # this step feeds it
+            self._unfed_seq.uncached = 0
+            self._unfed_seq = None
         seqs = list(self._rows)
         inputs = self._inputs
         logits = None
@@ -771,6 +875,8 @@ class Scheduler:
     def _on_token(self, seq: Sequence, token: int, row: mx.array | None) -> None:
         seq.generated += 1
         seq.out_ids.append(token)
+        if seq.lookup is not None and len(seq.lookup.context) < len(seq.ids) + len(seq.out_ids):
+            seq.lookup.extend([token])
         finish: FinishReason | None = None
         if token in seq.stop_ids:
             matched = token if token in seq.params.stop_token_ids else None

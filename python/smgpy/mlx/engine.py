@@ -151,6 +151,7 @@ class MLXEngine:
         kv_group_size: int = MLX_DEFAULTS.kv_group_size,
         compile_step: bool = MLX_DEFAULTS.compile_step,
         image_policy: ImagePolicy | None = None,
+        prompt_lookup_tokens: int = MLX_DEFAULTS.prompt_lookup_tokens,
     ) -> None:
         if max_running < 1 or max_waiting < 0 or prefill_step_size < 1:
             raise ValueError("max_running and prefill_step_size must be >= 1, and max_waiting >= 0")
@@ -191,6 +192,7 @@ class MLXEngine:
             kv_bits=kv_bits,
             kv_group_size=kv_group_size,
             compile_step=compile_step,
+            lookup_tokens=prompt_lookup_tokens,
         )
         self._thread = threading.Thread(target=self._sched.run, name="smgpy-mlx", daemon=True)
         self._thread.start()
@@ -247,7 +249,9 @@ class MLXEngine:
         ``kv_bits`` (store the running batch's keys and values quantized to 2-8 bits; plain-attention
         models only), ``kv_group_size`` (channels per quantization group: 32, 64 or 128) and
         ``compile_step`` (False builds the decode step's graph at every step instead of compiling
-        it once per batch shape).
+        it once per batch shape), ``image_policy`` (bounds on images, for vision-language models:
+        :class:`smgpy.images.ImagePolicy`) and ``prompt_lookup_tokens`` (draft tokens per step of
+        prompt-lookup speculation while one greedy sequence runs: :mod:`smgpy.mlx.lookup`).
         """
         path, name = resolve_model(model, dtype=dtype)
         if kwargs.get("model_name") is None:

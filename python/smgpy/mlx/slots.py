@@ -375,6 +375,14 @@ class SlotBatch:
         s.idx += n
         s.offset = s.offset + n
 
+    def rewind(self, n: int) -> None:
+        """Take back the last ``n`` columns written (drafts a speculative step rejected); the
+        next step writes over them."""
+        if n:
+            s = self._s
+            s.idx -= n
+            s.offset = s.offset - n
+
     def extract(self, row: int, length: int) -> list[Any]:
         """Per-layer ``KVCache`` copies of the first ``length`` tokens of ``row`` (prefix cache)."""
         start = self._s.starts[row]
