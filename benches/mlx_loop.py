@@ -234,7 +234,8 @@ def _chunk_ms(model_dir: str, chunk: int) -> float:
 def worker(args: argparse.Namespace) -> None:
     from smgpy.mlx import MLXEngine
 
-    engine = MLXEngine(args.model, max_running=32, max_waiting=256, prefix_cache_bytes=0)
+    # Speculation off: this measures the plain decode step (a verification step is another shape).
+    engine = MLXEngine(args.model, max_running=32, max_waiting=256, prefix_cache_bytes=0, prompt_lookup_tokens=0)
     result: dict[str, Any] = {"points": []}
 
     async def main() -> None:
