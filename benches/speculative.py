@@ -1,6 +1,8 @@
 """Prompt-lookup speculation (#35): tokens/s with and without, on three workloads, one run.
 
-The demo model (SmolLM2-135M-Instruct) in smgpy's MLX engine, in process, greedy; each workload's
+The demo model (SmolLM2-135M-Instruct) in smgpy's MLX engine, in process, greedy (or sampled at
+``--temperature``, where outputs differ by design and sampled speculation's accept/reject rule is
+what is measured); each workload's
 requests are run with ``prompt_lookup_tokens=0`` and with each ``--k``, alternating engines per
 round so drift on a shared machine hits both. Reported: decode tokens/s (tokens after each
 request's first, over the time from the first token to the last: the prefill is the same with and
@@ -12,13 +14,17 @@ the acceptance rate (accepted / drafted tokens) and whether the outputs were ide
 - ``chat``: free chat (little repetition: speculation must back off and cost nothing).
 
     python benches/speculative.py --clients 1 --k 4 8
+    python benches/speculative.py --clients 1 --k 8 --temperature 0.7
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -61,7 +67,9 @@ def render(engine: Any, question: str) -> str:
     return template.render([{"role": "user", "content": question}], add_generation_prompt=True)
 
 
-async def run(engine: Any, prompts: list[str], clients: int, max_tokens: int) -> tuple[list[list[int]], float]:
+async def run(
+    engine: Any, prompts: list[str], clients: int, max_tokens: int, temperature: float
+) -> tuple[list[list[int]], float]:
     """Every prompt ``clients`` times at once; the outputs, and the decode time: from the first
     token of the first request to the last token of the last (prefill, which speculation does not
     change, left out)."""
@@ -72,7 +80,7 @@ async def run(engine: Any, prompts: list[str], clients: int, max_tokens: int) ->
             rid=f"b{i}-{time.monotonic_ns()}",
             text=text,
             input_ids=None,
-            sampling_params={"temperature": 0, "max_new_tokens": max_tokens},
+            sampling_params={"temperature": temperature, "max_new_tokens": max_tokens},
         )
         ids: list[int] = []
         async for out in engine.generate_request(obj):
@@ -98,45 +106,79 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
+    ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy (outputs compared); else sampled")
+    ap.add_argument(
+        "--draft-layers",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also a draft model made of the demo model's first N layers (early exit), per N",
+    )
+    ap.add_argument("--num-draft-tokens", type=int, default=3, help="tokens per step of the draft models")
     ap.add_argument("--cpu-blas", default="auto", help="BLAS for MLX's CPU backend (see benches/_blas.py)")
     args = ap.parse_args()
     preload_here(find_blas(args.cpu_blas))
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from conftest import demo_engine
 
-    engines = {k: demo_engine(prompt_lookup_tokens=k) for k in [0, *args.k]}
-    base = engines[0]
+    engines: dict[str, Any] = {f"k={k}": demo_engine(prompt_lookup_tokens=k) for k in [0, *args.k]}
+    base = engines["k=0"]
+    tmp = tempfile.TemporaryDirectory()
+    for n in args.draft_layers:
+        draft = first_layers(Path(base.model_path), n, Path(tmp.name) / f"draft{n}")
+        label = f"draft {n}L k={args.num_draft_tokens}"
+        engines[label] = demo_engine(draft_model=str(draft), num_draft_tokens=args.num_draft_tokens)
     for name in args.workloads:
         prompts = [render(base, q) for q in WORKLOADS[name]]
         for clients in args.clients:
-            rate: dict[int, list[float]] = {k: [] for k in engines}
-            outputs: dict[int, list[list[int]]] = {}
+            rate: dict[str, list[float]] = {k: [] for k in engines}
+            outputs: dict[str, list[list[int]]] = {}
             drafted = {k: [0, 0] for k in engines}
             for _ in range(args.rounds):
                 for k, engine in engines.items():
                     before = _lookup_totals(engine)
-                    outs, secs = asyncio.run(run(engine, prompts, clients, args.max_tokens))
+                    outs, secs = asyncio.run(run(engine, prompts, clients, args.max_tokens, args.temperature))
                     after = _lookup_totals(engine)
                     drafted[k][0] += after[0] - before[0]
                     drafted[k][1] += after[1] - before[1]
                     rate[k].append((sum(map(len, outs)) - len(outs)) / secs)
                     outputs[k] = outs
-            tps0 = max(rate[0])
-            line = f"{name:8s} {clients:2d} client(s), {sum(map(len, outputs[0]))} tokens: k=0 {tps0:6.1f} tok/s"
-            for k in args.k:
+            tps0 = max(rate["k=0"])
+            line = f"{name:8s} {clients:2d} client(s), {sum(map(len, outputs['k=0']))} tokens: k=0 {tps0:6.1f} tok/s"
+            for k in list(engines)[1:]:
                 tps = max(rate[k])
-                same = "same" if outputs[k] == outputs[0] else "DIFFERENT"
+                same = "sampled" if args.temperature else "same" if outputs[k] == outputs["k=0"] else "DIFFERENT"
                 proposed, accepted = drafted[k]
                 acc = f"{accepted}/{proposed} accepted" if proposed else "no drafts"
-                line += f" | k={k} {tps:6.1f} tok/s {tps / tps0:4.2f}x {same}, {acc}"
+                line += f" | {k} {tps:6.1f} tok/s {tps / tps0:4.2f}x {same}, {acc}"
             print(line, flush=True)
     for engine in engines.values():
         engine.shutdown()
+    tmp.cleanup()
+
+
+def first_layers(model_dir: Path, n: int, out: Path) -> Path:
+    """An early-exit draft: the model's first ``n`` layers, with its own final norm and head."""
+    import mlx.core as mx
+
+    out.mkdir(parents=True)
+    for f in model_dir.iterdir():
+        if f.is_file() and "safetensors" not in f.name:
+            shutil.copy(f, out / f.name)
+    config = json.loads((model_dir / "config.json").read_text())
+    config["num_hidden_layers"] = n
+    (out / "config.json").write_text(json.dumps(config))
+    weights: dict[str, Any] = {}
+    for f in sorted(model_dir.glob("*.safetensors")):
+        weights.update(mx.load(str(f)))
+    kept = {k: v for k, v in weights.items() if not k.startswith("model.layers.") or int(k.split(".")[2]) < n}
+    mx.save_safetensors(str(out / "model.safetensors"), kept, metadata={"format": "mlx"})
+    return out
 
 
 def _lookup_totals(engine: Any) -> tuple[int, int]:
     s = engine._sched
-    return s.lookup_proposed, s.lookup_accepted
+    return s.drafts_proposed, s.drafts_accepted
 
 
 if __name__ == "__main__":

@@ -55,6 +55,17 @@ def mlx_engine() -> Iterator[Any]:
     engine.shutdown()
 
 
+async def collect(engine: Any, obj: Any) -> tuple[list[int], Any]:
+    """One request through an engine's ``generate_request``: its output ids and its last
+    ``meta_info`` (finish reason, cached tokens, logprobs)."""
+    ids: list[int] = []
+    meta: Any = None
+    async for out in engine.generate_request(obj):
+        ids += out["output_ids"]
+        meta = out["meta_info"]
+    return ids, meta
+
+
 def shared_dir() -> Path:
     """`../shared` beside the repo; skip when absent, except under CI=true where it must exist."""
     if SHARED.is_dir():

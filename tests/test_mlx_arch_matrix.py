@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import tiny_models
-from conftest import demo_gguf
+from conftest import collect, demo_gguf
 from smgpy.engine import GenerateReqInput
 
 PROMPT_LENGTHS = (5, 13, 29, 47)
@@ -65,12 +65,8 @@ async def _collect(engine: Any, ids: list[int]) -> tuple[list[int], Any]:
         input_ids=ids,
         sampling_params={"temperature": 0, "max_new_tokens": MAX_NEW_TOKENS, "ignore_eos": True},
     )
-    got: list[int] = []
-    finish = None
-    async for out in engine.generate_request(obj):
-        got += out["output_ids"]
-        finish = out["meta_info"]["finish_reason"]
-    return got, finish
+    got, meta = await collect(engine, obj)
+    return got, meta["finish_reason"]
 
 
 def engine_greedy(path: Path, prompt_ids: list[list[int]]) -> list[tuple[list[int], Any]]:

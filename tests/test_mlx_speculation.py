@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import demo_engine
+from conftest import collect, demo_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from smgpy.mlx.lookup import Lookup
@@ -27,11 +27,11 @@ def test_lookup_drafts_what_followed_the_tails_last_occurrence() -> None:
 def test_lookup_rests_after_misses_and_wakes_after_a_hit() -> None:
     lk = Lookup([1, 2, 3, 1, 2])
     assert lk.propose(4) == [3, 1, 2]  # up to the end of the context
-    lk.verified(3, 0)  # rejected: rest one token
+    lk.verified(0)  # rejected: rest one token
     assert lk.resting and lk.propose(4) == []
     lk.extend([3])
     assert not lk.resting
-    lk.verified(2, 0)  # two misses in a row: two tokens
+    lk.verified(0)  # two misses in a row: two tokens
     lk.extend([1])
     assert lk.resting
     lk.extend([2])
@@ -89,12 +89,7 @@ def _run(engine: Any, prompts: list[str], **params: Any) -> list[tuple[list[int]
             sampling_params={"temperature": 0, "max_new_tokens": 40, **params},
             return_logprob=logprobs,
         )
-        ids: list[int] = []
-        meta: Any = None
-        async for out in engine.generate_request(obj):
-            ids += out["output_ids"]
-            meta = out["meta_info"]
-        return ids, meta
+        return await collect(engine, obj)
 
     async def main() -> list[tuple[list[int], Any]]:
         return list(await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts))))
@@ -104,12 +99,12 @@ def _run(engine: Any, prompts: list[str], **params: Any) -> list[tuple[list[int]
 
 def test_greedy_output_is_unchanged_and_drafts_are_accepted(mlx_engine: Any, spec_engine: Any) -> None:
     sched = spec_engine._sched
-    before = sched.lookup_accepted
+    before = sched.drafts_accepted
     for prompt in (REPEAT, LIST, CHAT):
         want = _run(mlx_engine, [prompt])[0][0]
         got = _run(spec_engine, [prompt])[0][0]
         assert got == want
-    assert sched.speculative_steps > 0 and sched.lookup_accepted > before
+    assert sched.speculative_steps > 0 and sched.drafts_accepted > before
 
 
 @pytest.mark.parametrize("max_tokens", [1, 2, 3, 7, 23])
@@ -154,3 +149,94 @@ def test_prefix_cache_after_speculation_serves_the_next_turn_right(mlx_engine: A
     want = _run(mlx_engine, [turn])[0][0]
     assert got == want
     assert meta["cached_tokens"] > 20
+
+
+# ----- sampled requests -----
+
+
+def _chi_square(counts: list[int], probs: list[float]) -> float:
+    n = sum(counts)
+    return sum((c - n * p) ** 2 / (n * p) for c, p in zip(counts, probs, strict=True) if p > 0)
+
+
+def test_sampled_acceptance_follows_the_target_distribution() -> None:
+    """Speculative sampling's rule on a 5-token vocabulary: the first emitted token follows the
+    first position's distribution, and each later one, given that the drafts before it were
+    emitted, its own position's distribution, whether the draft is likely, unlikely or cut."""
+    import math
+
+    import mlx.core as mx
+    from smgpy.mlx.verify import accept_sampled
+
+    table = [
+        [2.0, 1.0, 0.5, -1.0, 0.0],  # draft 0 is likely
+        [0.0, 0.3, -0.5, 1.2, 0.4],  # draft 3 is the mode
+        [0.1, -0.2, 0.7, 0.0, -float("inf")],  # draft 4 is cut (top-k, top-p): never accepted
+        [1.0, 0.0, 0.5, 0.2, 0.3],  # the bonus position, after every draft is accepted
+    ]
+    drafts = [0, 3, 4]
+    probs = []
+    for row in table:
+        z = sum(math.exp(x) for x in row)
+        probs.append([math.exp(x) / z for x in row])
+    scaled = mx.array(table)
+    mx.random.seed(1234)
+    n = 6000
+    first = [0] * 5
+    second = [0] * 5
+    lengths = [0] * 5
+    for _ in range(n):
+        out = accept_sampled(scaled, drafts)
+        assert 1 <= len(out) <= 4 and out[:-1] == drafts[: len(out) - 1]
+        first[out[0]] += 1
+        lengths[len(out)] += 1
+        if len(out) > 1:
+            second[out[1]] += 1
+    # chi-square, 4 degrees of freedom: 18.5 is the 0.1 % tail (the seed fixes the draws)
+    assert _chi_square(first, probs[0]) < 18.5, first
+    assert _chi_square(second, probs[1]) < 18.5, second
+    # A draft that the cut removed is never kept.
+    assert lengths[4] == 0
+    # The acceptance rate of the first draft is its probability.
+    assert abs(first[0] / n - probs[0][0]) < 0.03
+
+
+def test_sampled_acceptance_is_reproducible_from_a_key() -> None:
+    import mlx.core as mx
+    from smgpy.mlx.verify import accept_sampled
+
+    scaled = mx.array([[0.0, 1.0, 2.0], [1.0, 0.0, 0.5], [0.3, 0.3, 0.3]])
+    runs = [[accept_sampled(scaled, [2, 0], key=mx.random.key(s)) for s in range(40)] for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert len({tuple(r) for r in runs[0]}) > 3
+
+
+def test_sampled_requests_speculate_and_opt_outs_do_not(spec_engine: Any) -> None:
+    """A sampled request without a seed runs speculative steps (a copy task at a low temperature
+    accepts drafts; three tries, as an unseeded sample may wander off the list); a seeded request
+    (whose stream must not depend on what else runs) and one sent with ``num_draft_tokens: 0``
+    decode one token per step."""
+    sched = spec_engine._sched
+    steps, accepted = sched.speculative_steps, sched.drafts_accepted
+    for _ in range(3):
+        ids = _run(spec_engine, [LIST], temperature=0.2, max_new_tokens=60)[0][0]
+        assert len(ids) > 10
+        if sched.drafts_accepted > accepted:
+            break
+    assert sched.speculative_steps > steps and sched.drafts_accepted > accepted
+    for params in (
+        {"temperature": 0.3, "seed": 7},
+        {"temperature": 0.3, "num_draft_tokens": 0},
+        {"num_draft_tokens": 0},
+    ):
+        steps = sched.speculative_steps
+        _run(spec_engine, [LIST], **params)
+        assert sched.speculative_steps == steps, params
+
+
+def test_num_draft_tokens_caps_the_draft(spec_engine: Any) -> None:
+    sched = spec_engine._sched
+    steps, proposed = sched.speculative_steps, sched.drafts_proposed
+    _run(spec_engine, [LIST], num_draft_tokens=1)
+    assert sched.speculative_steps > steps
+    assert sched.drafts_proposed - proposed == sched.speculative_steps - steps  # one draft per step

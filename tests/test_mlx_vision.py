@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import tiny_vlms
-from conftest import serve_in_thread
+from conftest import collect, serve_in_thread
 
 np = pytest.importorskip("numpy")
 openai = pytest.importorskip("openai")
@@ -157,16 +157,7 @@ def _generate(engine: Any, text: str, images: list[str] | None, max_tokens: int 
         image_data=images,
         sampling_params={"temperature": 0, "max_new_tokens": max_tokens},
     )
-
-    async def run() -> tuple[list[int], Any]:
-        ids: list[int] = []
-        meta: Any = None
-        async for out in engine.generate_request(obj):
-            ids += out["output_ids"]
-            meta = out["meta_info"]
-        return ids, meta
-
-    return asyncio.run(run())
+    return asyncio.run(collect(engine, obj))
 
 
 def _chat_prompt(turns: list[tuple[str, str]], image_turn: int = 0) -> str:

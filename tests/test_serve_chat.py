@@ -238,13 +238,21 @@ def test_request_class_and_sampling_params() -> None:
             top_p=0.9,
             seed=3,
             stop=["zz"],
-            extra_body={"top_k": 4, "min_p": 0.1, "repetition_penalty": 1.1, "stop_token_ids": [9], "ignore_eos": True},
+            extra_body={
+                "top_k": 4,
+                "min_p": 0.1,
+                "repetition_penalty": 1.1,
+                "stop_token_ids": [9],
+                "ignore_eos": True,
+                "num_draft_tokens": 0,
+            },
         )
     obj = engine.requests[0]
     assert isinstance(obj, MyReq) and obj.rid
     sp = obj.sampling_params
     assert sp["max_new_tokens"] == 5 and sp["temperature"] == 0.5 and sp["top_p"] == 0.9 and sp["seed"] == 3
     assert sp["stop"] == ["zz"] and sp["stop_token_ids"] == [9] and sp["top_k"] == 4 and sp["ignore_eos"] is True
+    assert sp["num_draft_tokens"] == 0
     assert obj.stream is False and obj.text.endswith("<|im_start|>assistant\n")
 
 

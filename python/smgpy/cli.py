@@ -182,8 +182,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=MLX_DEFAULTS.prompt_lookup_tokens,
         metavar="K",
         help="speculative decoding without a draft model: up to K tokens drafted from the prompt and answer "
-        "(repeated n-grams), verified in one forward pass while one greedy request runs; output unchanged "
+        "(repeated n-grams), verified in one forward pass while one request runs; output unchanged "
         f"(default: {MLX_DEFAULTS.prompt_lookup_tokens}; 0 disables)",
+    )
+    s.add_argument(
+        "--draft-model",
+        metavar="MODEL",
+        help="speculative decoding with a draft model: a smaller model sharing the model's tokenizer (a directory, "
+        "Hugging Face id or .gguf) proposes tokens that the model verifies in one forward pass while one request "
+        "runs; output unchanged (replaces --prompt-lookup-tokens)",
+    )
+    s.add_argument(
+        "--num-draft-tokens",
+        type=int,
+        default=MLX_DEFAULTS.num_draft_tokens,
+        metavar="K",
+        help=f"tokens the draft model proposes per step (default: {MLX_DEFAULTS.num_draft_tokens})",
     )
     s.add_argument(
         "--allowed-media-domains",
@@ -351,6 +365,8 @@ def _serve(args: argparse.Namespace) -> int:
         kv_group_size=args.kv_group_size,
         compile_step=args.compile_step,
         prompt_lookup_tokens=args.prompt_lookup_tokens,
+        draft_model=args.draft_model,
+        num_draft_tokens=args.num_draft_tokens,
         image_policy=ImagePolicy(
             max_images=args.max_images,
             allowed_domains=frozenset(args.allowed_media_domains),

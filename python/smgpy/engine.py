@@ -22,6 +22,7 @@ sets ``rid`` after construction (as tokenspeed requires).
 ``min_new_tokens``, ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``,
 ``frequency_penalty``, ``presence_penalty``, ``stop`` (list of str), ``stop_token_ids``
 (list of int), ``ignore_eos``, ``seed``, ``n``, ``logit_bias`` (dict token id str -> float),
+``num_draft_tokens`` (the most tokens to draft per step for speculative decoding; 0: none),
 and, when the client asked for structured output, one of SGLang's constraint keys:
 ``json_schema`` (a JSON Schema as JSON text), ``regex``, ``ebnf`` (a Lark grammar, llguidance's
 dialect) or ``structural_tag`` (JSON text), plus ``response_format`` as the client sent it.
@@ -152,6 +153,7 @@ class SamplingParamsDict(TypedDict, total=False):
     seed: int
     n: int
     logit_bias: dict[str, float]
+    num_draft_tokens: int
     json_schema: str
     regex: str
     ebnf: str

@@ -55,6 +55,8 @@ class MLXEngineDefaults:
     #: Prompt-lookup speculation: draft tokens verified per step while one greedy sequence runs
     #: (0: off). On by default: measured faster on edit, summary and chat workloads (benches/speculative.py).
     prompt_lookup_tokens: int = 8
+    #: Draft-model speculation (``--draft-model``): tokens the draft proposes per step (mlx_lm's default).
+    num_draft_tokens: int = 3
 
 
 MLX_DEFAULTS = MLXEngineDefaults()

@@ -50,12 +50,14 @@ from smgpy.engine import FinishReason, GenerateOutput, MetaInfo, TokenLogprob
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.compiled_step import CompiledDecode, check_batch
 from smgpy.mlx.detokenize import TextDecoder
+from smgpy.mlx.draft import DraftModel, DraftState
 from smgpy.mlx.lookup import Lookup
 from smgpy.mlx.mailbox import Mailbox
 from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PINNED, TIER_PLAIN, Hit, PrefixCache
 from smgpy.mlx.prefix_disk import DiskStore
-from smgpy.mlx.sampling import SamplingParams, make_logits_processors, make_sampler
+from smgpy.mlx.sampling import SamplingParams, TokenSampler, make_logits_processors, make_sampler
 from smgpy.mlx.slots import MergeBatch, SingleBatch, SlotBatch, can_merge, is_plain_kv
+from smgpy.mlx.verify import accept_greedy, accept_sampled
 from smgpy.mlx.vlm import ImagePrompt, VisionInputs, VisionModel
 
 __all__ = ["Outlet", "Scheduler", "Sequence", "StepTimes"]
@@ -113,7 +115,7 @@ class Sequence:
     # holds the prefix cache's keys, with each image's tokens keyed by the image's content hash.
     vision: ImagePrompt | None = None
     rope_delta: int = 0  # M-RoPE models: this row's position minus its index, after its images
-    lookup: Lookup | None = None  # prompt-lookup drafts (speculative decoding), once eligible
+    drafter: Lookup | DraftState | None = None  # its draft source (speculative decoding), once eligible
     uncached: int = 0  # 1 while its last emitted token is not in its row's cache (see _speculate)
 
     @property
@@ -190,13 +192,19 @@ class Scheduler:
         kv_group_size: int = 64,
         compile_step: bool = True,
         lookup_tokens: int = 0,
+        load_draft: Callable[[Any], DraftModel] | None = None,
+        draft_tokens: int = 3,
     ) -> None:
         self._load = load
-        # Prompt-lookup speculation: draft tokens verified per step while one row runs (0: off).
+        # Speculation while one row runs: draft tokens verified per step, from prompt lookup
+        # (0: off) or, when ``load_draft`` is given (it takes the model's tokenizer), a draft model.
         self.lookup_tokens = max(0, lookup_tokens)
+        self._load_draft = load_draft
+        self.draft: DraftModel | None = None
+        self.draft_tokens = max(0, draft_tokens)
         self.speculative_steps = 0
-        self.lookup_proposed = 0  # draft tokens verified, and accepted (for benches and logs)
-        self.lookup_accepted = 0
+        self.drafts_proposed = 0  # draft tokens verified, and accepted (for benches and logs)
+        self.drafts_accepted = 0
         self._unfed_seq: Sequence | None = None  # the row whose last emitted token is not fed yet
         self._compile_step = compile_step
         # The decode step compiled once per shape, where the load check passed (None: eager).
@@ -272,6 +280,8 @@ class Scheduler:
     def run(self) -> None:
         try:
             self.model, self.tokenizer = self._load()
+            if self._load_draft is not None:
+                self.draft = self._load_draft(self.tokenizer)
             self._stream = mx.default_stream(mx.default_device())
             self._choose_mode()
         except BaseException as e:  # reported to from_pretrained, which re-raises it
@@ -716,14 +726,16 @@ class Scheduler:
             ]
             self._joining.append((group, caches, length))
 
-    # ----- speculation (prompt lookup) -----
+    # ----- speculation (prompt lookup or a draft model) -----
 
     def _speculation_row(self) -> Sequence | None:
-        """The one running sequence, when prompt-lookup speculation may serve it this turn: the
-        only live row, nothing waiting or prefilling, greedy, without logits processors or
-        logprobs. Several rows share one write column in the batch, so a row that accepted more
-        drafts than another could not keep them: speculation waits until a row runs alone."""
-        if not self.lookup_tokens or self.mode != "slots" or self._waiting or self._prefill or self._joining:
+        """The one running sequence, when speculation may serve it this turn: the
+        only live row, nothing waiting or prefilling, greedy or sampled without a seed (a seeded
+        stream must not depend on what ran beside it), without logits processors or logprobs,
+        and not opted out (``num_draft_tokens: 0``). Several rows share one write column in the
+        batch, so a row that accepted more drafts than another could not keep them: speculation
+        waits until a row runs alone."""
+        if not self._speculation_tokens or self.mode != "slots" or self._waiting or self._prefill or self._joining:
             return None
         lone = None
         for s in self._rows:
@@ -735,11 +747,25 @@ class Scheduler:
             return None
         if lone.max_tokens - lone.generated < 3:
             return None  # no room for a draft after the token in flight: keep the pipeline
-        if lone.sampler is not mlx_lm_api.greedy_sampler:
+        if lone.params.num_draft_tokens == 0:
             return None
-        if lone.lookup is None:
-            lone.lookup = Lookup(lone.ids + lone.out_ids)
-        return None if lone.lookup.resting else lone
+        if lone.sampler is not mlx_lm_api.greedy_sampler and (
+            not isinstance(lone.sampler, TokenSampler) or lone.sampler.seeded
+        ):
+            return None
+        if lone.drafter is None:
+            if self.draft is None:
+                lone.drafter = Lookup(lone.ids + lone.out_ids)
+            elif lone.vision is None:  # a draft model reads text only
+                lone.drafter = self.draft.state(lone.ids + lone.out_ids)
+            else:
+                return None
+        return None if lone.drafter.resting else lone
+
+    @property
+    def _speculation_tokens(self) -> int:
+        """The most tokens drafted per step: the draft model's, else prompt lookup's (0: off)."""
+        return self.draft_tokens if self.draft is not None else self.lookup_tokens
 
     def _unfed(self, seq: Sequence) -> None:
         """``seq``'s last emitted token is not in its cache until the next step feeds it, so a
@@ -748,13 +774,16 @@ class Scheduler:
         self._unfed_seq = seq
 
     def _speculate(self, seq: Sequence) -> bool:
-        """Verify prompt-lookup drafts for ``seq`` in one forward pass and emit what the model
-        agrees with, plus the model's own next token. False (nothing done) without drafts."""
+        """Verify the drafts for ``seq`` in one forward pass and emit the ones kept
+        (:mod:`smgpy.mlx.verify`: the model's argmax for greedy rows, speculative sampling's rule
+        for sampled ones), plus one token of the model's own. False (nothing done) without drafts."""
         assert self.batch is not None and isinstance(self.batch, SlotBatch) and self._inputs is not None
-        lookup = seq.lookup
-        assert lookup is not None
+        drafter = seq.drafter
+        assert drafter is not None
         room = seq.max_tokens - seq.generated - 1  # the last token is the model's own, never a draft
-        drafts = lookup.propose(min(self.lookup_tokens, room))
+        k = self._speculation_tokens
+        cap = k if seq.params.num_draft_tokens is None else seq.params.num_draft_tokens
+        drafts = drafter.propose(min(k, cap, room))
         if not drafts:
             return False
         inputs: list[int] = self._inputs.tolist()  # type: ignore[assignment]
@@ -772,17 +801,17 @@ class Scheduler:
         self.batch.advance(len(feed))
         seq.uncached = 0  # its input is fed now
         self._unfed_seq = None
-        chosen: list[int] = mx.argmax(logits[seq.row], axis=-1).tolist()  # type: ignore[assignment]
-        accepted = 0
-        while accepted < len(drafts) and drafts[accepted] == chosen[accepted]:
-            accepted += 1
+        if isinstance(seq.sampler, TokenSampler):
+            out = accept_sampled(seq.sampler.distribution(logits[seq.row]), drafts)
+        else:
+            out = accept_greedy(logits[seq.row], drafts)
+        accepted = len(out) - 1
         # The row's cache keeps its input and the accepted drafts; the rejected columns go.
         self.batch.rewind(len(drafts) - accepted)
-        lookup.verified(len(drafts), accepted)
+        drafter.verified(accepted)
         self.speculative_steps += 1
-        self.lookup_proposed += len(drafts)
-        self.lookup_accepted += accepted
-        out = chosen[: accepted + 1]
+        self.drafts_proposed += len(drafts)
+        self.drafts_accepted += accepted
         for i, token in enumerate(out):
             if i == accepted:  # the model's own next token: the next step feeds it
                 self._unfed(seq)
@@ -875,8 +904,8 @@ class Scheduler:
     def _on_token(self, seq: Sequence, token: int, row: mx.array | None) -> None:
         seq.generated += 1
         seq.out_ids.append(token)
-        if seq.lookup is not None and len(seq.lookup.context) < len(seq.ids) + len(seq.out_ids):
-            seq.lookup.extend([token])
+        if seq.drafter is not None and len(seq.drafter.context) < len(seq.ids) + len(seq.out_ids):
+            seq.drafter.extend([token])
         finish: FinishReason | None = None
         if token in seq.stop_ids:
             matched = token if token in seq.params.stop_token_ids else None

@@ -21,6 +21,7 @@ from smgpy.images import ImageError, ImagePolicy, load_images
 from smgpy.mlx import mlx_lm_api, vlm
 from smgpy.mlx.batching import Outlet, Scheduler, Sequence
 from smgpy.mlx.detokenize import IncrementalDecoder, end_of_turn_ids
+from smgpy.mlx.draft import DraftModel
 from smgpy.mlx.mailbox import Mailboxes
 from smgpy.mlx.prefix_disk import DiskStore, model_identity
 from smgpy.mlx.sampling import SamplingParams
@@ -152,11 +153,15 @@ class MLXEngine:
         compile_step: bool = MLX_DEFAULTS.compile_step,
         image_policy: ImagePolicy | None = None,
         prompt_lookup_tokens: int = MLX_DEFAULTS.prompt_lookup_tokens,
+        draft_model: str | None = None,
+        num_draft_tokens: int = MLX_DEFAULTS.num_draft_tokens,
     ) -> None:
         if max_running < 1 or max_waiting < 0 or prefill_step_size < 1:
             raise ValueError("max_running and prefill_step_size must be >= 1, and max_waiting >= 0")
         if kv_bits is not None and kv_bits not in KV_BITS:
             raise ValueError(f"kv_bits must be one of {', '.join(map(str, KV_BITS))} (got {kv_bits})")
+        if num_draft_tokens < 1:
+            raise ValueError(f"num_draft_tokens must be >= 1 (got {num_draft_tokens})")
         if kv_group_size not in KV_GROUP_SIZES:
             sizes = ", ".join(map(str, KV_GROUP_SIZES))
             raise ValueError(f"kv_group_size must be one of {sizes} (got {kv_group_size})")
@@ -180,6 +185,14 @@ class MLXEngine:
             self._config = config
             return model, tok
 
+        load_draft = None
+        if draft_model is not None:
+            draft_path = resolve_model(draft_model)[0]
+
+            def load_draft(target_tokenizer: Any) -> DraftModel:
+                model, tok, _ = mlx_lm_api.load(draft_path)
+                return DraftModel(model, tok, target_tokenizer, path=f"the draft model {draft_model}")
+
         disk = None
         if prefix_cache_dir and prefix_cache_bytes > 0:
             disk = DiskStore(prefix_cache_dir, model_identity(model_path), prefix_cache_disk_bytes)
@@ -193,6 +206,8 @@ class MLXEngine:
             kv_group_size=kv_group_size,
             compile_step=compile_step,
             lookup_tokens=prompt_lookup_tokens,
+            load_draft=load_draft,
+            draft_tokens=num_draft_tokens,
         )
         self._thread = threading.Thread(target=self._sched.run, name="smgpy-mlx", daemon=True)
         self._thread.start()
@@ -250,8 +265,11 @@ class MLXEngine:
         models only), ``kv_group_size`` (channels per quantization group: 32, 64 or 128) and
         ``compile_step`` (False builds the decode step's graph at every step instead of compiling
         it once per batch shape), ``image_policy`` (bounds on images, for vision-language models:
-        :class:`smgpy.images.ImagePolicy`) and ``prompt_lookup_tokens`` (draft tokens per step of
-        prompt-lookup speculation while one greedy sequence runs: :mod:`smgpy.mlx.lookup`).
+        :class:`smgpy.images.ImagePolicy`), ``prompt_lookup_tokens`` (draft tokens per step of
+        prompt-lookup speculation while one sequence runs: :mod:`smgpy.mlx.lookup`), and
+        ``draft_model`` (a smaller model with the same tokenizer, any form ``model`` takes) with
+        ``num_draft_tokens`` (its tokens per step), which replaces prompt lookup:
+        :mod:`smgpy.mlx.draft`.
         """
         path, name = resolve_model(model, dtype=dtype)
         if kwargs.get("model_name") is None:

@@ -4,24 +4,21 @@ Code edits, answers quoting a document and tool calls that echo their arguments 
 tokens the prompt (or the answer so far) already holds. When the last tokens of the context
 occurred before, the tokens that followed them then are a likely continuation now: up to ``k`` of
 them are drafted, and the engine verifies them in one forward pass (:mod:`smgpy.mlx.batching`),
-keeping the ones the model itself would have chosen, so the output is unchanged.
+keeping them by the rule that leaves the output's distribution unchanged (:mod:`smgpy.mlx.verify`).
 
 Drafting is a dictionary lookup: every bigram of the context maps to the positions after which it
 occurred, kept as tokens are added, and the candidate whose match with the context's tail is the
-longest (up to ``max_ngram`` tokens) and most recent wins. A draft that the model rejects costs a
-wider forward pass for nothing, and looking for one costs the engine its pipelining (the step's
-last token must be read before the draft can be made), so after a step that accepted no draft
-token, or a lookup that found none, the lookup rests for a number of tokens that doubles with each
-miss in a row (up to 32), and is back to 1 after a hit: free chat, which rarely repeats, runs at
-the speed of plain decoding. Draft length follows what was accepted lately (up to ``k``): a long
-draft whose tail is always rejected only widens the forward pass.
+longest (up to ``max_ngram`` tokens) and most recent wins. How much to draft, and when to rest after
+misses, is :class:`smgpy.mlx.pacing.Pace`'s: free chat, which rarely repeats, runs at the speed of
+plain decoding.
 """
 
 from __future__ import annotations
 
+from smgpy.mlx.pacing import Pace
+
 __all__ = ["Lookup"]
 
-_MAX_REST = 32
 _CANDIDATES = 8  # most recent occurrences of a bigram compared
 
 
@@ -32,11 +29,7 @@ class Lookup:
         self.context: list[int] = []
         self._after: dict[tuple[int, int], list[int]] = {}
         self.max_ngram = max(2, max_ngram)
-        self._rest = 0  # tokens to go before drafting again
-        self._backoff = 1
-        self._recent = 2.0  # accepted drafts per verification, smoothed
-        self.proposed = 0
-        self.accepted = 0
+        self.pace = Pace()
         self.extend(context)
 
     def extend(self, tokens: list[int]) -> None:
@@ -46,26 +39,21 @@ class Lookup:
             ctx.append(t)
             if len(ctx) >= 2:
                 self._after.setdefault((ctx[-2], ctx[-1]), []).append(len(ctx))
-        if self._rest:
-            self._rest = max(0, self._rest - len(tokens))
+        self.pace.advanced(len(tokens))
 
     @property
     def resting(self) -> bool:
         """Whether the lookup sits out the next token (after misses)."""
-        return self._rest > 0
-
-    def _miss(self) -> None:
-        self._rest = self._backoff
-        self._backoff = min(_MAX_REST, self._backoff * 2)
+        return self.pace.resting
 
     def propose(self, k: int) -> list[int]:
         """Up to ``k`` draft tokens continuing the context, or none (no match, or resting)."""
         ctx = self.context
-        if k <= 0 or self._rest or len(ctx) < 3:
+        if k <= 0 or self.pace.resting or len(ctx) < 3:
             return []
         ends = self._after.get((ctx[-2], ctx[-1]))
         if not ends or len(ends) < 2:
-            self._miss()  # the tail's own bigram is the only occurrence
+            self.pace.miss()  # the tail's own bigram is the only occurrence
             return []
         n = len(ctx)
         best, best_len = -1, 0
@@ -80,17 +68,10 @@ class Lookup:
                 if match >= self.max_ngram:
                     break
         if best < 0:
-            self._miss()
+            self.pace.miss()
             return []
-        size = max(1, min(k, round(self._recent * 1.5) + 1))
-        return ctx[best : best + size]
+        return ctx[best : best + self.pace.size(k)]
 
-    def verified(self, proposed: int, accepted: int) -> None:
-        """Record a verification: ``accepted`` of ``proposed`` drafts matched the model's choice."""
-        self.proposed += proposed
-        self.accepted += accepted
-        self._recent = 0.7 * self._recent + 0.3 * accepted
-        if accepted:
-            self._backoff = 1
-        else:
-            self._miss()
+    def verified(self, accepted: int) -> None:
+        """Record a verification that kept ``accepted`` drafts."""
+        self.pace.verified(accepted)

@@ -16,25 +16,20 @@ against the oldest and newest release, and against mlx-lm's main branch when it 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
 
-# mlx-lm sets TRANSFORMERS_NO_ADVISORY_WARNINGS in os.environ when imported; the user's process
-# keeps its own environment.
-_environ = dict(os.environ)
-from mlx_lm import sample_utils as _sample_utils  # noqa: E402
-from mlx_lm.models import base as _base  # noqa: E402
-from mlx_lm.models import cache as _cache  # noqa: E402
-from mlx_lm.utils import load as _load  # noqa: E402
-from mlx_lm.utils import load_tokenizer as _load_tokenizer  # noqa: E402
+from smgpy.mlx.environment import environment_kept
 
-if dict(os.environ) != _environ:
-    os.environ.clear()
-    os.environ.update(_environ)
-del _environ
+# mlx-lm sets TRANSFORMERS_NO_ADVISORY_WARNINGS in os.environ when imported.
+with environment_kept():
+    from mlx_lm import sample_utils as _sample_utils
+    from mlx_lm.models import base as _base
+    from mlx_lm.models import cache as _cache
+    from mlx_lm.utils import load as _load
+    from mlx_lm.utils import load_tokenizer as _load_tokenizer
 
 __all__ = [
     "BatchKVCache",

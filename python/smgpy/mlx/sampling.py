@@ -25,7 +25,7 @@ from smgpy._native import GrammarError, GrammarMatcher, check_sampling_params
 from smgpy.engine import EngineRequestError
 from smgpy.mlx.mlx_lm_api import apply_min_p, apply_top_k, apply_top_p, greedy_sampler, make_repetition_penalty
 
-__all__ = ["SamplingParams", "make_logits_processors", "make_sampler"]
+__all__ = ["SamplingParams", "TokenSampler", "make_logits_processors", "make_sampler"]
 
 Sampler = Callable[[mx.array], mx.array]
 LogitsProcessor = Callable[[mx.array, mx.array], mx.array]
@@ -49,6 +49,7 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
     n: int = 1
+    num_draft_tokens: int | None = None  # speculation's draft length cap; 0: none for this request
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], vocab_size: int) -> SamplingParams:
@@ -84,6 +85,7 @@ class SamplingParams:
             stop_token_ids=tuple(int(t) for t in d.get("stop_token_ids") or ()),
             ignore_eos=bool(d.get("ignore_eos") or False),
             n=int(d.get("n") or 1),
+            num_draft_tokens=None if d.get("num_draft_tokens") is None else int(d["num_draft_tokens"]),
         )
         bias = d.get("logit_bias")
         if bias:
@@ -102,42 +104,61 @@ class SamplingParams:
         return self.temperature == 0 or self.top_k == 1
 
 
+class TokenSampler:
+    """Samples a token per row of logits at the request's temperature, after its top-k, top-p and
+    min-p cuts.
+
+    :meth:`distribution` is the cut and scaled distribution itself (unnormalised log
+    probabilities), which speculative decoding needs to accept or reject drafted tokens by the
+    probability the model gives them (:mod:`smgpy.mlx.verify`)."""
+
+    def __init__(self, params: SamplingParams, sample_index: int = 0) -> None:
+        self.temperature = params.temperature
+        self.top_p, self.top_k, self.min_p = params.top_p, params.top_k, params.min_p
+        self._key: mx.array | None = None
+        if params.seed is not None:
+            # Sample i of an n>1 request gets its own stream, still fixed by the seed.
+            self._key = mx.random.key((params.seed + sample_index * 7919) % (1 << 64))
+
+    @property
+    def seeded(self) -> bool:
+        """True when the request fixed its random stream (``seed``): one key split per token."""
+        return self._key is not None
+
+    def distribution(self, logits: mx.array) -> mx.array:
+        """The distribution sampled from, as log probabilities up to a constant per row."""
+        # The batch hands over logits, not log probabilities. Bring each row's largest to 0, as
+        # in log probabilities: top-p sums exp() of the row (no overflow, no all-zero mass), and
+        # a small temperature cannot scale a large fp16 logit to +inf.
+        logprobs = logits - mx.max(logits, axis=-1, keepdims=True)
+        if self.top_k > 0:
+            logprobs = apply_top_k(logprobs, self.top_k)
+        if 0 < self.top_p < 1:
+            logprobs = apply_top_p(logprobs, self.top_p)
+        if self.min_p > 0:
+            logprobs = apply_min_p(logprobs, self.min_p)
+        return logprobs * (1 / self.temperature)
+
+    def __call__(self, logits: mx.array) -> mx.array:
+        scaled = self.distribution(logits)
+        if self._key is None:
+            return mx.random.categorical(scaled)
+        self._key, sub = mx.random.split(self._key)
+        return mx.random.categorical(scaled, key=sub)
+
+
 def make_sampler(params: SamplingParams, sample_index: int = 0) -> Sampler:
-    """A sampler for one sequence. Greedy requests share mlx-lm's ``greedy_sampler``.
+    """A sampler for one sequence: mlx-lm's ``greedy_sampler`` for greedy requests (shared, so
+    that a batch of greedy rows samples in one call; the decode step samples the whole batch at
+    once when every row holds the same sampler object, and per row otherwise), a
+    :class:`TokenSampler` for the others.
 
     It takes a row of logits that may be off the log-probabilities by a constant (the engine
     normalises only rows that report logprobs) and picks the same token either way.
-
-    Sharing matters: the decode step samples the whole batch in one call when every row has
-    the same sampler object, and per row otherwise.
     """
     if params.greedy:
         return greedy_sampler
-    temp = params.temperature
-    top_p, top_k, min_p = params.top_p, params.top_k, params.min_p
-    key: list[mx.array] | None = None
-    if params.seed is not None:
-        # Sample i of an n>1 request gets its own stream, still fixed by the seed.
-        key = [mx.random.key((params.seed + sample_index * 7919) % (1 << 64))]
-
-    def sampler(logprobs: mx.array) -> mx.array:
-        # The batch may hand over logits (see install_lean_step). Bring each row's largest to 0,
-        # as in log-probabilities: top-p sums exp() of the row (no overflow, no all-zero mass),
-        # and a small temperature cannot scale a large fp16 logit to +inf.
-        logprobs = logprobs - mx.max(logprobs, axis=-1, keepdims=True)
-        if top_k > 0:
-            logprobs = apply_top_k(logprobs, top_k)
-        if 0 < top_p < 1:
-            logprobs = apply_top_p(logprobs, top_p)
-        if min_p > 0:
-            logprobs = apply_min_p(logprobs, min_p)
-        logits = logprobs * (1 / temp)
-        if key is None:
-            return mx.random.categorical(logits)
-        key[0], sub = mx.random.split(key[0])
-        return mx.random.categorical(logits, key=sub)
-
-    return sampler
+    return TokenSampler(params, sample_index)
 
 
 def _openai_penalties(frequency: float, presence: float, prompt_len: int) -> LogitsProcessor:

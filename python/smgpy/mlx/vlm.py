@@ -24,16 +24,15 @@ variables in ``os.environ``; they are restored, so loading a model leaves the en
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
 import numpy as np
+
+from smgpy.mlx.environment import environment_kept
 
 __all__ = ["ImagePrompt", "VisionModel", "image_key", "is_vlm", "load"]
 
@@ -53,21 +52,9 @@ def is_vlm(model_path: str) -> bool:
     return isinstance(config, dict) and isinstance(config.get("vision_config"), dict)
 
 
-@contextlib.contextmanager
-def _environment_kept() -> Iterator[None]:
-    """Undo what mlx-vlm (and mlx-audio, which it imports while loading) write to os.environ."""
-    saved = dict(os.environ)
-    try:
-        yield
-    finally:
-        if dict(os.environ) != saved:
-            os.environ.clear()
-            os.environ.update(saved)
-
-
 def _import_mlx_vlm() -> Any:
     try:
-        with _environment_kept():
+        with environment_kept():
             import mlx_vlm
     except ImportError as e:
         raise ImportError(
@@ -238,7 +225,7 @@ def load(model_path: str) -> tuple[VisionModel, Any, dict[str, Any]]:
     from smgpy.mlx import mlx_lm_api
 
     mlx_vlm = _import_mlx_vlm()
-    with _environment_kept():
+    with environment_kept():
         model, processor = mlx_vlm.load(model_path)
     config = json.loads((Path(model_path) / "config.json").read_text(encoding="utf-8"))
     tokenizer = mlx_lm_api.load_tokenizer(model_path, eos_token_ids=config.get("eos_token_id"))

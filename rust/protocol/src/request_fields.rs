@@ -50,6 +50,10 @@ macro_rules! with_sampling_fields {
             pub n: Option<u32>,
             #[serde(default)]
             pub logit_bias: Option<serde_json::Map<String, serde_json::Value>>,
+            /// The most tokens to draft per step for speculative decoding (`mlx_lm.server`'s
+            /// name); 0 turns speculation off for this request.
+            #[serde(default)]
+            pub num_draft_tokens: Option<u32>,
             /// Structured output (see `structured::from_openai`): OpenAI's `response_format`,
             /// vLLM's `structured_outputs` and `guided_*`, SGLang's `json_schema` / `regex` /
             /// `ebnf` / `structural_tag`.
@@ -98,6 +102,7 @@ macro_rules! with_sampling_fields {
                     seed: self.seed,
                     n: self.n,
                     logit_bias: self.logit_bias.clone(),
+                    num_draft_tokens: self.num_draft_tokens,
                     structured: self.structured().ok().flatten(),
                     response_format: self.response_format.clone(),
                 }
@@ -145,6 +150,7 @@ mod tests {
         ("stop_token_ids", r#""x""#),
         ("include_stop_str_in_output", "3"),
         ("ignore_eos", r#""yes""#),
+        ("num_draft_tokens", "-1"),
         ("seed", "1.5"),
         ("n", "-1"),
         ("logit_bias", "[1]"),

@@ -23,6 +23,9 @@ pub struct SamplingParams {
     pub seed: Option<i64>,
     pub n: Option<u32>,
     pub logit_bias: Option<Map<String, Value>>,
+    /// At most this many drafted tokens per step for speculative decoding; `Some(0)` opts the
+    /// request out. Engines without speculation ignore it.
+    pub num_draft_tokens: Option<u32>,
     /// The structured output asked for (any request shape), sent to the engine under its
     /// SGLang key (`json_schema`, `regex`, `ebnf`, `structural_tag`).
     pub structured: Option<Structured>,

@@ -204,6 +204,7 @@ fn request_fields<'py>(py: Python<'py>, r: &GenerateRequest) -> PyResult<Bound<'
     opt!("ignore_eos", s.ignore_eos);
     opt!("seed", s.seed);
     opt!("n", s.n);
+    opt!("num_draft_tokens", s.num_draft_tokens);
     if !s.stop.is_empty() {
         sp.set_item(intern!(py, "stop"), &s.stop)?;
     }
