@@ -729,12 +729,12 @@ class Scheduler:
     # ----- speculation (prompt lookup or a draft model) -----
 
     def _speculation_row(self) -> Sequence | None:
-        """The one running sequence, when speculation may serve it this turn: the
-        only live row, nothing waiting or prefilling, greedy or sampled without a seed (a seeded
-        stream must not depend on what ran beside it), without logits processors or logprobs,
-        and not opted out (``num_draft_tokens: 0``). Several rows share one write column in the
-        batch, so a row that accepted more drafts than another could not keep them: speculation
-        waits until a row runs alone."""
+        """The one running sequence, when speculation may serve it this turn: the only live row,
+        nothing waiting or prefilling, greedy or sampled without a seed (a seeded stream must not
+        depend on what ran beside it), without logits processors, and not opted out
+        (``num_draft_tokens: 0``). Several rows share one write column in the batch, so a row that
+        accepted more drafts than another could not keep them: speculation waits until a row runs
+        alone."""
         if not self._speculation_tokens or self.mode != "slots" or self._waiting or self._prefill or self._joining:
             return None
         lone = None
@@ -743,7 +743,7 @@ class Scheduler:
                 if lone is not None:
                     return None
                 lone = s
-        if lone is None or lone.processors or lone.top_logprobs is not None:
+        if lone is None or lone.processors:
             return None
         if lone.max_tokens - lone.generated < 3:
             return None  # no room for a draft after the token in flight: keep the pipeline
@@ -806,6 +806,11 @@ class Scheduler:
         else:
             out = accept_greedy(logits[seq.row], drafts)
         accepted = len(out) - 1
+        logprobs = None
+        if seq.top_logprobs is not None:  # each emitted token's, from its own position
+            row_logits = logits[seq.row, : len(out)]
+            logprobs = row_logits - mx.logsumexp(row_logits, axis=-1, keepdims=True)
+            mx.eval(logprobs)
         # The row's cache keeps its input and the accepted drafts; the rejected columns go.
         self.batch.rewind(len(drafts) - accepted)
         drafter.verified(accepted)
@@ -815,7 +820,7 @@ class Scheduler:
         for i, token in enumerate(out):
             if i == accepted:  # the model's own next token: the next step feeds it
                 self._unfed(seq)
-            self._on_token(seq, token, None)
+            self._on_token(seq, token, None if logprobs is None else logprobs[i])
             if seq.done:
                 break
         self._inputs = mx.where(
