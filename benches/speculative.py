@@ -11,7 +11,9 @@ the acceptance rate (accepted / drafted tokens) and whether the outputs were ide
 
 - ``edit``: rewrite a 40-line function with one change (the answer repeats the prompt);
 - ``summary``: summarise a document (an answer that quotes some of it);
-- ``chat``: free chat (little repetition: speculation must back off and cost nothing).
+- ``chat``: free chat (little repetition: speculation must back off and cost nothing);
+- ``json``: return five records as JSON under a JSON schema (structured output; a tool call echoing
+  its arguments), each drafted position masked by the constraint.
 
     python benches/speculative.py --clients 1 --k 4 8
     python benches/speculative.py --clients 1 --k 8 --temperature 0.7
@@ -57,7 +59,35 @@ CHAT = [
     "What are the benefits of exercise?",
     "Write a poem about the sea.",
 ]
-WORKLOADS = {"edit": [EDIT], "summary": [SUMMARY], "chat": CHAT}
+RECORDS = [
+    {"id": i, "name": n, "city": c, "active": i % 2 == 0}
+    for i, (n, c) in enumerate(
+        [("Alice", "Arden"), ("Bob", "Bellmoor"), ("Carol", "Corvin"), ("Dan", "Dunmere"), ("Eve", "Elmsworth")]
+    )
+]
+TOOL_ECHO = f"Return these records as a JSON object with the key records, unchanged:\n{json.dumps(RECORDS)}"
+RECORDS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "records": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "integer"},
+                    "name": {"type": "string"},
+                    "city": {"type": "string"},
+                    "active": {"type": "boolean"},
+                },
+                "required": ["id", "name", "city", "active"],
+            },
+        }
+    },
+    "required": ["records"],
+}
+WORKLOADS = {"edit": [EDIT], "summary": [SUMMARY], "chat": CHAT, "json": [TOOL_ECHO]}
+# Extra sampling parameters per workload: ``json`` is constrained by a JSON schema (structured output).
+PARAMS: dict[str, dict[str, Any]] = {"json": {"json_schema": json.dumps(RECORDS_SCHEMA)}}
 
 
 def render(engine: Any, question: str) -> str:
@@ -68,7 +98,7 @@ def render(engine: Any, question: str) -> str:
 
 
 async def run(
-    engine: Any, prompts: list[str], clients: int, max_tokens: int, temperature: float
+    engine: Any, prompts: list[str], clients: int, max_tokens: int, temperature: float, extra: dict[str, Any]
 ) -> tuple[list[list[int]], float]:
     """Every prompt ``clients`` times at once; the outputs, and the decode time: from the first
     token of the first request to the last token of the last (prefill, which speculation does not
@@ -80,7 +110,7 @@ async def run(
             rid=f"b{i}-{time.monotonic_ns()}",
             text=text,
             input_ids=None,
-            sampling_params={"temperature": temperature, "max_new_tokens": max_tokens},
+            sampling_params={"temperature": temperature, "max_new_tokens": max_tokens, **extra},
         )
         ids: list[int] = []
         async for out in engine.generate_request(obj):
@@ -137,7 +167,9 @@ def main() -> None:
             for _ in range(args.rounds):
                 for k, engine in engines.items():
                     before = _lookup_totals(engine)
-                    outs, secs = asyncio.run(run(engine, prompts, clients, args.max_tokens, args.temperature))
+                    outs, secs = asyncio.run(
+                        run(engine, prompts, clients, args.max_tokens, args.temperature, PARAMS.get(name, {}))
+                    )
                     after = _lookup_totals(engine)
                     drafted[k][0] += after[0] - before[0]
                     drafted[k][1] += after[1] - before[1]

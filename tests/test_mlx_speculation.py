@@ -267,3 +267,39 @@ def test_num_draft_tokens_caps_the_draft(spec_engine: Any) -> None:
     _run(spec_engine, [LIST], num_draft_tokens=1)
     assert sched.speculative_steps > steps
     assert sched.drafts_proposed - proposed == sched.speculative_steps - steps  # one draft per step
+
+
+# ----- structured output -----
+
+RECORD = (
+    '<|im_start|>user\nCopy this JSON exactly: {"name": "Alice Smith", "city": "Springfield", '
+    '"items": ["apples", "pears", "plums", "figs"]}<|im_end|>\n<|im_start|>assistant\n'
+)
+RECORD_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "city": {"type": "string"},
+        "items": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["name", "city", "items"],
+}
+
+
+def test_constrained_output_is_unchanged_and_drafts_follow_the_grammar(mlx_engine: Any, spec_engine: Any) -> None:
+    """A structured-output request speculates: each drafted position is masked by the constraint
+    (a copy of its matcher walks the drafts), and a draft the constraint forbids ends the draft.
+    Greedy output is token-identical, and valid."""
+    import json
+
+    sched = spec_engine._sched
+    steps, accepted = sched.speculative_steps, sched.drafts_accepted
+    params = {"json_schema": json.dumps(RECORD_SCHEMA), "max_new_tokens": 60}
+    want = _run(mlx_engine, [RECORD], **params)[0]
+    got = _run(spec_engine, [RECORD], **params)[0]
+    assert got[0] == want[0]
+    assert got[1]["finish_reason"] == want[1]["finish_reason"]
+    assert sched.speculative_steps > steps and sched.drafts_accepted > accepted
+    assert got[1]["finish_reason"]["type"] == "stop"
+    record = json.loads(spec_engine.tokenizer.decode(got[0]).removesuffix("<|im_end|>"))
+    assert record == {"name": "Alice Smith", "city": "Springfield", "items": ["apples", "pears", "plums", "figs"]}

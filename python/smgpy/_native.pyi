@@ -277,6 +277,8 @@ class GrammarMatcher:
         of word ``i // 32`` set where token ``i`` may come next. ``None`` when no token may come
         next (complete, and no end token). The GIL is released meanwhile. ``GrammarError`` when
         ``token`` was not allowed."""
+    def copy(self) -> GrammarMatcher:
+        """An independent copy of this state (to walk through drafted tokens)."""
     def accept(self, token: int) -> None:
         """Advance past a sampled token; ``GrammarError`` when it was not allowed."""
     def mask(self) -> bytes:

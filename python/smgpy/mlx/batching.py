@@ -55,7 +55,7 @@ from smgpy.mlx.lookup import Lookup
 from smgpy.mlx.mailbox import Mailbox
 from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PINNED, TIER_PLAIN, Hit, PrefixCache
 from smgpy.mlx.prefix_disk import DiskStore
-from smgpy.mlx.sampling import SamplingParams, TokenSampler, make_logits_processors, make_sampler
+from smgpy.mlx.sampling import GrammarMask, SamplingParams, TokenSampler, make_logits_processors, make_sampler
 from smgpy.mlx.slots import MergeBatch, SingleBatch, SlotBatch, can_merge, is_plain_kv
 from smgpy.mlx.verify import accept_greedy, accept_sampled
 from smgpy.mlx.vlm import ImagePrompt, VisionInputs, VisionModel
@@ -122,6 +122,15 @@ class Sequence:
     def ids(self) -> list[int]:
         """The prompt's real token ids (``tokens`` but for image tokens)."""
         return self.tokens if self.vision is None else self.vision.input_ids
+
+
+def _grammar_only(seq: Sequence) -> GrammarMask | None:
+    """The row's structured-output mask when it is its only logits processor and applies (its
+    first mask given, not switched off): speculation can mask drafted positions with it."""
+    if len(seq.processors) != 1 or not isinstance(seq.processors[0], GrammarMask):
+        return None
+    grammar = seq.processors[0]
+    return grammar if grammar.started and not grammar.off else None
 
 
 @dataclass(eq=False)
@@ -731,7 +740,8 @@ class Scheduler:
     def _speculation_row(self) -> Sequence | None:
         """The one running sequence, when speculation may serve it this turn: the only live row,
         nothing waiting or prefilling, greedy or sampled without a seed (a seeded stream must not
-        depend on what ran beside it), without logits processors, and not opted out
+        depend on what ran beside it), without logits processors other than a structured-output
+        constraint (whose masks are computed for each drafted position), and not opted out
         (``num_draft_tokens: 0``). Several rows share one write column in the batch, so a row that
         accepted more drafts than another could not keep them: speculation waits until a row runs
         alone."""
@@ -743,7 +753,7 @@ class Scheduler:
                 if lone is not None:
                     return None
                 lone = s
-        if lone is None or lone.processors:
+        if lone is None or (lone.processors and _grammar_only(lone) is None):
             return None
         if lone.max_tokens - lone.generated < 3:
             return None  # no room for a draft after the token in flight: keep the pipeline
@@ -788,6 +798,14 @@ class Scheduler:
             return False
         inputs: list[int] = self._inputs.tolist()  # type: ignore[assignment]
         last = inputs[seq.row]  # the row's input: emitted, not yet fed
+        grammar = _grammar_only(seq)
+        masks = None
+        if grammar is not None:
+            # Only drafts the constraint allows are verified, each position under its own mask.
+            drafts, masks = grammar.draft_masks(last, drafts)
+            if not drafts or masks is None:
+                drafter.verified(0)
+                return False
         feed = [last, *drafts]
         rows = self.batch.rows
         grid = [[0] * len(feed) for _ in range(rows)]
@@ -801,14 +819,21 @@ class Scheduler:
         self.batch.advance(len(feed))
         seq.uncached = 0  # its input is fed now
         self._unfed_seq = None
+        scores = logits[seq.row]
+        if grammar is not None and masks is not None:
+            scores = mx.where(grammar.allowed(masks, scores.shape[-1]), scores, -float("inf"))
         if isinstance(seq.sampler, TokenSampler):
-            out = accept_sampled(seq.sampler.distribution(logits[seq.row]), drafts)
+            out = accept_sampled(seq.sampler.distribution(scores), drafts)
         else:
-            out = accept_greedy(logits[seq.row], drafts)
+            out = accept_greedy(scores, drafts)
         accepted = len(out) - 1
+        if grammar is not None:
+            grammar.kept([last, *drafts[:accepted]])
+        if seq.processors:  # the tokens fed and kept, as a decode step would have added them
+            seq.context = mx.concatenate([seq.context, mx.array([last, *drafts[:accepted]], dtype=mx.uint32)])
         logprobs = None
         if seq.top_logprobs is not None:  # each emitted token's, from its own position
-            row_logits = logits[seq.row, : len(out)]
+            row_logits = scores[: len(out)]
             logprobs = row_logits - mx.logsumexp(row_logits, axis=-1, keepdims=True)
             mx.eval(logprobs)
         # The row's cache keeps its input and the accepted drafts; the rejected columns go.

@@ -25,7 +25,7 @@ from smgpy._native import GrammarError, GrammarMatcher, check_sampling_params
 from smgpy.engine import EngineRequestError
 from smgpy.mlx.mlx_lm_api import apply_min_p, apply_top_k, apply_top_p, greedy_sampler, make_repetition_penalty
 
-__all__ = ["SamplingParams", "TokenSampler", "make_logits_processors", "make_sampler"]
+__all__ = ["GrammarMask", "SamplingParams", "TokenSampler", "make_logits_processors", "make_sampler"]
 
 Sampler = Callable[[mx.array], mx.array]
 LogitsProcessor = Callable[[mx.array, mx.array], mx.array]
@@ -187,8 +187,8 @@ def _ban_until(token_ids: Sequence[int], min_new: int, prompt_len: int) -> Logit
     return processor
 
 
-def _grammar_mask(matcher: GrammarMatcher) -> LogitsProcessor:
-    """Hold the output to its constraint (structured output): mask every token that cannot
+class GrammarMask:
+    """Holds the output to its constraint (structured output): masks every token that cannot
     continue it. The first call masks the first token; each later call first accepts the token
     sampled at the step before, which is the newest token of the context.
 
@@ -196,37 +196,78 @@ def _grammar_mask(matcher: GrammarMatcher) -> LogitsProcessor:
     token waits for that step; this processor first queues the current step's forward pass
     (``mx.async_eval(logits)``), so the model keeps computing through the wait and while the
     mask is computed (in Rust, without the GIL). Only this row's sampling waits for the mask;
-    the other rows' forward pass does not."""
-    started = [False]
-    off = [False]
-    # Bit positions within a 32-bit word of the bitmask (data, not a graph node: this runs on the
-    # MLX thread, whose stream the processor uses).
-    shifts = mx.array(np.arange(32, dtype=np.uint32))
+    the other rows' forward pass does not.
 
-    def processor(tokens: mx.array, logits: mx.array) -> mx.array:
-        if off[0]:
+    Speculative decoding masks drafted positions with :meth:`draft_masks` (a copy of the matcher
+    walks through the drafts) and hands the kept tokens to :meth:`kept`."""
+
+    def __init__(self, matcher: GrammarMatcher) -> None:
+        self.matcher = matcher
+        self.started = False  # the first mask was given (the first output token's)
+        self.off = False  # the constraint no longer applies (complete without an end token)
+        # Bit positions within a 32-bit word of the bitmask (data, not a graph node: this runs
+        # on the MLX thread, whose stream the processor uses).
+        self._shifts = mx.array(np.arange(32, dtype=np.uint32))
+
+    def __call__(self, tokens: mx.array, logits: mx.array) -> mx.array:
+        if self.off:
             return logits
         token: int | None = None
-        if started[0]:
+        if self.started:
             mx.async_eval(logits)  # type: ignore[no-untyped-call]
             token = int(tokens[-1].item())  # type: ignore[arg-type]  # an int array
-        started[0] = True
+        self.started = True
         try:
-            bits = matcher.step(token)
+            bits = self.matcher.step(token)
         except GrammarError:
             # Not reachable through the mask; never leave a row with no token to sample.
-            off[0] = True
+            self.off = True
             return logits
         if bits is None:
             # Complete, and no end token may be sampled (``ignore_eos``): stop constraining.
-            off[0] = True
+            self.off = True
             return logits
-        # The bitmask is unpacked in the graph (lazily, with the rest of the step), not here.
-        words = mx.array(np.frombuffer(bits, dtype=np.uint32))
-        allowed = ((words[:, None] >> shifts) & 1).reshape(-1)[: logits.shape[-1]].astype(mx.bool_)
-        return mx.where(allowed, logits, -float("inf"))
+        return mx.where(self.allowed([bits], logits.shape[-1]), logits, -float("inf"))
 
-    return processor
+    def allowed(self, masks: list[bytes], size: int) -> mx.array:
+        """Bitmasks as boolean rows of ``size`` logits, unpacked in the graph (lazily)."""
+        words = mx.array(np.frombuffer(b"".join(masks), dtype=np.uint32).reshape(len(masks), -1))
+        allowed = ((words[:, :, None] >> self._shifts) & 1).reshape(len(masks), -1)[:, :size]
+        return allowed.astype(mx.bool_)
+
+    def draft_masks(self, pending: int, drafts: list[int]) -> tuple[list[int], list[bytes] | None]:
+        """The drafts the constraint allows (a prefix of ``drafts``) and the bitmasks of the
+        positions a verification of ``pending`` followed by them scores (:meth:`allowed` unpacks
+        them): one per kept draft plus one. ``None`` when the constraint gives no mask after
+        ``pending``."""
+        walk = self.matcher.copy()
+        try:
+            bits = walk.step(pending)
+        except GrammarError:
+            return [], None
+        if bits is None:
+            return [], None
+        masks = [bits]
+        kept: list[int] = []
+        for d in drafts:
+            word = int.from_bytes(bits[4 * (d >> 5) : 4 * (d >> 5) + 4], "little") if 4 * (d >> 5) < len(bits) else 0
+            if not (word >> (d & 31)) & 1:
+                break
+            try:
+                bits = walk.step(d)
+            except GrammarError:
+                break
+            if bits is None:
+                break
+            kept.append(d)
+            masks.append(bits)
+        return kept, masks
+
+    def kept(self, tokens: list[int]) -> None:
+        """The tokens a verification fed and kept (its pending token and accepted drafts): the
+        matcher advances past them, as the next steps' calls would have made it."""
+        for t in tokens:
+            self.matcher.accept(t)
 
 
 def make_logits_processors(
@@ -250,5 +291,5 @@ def make_logits_processors(
         out.append(_ban_until(end_ids, params.min_new_tokens, prompt_len))
     if matcher is not None:
         # Last, so that no later processor can lift a masked token back.
-        out.append(_grammar_mask(matcher))
+        out.append(GrammarMask(matcher))
     return out

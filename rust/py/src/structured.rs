@@ -118,6 +118,16 @@ impl PyGrammarMatcher {
         Ok(any.then(|| PyBytes::new(py, &self.bits)))
     }
 
+    /// An independent copy of this state: speculative decoding walks a copy through drafted
+    /// tokens to mask each drafted position, and the original takes only the tokens kept.
+    fn copy(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            mask: vec![0; self.inner.size()],
+            bits: Vec::with_capacity(self.bits.capacity()),
+        }
+    }
+
     /// Advance past a sampled token; `GrammarError` when it was not allowed.
     fn accept(&mut self, token: u32) -> PyResult<()> {
         self.inner.accept(token).map_err(error)
