@@ -177,8 +177,10 @@ def test_a_long_prompt_is_prefilled_between_decode_steps(engine: Any) -> None:
 
 @pytest.mark.parametrize("kv_bits", [None, 4])
 def test_the_slot_batch_holds_each_sequences_own_keys_and_values(kv_bits: int | None) -> None:
-    """Joins (shorter and longer than the batch), leaves (holes, the top rows) and the cut of
-    dead columns: each row's keys and values stay those of its sequence alone (quantized: exactly
+    """Joins (shorter and longer than the batch), leaves (holes, the top rows), speculative steps
+    whose rows keep different numbers of columns (holes inside rows, squeezed out later) and the
+    cut of dead columns: each row's keys and values stay those of its sequence alone, at its own
+    position, attended to under its own mask (quantized: exactly
     what quantizing that sequence alone gives, since groups never span tokens; the prefix cache's
     copy keeps that form)."""
     from mlx_lm.models.cache import KVCache
@@ -211,16 +213,35 @@ def test_the_slot_batch_holds_each_sequences_own_keys_and_values(kv_bits: int | 
             row = batch.join(c, n)
             assert row not in own
             own[row] = c[0].keys[..., :n, :] if n else mx.zeros((1, heads, 0, dim))
-        if batch.rows:
+        if batch.rows and rng.random() < 0.3:
+            # A speculative step: every row writes ``width`` columns and keeps a prefix of them;
+            # a row that keeps fewer than another is left with holes.
+            width = rng.choice([2, 3, 4])
+            k = mx.random.normal((batch.rows, heads, width, dim))
+            batch.caches[0].update_and_fetch(k, k)
+            batch.advance(width)
+            kept = [rng.randint(1, width) for _ in range(batch.rows)]
+            batch.settle(width, kept)
+            for row in own:
+                own[row] = mx.concatenate([own[row], k[row : row + 1, :, : kept[row]]], axis=2)
+        elif batch.rows:
             k = mx.random.normal((batch.rows, heads, 1, dim))
             batch.caches[0].update_and_fetch(k, k)
             batch.advance(1)
             for row in own:
                 own[row] = mx.concatenate([own[row], k[row : row + 1]], axis=2)
+        if own:
+            # Each row attends to its own tokens and the next one, nothing else; at its position.
+            mask = batch.caches[0].make_mask(1)
+            positions = batch.caches[0].offset.tolist()
+            idx = batch.write_column
         for row, keys in own.items():
             got = batch.extract(row, keys.shape[2])[0]
             if keys.shape[2]:
                 assert same(got.keys, keys), (step, row)
+            assert positions[row] == keys.shape[2], (step, row)
+            seen = [c for c in range(idx + 1) if bool(mask[row, 0, 0, c].item())]
+            assert seen == [*batch._s.live_columns(row).tolist(), idx], (step, row)
         assert batch.rows == (max(own) + 1 if own else 0)
     # The batch's width stays bounded by the longest live sequence plus the growth steps.
     held = batch.caches[0].keys
@@ -366,3 +387,55 @@ def test_a_step_that_cannot_be_traced_or_drifts_is_not_compiled(model_dir: Path)
         assert eager._sched.compiled is None
     finally:
         eager.shutdown()
+
+
+def test_speculating_rows_of_a_batch_give_mlx_lm_tokens(model_dir: Path, reference: Any, engine: Any) -> None:
+    """Prompt lookup in every row of a batch (each row drafts from its own repetitive prompt,
+    the random model keeps some drafts and not others: rows keep different numbers of columns,
+    leaving holes): every request's greedy tokens equal mlx-lm's alone, through arrivals,
+    departures, prefix-cache hits and the compiled decode step between speculative ones."""
+    from smgpy.mlx.pacing import StepCost
+
+    eng = MLXEngine(str(model_dir), max_running=8, max_waiting=64, prefill_step_size=CHUNK, prompt_lookup_tokens=4)
+    eng._sched.cost = StepCost(learn=False)  # verify whenever a row drafts (see StepCost)
+    try:
+        rng = random.Random(5)
+        phrases = [ids(rng, rng.randrange(3, 9)) for _ in range(6)]
+        plan = [
+            (rng.uniform(0, 0.4), phrases[i % 6] * rng.randrange(2, 7) + ids(rng, rng.randrange(0, 5)), 40)
+            for i in range(16)
+        ]
+
+        async def one(delay: float, prompt: list[int], n: int) -> list[int]:
+            await asyncio.sleep(delay)
+            return list((await generate(eng, prompt, n))[0])
+
+        async def main() -> list[list[int]]:
+            return await asyncio.gather(*(one(*p) for p in plan))
+
+        for (_, prompt, n), got in zip(plan, asyncio.run(main()), strict=True):
+            assert got == reference(prompt, n)
+        # Rows that may not draft (penalties, a seed) take their token from a speculative step's
+        # first column: the same tokens as in the engine without speculation.
+        others = [
+            (phrases[0] * 3, {"repetition_penalty": 1.3}),
+            (phrases[1] * 3, {"temperature": 0.9, "seed": 7}),
+            (phrases[2] * 3, {"frequency_penalty": 0.5}),
+        ]
+
+        async def mixed(engine: Any, drafting: bool) -> list[Any]:
+            extra = [generate(engine, phrases[3] * 5, 30), generate(engine, phrases[4] * 5, 30)] if drafting else []
+            got = await asyncio.gather(*(generate(engine, p, 30, **kw) for p, kw in others), *extra)
+            return [g[0] for g in got[: len(others)]]
+
+        alone = [asyncio.run(generate(engine, p, 30, **kw))[0] for p, kw in others]
+        steps = eng._sched.speculative_steps
+        assert asyncio.run(mixed(eng, True)) == alone
+        assert eng._sched.speculative_steps > steps
+        sched = eng._sched
+        assert sched.speculative_steps > 0 and sched.drafts_accepted > 0
+        assert sched.batched_speculative_steps > 0, "no step verified the drafts of several rows"
+        assert sched.drafts_accepted < sched.drafts_proposed, "no row rejected a draft: no holes were made"
+        assert sched.compiled is not None and sched.compiled.steps > 0
+    finally:
+        eng.shutdown()

@@ -14,6 +14,7 @@ from conftest import collect, demo_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from smgpy.mlx.lookup import Lookup
+from smgpy.mlx.pacing import StepCost
 
 
 def test_lookup_drafts_what_followed_the_tails_last_occurrence() -> None:
@@ -63,9 +64,42 @@ LIST = (
 CHAT = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
 
 
+def test_step_cost_drafts_where_a_wider_pass_is_cheap_and_not_where_it_is_not() -> None:
+    """The cost line is learnt from steps run: where a pass of 32 tokens costs what one of 8 does
+    (an accelerator), 8 rows that draft well verify 4 drafts each; where cost grows with tokens
+    (this CPU without BLAS: ~0.1 s per token) a plain step wins; in between, a shorter width."""
+    from smgpy.mlx.pacing import Pace
+
+    def paces(rate: float) -> list[tuple[Pace, int]]:
+        out = []
+        for _ in range(8):
+            pace = Pace()
+            pace.rate = rate
+            out.append((pace, 4))
+        return out
+
+    flat, linear, mixed = StepCost(), StepCost(), StepCost()
+    for tokens in (8, 16, 24, 40, 8, 8, 32):
+        flat.record(tokens, 0.010)
+        linear.record(tokens, 0.1 * tokens)
+        mixed.record(tokens, 0.09 + 0.012 * tokens)  # the demo model with OpenBLAS here
+    assert flat.best_width(8, paces(0.6)) == 5
+    assert linear.best_width(8, paces(0.9)) == 1
+    assert mixed.best_width(8, paces(0.2)) == 1
+    assert 1 < mixed.best_width(8, paces(0.7)) < 5
+    assert StepCost().best_width(8, paces(0.6)) == 5  # nothing learnt yet: try it
+    assert StepCost().best_width(8, []) == 1
+    pace = Pace()
+    pace.rate = 0.5
+    assert pace.expected(3) == 0.5 + 0.25 + 0.125
+
+
 @pytest.fixture(scope="module")
 def spec_engine() -> Iterator[Any]:
+    """Prompt lookup on, verifying whenever a row drafts: on this CPU a wider pass costs about
+    as much per token as a narrow one, so the engine's own cost model would mostly not draft."""
     engine = demo_engine(prompt_lookup_tokens=4)
+    engine._sched.cost = StepCost(learn=False)
     yield engine
     engine.shutdown()
 
@@ -125,7 +159,7 @@ def test_stop_ids_end_at_the_same_token(mlx_engine: Any, spec_engine: Any) -> No
 
 
 def test_concurrent_and_logprob_requests_are_unchanged(mlx_engine: Any, spec_engine: Any) -> None:
-    """Rows come and go (speculation only while one runs alone); a logprobs request speculates
+    """Rows come and go, each drafting from its own context in one batch; a logprobs request speculates
     too, and reports each token's logprob from its own position of the verification pass: the
     same values (to float32 rounding of a wider pass) and the same top alternatives."""
     prompts = [REPEAT, LIST, CHAT]
@@ -240,9 +274,8 @@ def test_sampled_acceptance_is_reproducible_from_a_key() -> None:
 
 def test_sampled_requests_speculate_and_opt_outs_do_not(spec_engine: Any) -> None:
     """A sampled request without a seed runs speculative steps (a copy task at a low temperature
-    accepts drafts; three tries, as an unseeded sample may wander off the list); a seeded request
-    (whose stream must not depend on what else runs) and one sent with ``num_draft_tokens: 0``
-    decode one token per step."""
+    accepts drafts; three tries, as an unseeded sample may wander off the list); one sent with
+    ``num_draft_tokens: 0`` decodes one token per step."""
     sched = spec_engine._sched
     steps, accepted = sched.speculative_steps, sched.drafts_accepted
     for _ in range(3):
@@ -251,14 +284,35 @@ def test_sampled_requests_speculate_and_opt_outs_do_not(spec_engine: Any) -> Non
         if sched.drafts_accepted > accepted:
             break
     assert sched.speculative_steps > steps and sched.drafts_accepted > accepted
-    for params in (
-        {"temperature": 0.3, "seed": 7},
-        {"temperature": 0.3, "num_draft_tokens": 0},
-        {"num_draft_tokens": 0},
-    ):
+    for params in ({"temperature": 0.3, "num_draft_tokens": 0}, {"num_draft_tokens": 0}):
         steps = sched.speculative_steps
         _run(spec_engine, [LIST], **params)
         assert sched.speculative_steps == steps, params
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"temperature": 0.3, "seed": 7},
+        {"temperature": 0.8, "top_p": 0.9, "seed": 11},
+        {"temperature": 0, "repetition_penalty": 1.02},
+        {"temperature": 0, "frequency_penalty": 0.4, "presence_penalty": 0.2},
+        {"temperature": 0, "logit_bias": {"29": 2.0}, "min_new_tokens": 40},
+        {"temperature": 0.2, "seed": 3, "frequency_penalty": 0.1},
+    ],
+)
+def test_seeded_and_penalised_requests_speculate_and_give_the_same_tokens(
+    mlx_engine: Any, spec_engine: Any, params: dict[str, Any]
+) -> None:
+    """Seeded requests draw each position with its own key (the same draw a decode step makes
+    there), and logits processors apply at each drafted position over the context up to it: with
+    speculation the output is token-identical to the engine's without it."""
+    sched = spec_engine._sched
+    steps = sched.speculative_steps
+    want = _run(mlx_engine, [LIST], max_new_tokens=50, **params)[0][0]
+    got = _run(spec_engine, [LIST], max_new_tokens=50, **params)[0][0]
+    assert got == want
+    assert sched.speculative_steps > steps
 
 
 def test_num_draft_tokens_caps_the_draft(spec_engine: Any) -> None:

@@ -18,6 +18,13 @@ Each turn of the loop, in order:
 5. queue one chunk of prefill, at most ``prefill_step_size`` tokens: a long prompt is cut into
    chunks that alternate with decode steps, so running rows never wait for more than one chunk.
 
+When rows have drafts (prompt lookup, or a draft model while one request runs alone) and
+:class:`~smgpy.mlx.pacing.StepCost` says a wider pass pays on this machine, steps 3-4 become one
+speculative step instead (:meth:`Scheduler._speculate`): the running step's tokens are read, every
+row is fed its pending token and its drafts in one forward pass, each row keeps what verification
+accepts, and rows that kept fewer columns than others are left with holes in their cache
+(:meth:`~smgpy.mlx.slots.SlotBatch.settle`).
+
 Python's work in 4-5 overlaps the device's work on 3. mlx-lm's ``BatchGenerator`` evaluated
 arriving prompts while every running row waited (~20 % of the MLX thread at 32 clients on a GPU)
 and copied the whole batch's caches on each join and finish (~10 %); both are gone here.
@@ -53,11 +60,12 @@ from smgpy.mlx.detokenize import TextDecoder
 from smgpy.mlx.draft import DraftModel, DraftState
 from smgpy.mlx.lookup import Lookup
 from smgpy.mlx.mailbox import Mailbox
+from smgpy.mlx.pacing import StepCost
 from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PINNED, TIER_PLAIN, Hit, PrefixCache
 from smgpy.mlx.prefix_disk import DiskStore
 from smgpy.mlx.sampling import GrammarMask, SamplingParams, TokenSampler, make_logits_processors, make_sampler
 from smgpy.mlx.slots import MergeBatch, SingleBatch, SlotBatch, can_merge, is_plain_kv
-from smgpy.mlx.verify import accept_greedy, accept_sampled
+from smgpy.mlx.verify import greedy_choice, kept_greedy, kept_sampled, sampled_choice
 from smgpy.mlx.vlm import ImagePrompt, VisionInputs, VisionModel
 
 __all__ = ["Outlet", "Scheduler", "Sequence", "StepTimes"]
@@ -116,7 +124,7 @@ class Sequence:
     vision: ImagePrompt | None = None
     rope_delta: int = 0  # M-RoPE models: this row's position minus its index, after its images
     drafter: Lookup | DraftState | None = None  # its draft source (speculative decoding), once eligible
-    uncached: int = 0  # 1 while its last emitted token is not in its row's cache (see _speculate)
+    uncached: int = 0  # 1 while its last emitted token is not in its row's cache (see _mark_unfed)
 
     @property
     def ids(self) -> list[int]:
@@ -124,13 +132,23 @@ class Sequence:
         return self.tokens if self.vision is None else self.vision.input_ids
 
 
-def _grammar_only(seq: Sequence) -> GrammarMask | None:
-    """The row's structured-output mask when it is its only logits processor and applies (its
-    first mask given, not switched off): speculation can mask drafted positions with it."""
-    if len(seq.processors) != 1 or not isinstance(seq.processors[0], GrammarMask):
-        return None
-    grammar = seq.processors[0]
-    return grammar if grammar.started and not grammar.off else None
+def _draft_processors(seq: Sequence) -> tuple[list[Any], GrammarMask | None] | None:
+    """How a verification applies the row's logits processors to its drafted positions: the
+    pure ones (logit bias, penalties, ``min_new_tokens``: functions of the context and the
+    logits) at each position over the context up to it, and the structured-output mask (state
+    in its matcher) through :meth:`GrammarMask.draft_masks`. None while that mask has not given
+    its first one (the first token is a decode step's)."""
+    others: list[Any] = []
+    grammar = None
+    for p in seq.processors:
+        if isinstance(p, GrammarMask):
+            if not p.started:
+                return None
+            if not p.off:
+                grammar = p
+        else:
+            others.append(p)
+    return others, grammar
 
 
 @dataclass(eq=False)
@@ -205,16 +223,19 @@ class Scheduler:
         draft_tokens: int = 3,
     ) -> None:
         self._load = load
-        # Speculation while one row runs: draft tokens verified per step, from prompt lookup
-        # (0: off) or, when ``load_draft`` is given (it takes the model's tokenizer), a draft model.
+        # Speculation: draft tokens verified per step, from prompt lookup in every row (0: off)
+        # or, when ``load_draft`` is given (it takes the model's tokenizer), a draft model while
+        # one row runs.
         self.lookup_tokens = max(0, lookup_tokens)
         self._load_draft = load_draft
         self.draft: DraftModel | None = None
         self.draft_tokens = max(0, draft_tokens)
         self.speculative_steps = 0
+        self.batched_speculative_steps = 0  # of those, steps that verified drafts of several rows
         self.drafts_proposed = 0  # draft tokens verified, and accepted (for benches and logs)
         self.drafts_accepted = 0
-        self._unfed_seq: Sequence | None = None  # the row whose last emitted token is not fed yet
+        self._unfed: list[Sequence] = []  # rows whose last emitted token is not fed yet
+        self.cost = StepCost()  # a forward pass's cost against its tokens (when speculation pays)
         self._compile_step = compile_step
         # The decode step compiled once per shape, where the load check passed (None: eager).
         self.compiled: CompiledDecode | None = None
@@ -381,14 +402,22 @@ class Scheduler:
                 self._retire()
                 self._start_prefill()
                 self._join()
-                lone = self._speculation_row()
-                if lone is not None:
-                    if step is not None:  # its token is the draft's context: read it first
-                        self._unfed(lone)  # no step after it is queued: its last token is not fed
+                drafting = self._speculating()
+                if drafting and self._worth_drafting(drafting):
+                    if step is not None:  # the rows' last tokens are the drafts' context: read them
+                        for seq in step.seqs:
+                            if seq is not None and not seq.done:
+                                self._mark_unfed(seq)  # no step after it is queued
                         self._collect(step)
                         self._flush()
                         step = None
-                    if not lone.done and self._speculate(lone):
+                    t1 = time.perf_counter()
+                    tokens = self._speculate(drafting)
+                    if tokens:
+                        t2 = time.perf_counter()
+                        self.cost.record(tokens, t2 - t1)
+                        self._prefill_chunk(idle=False)
+                        self.times.prefill += time.perf_counter() - t2
                         continue
                 nxt = self._decode() if any(s is not None for s in self._rows) else None
                 wait = 0.0
@@ -403,6 +432,8 @@ class Scheduler:
                 t2 = time.perf_counter()
                 if nxt is not None:
                     self.times.record(len(nxt.seqs), (t1 - t0) - wait, wait)
+                    if step is not None:  # pipelined: a turn lasts about one step
+                        self.cost.record(self.batch.rows if self.batch is not None else 0, t1 - t0)
                 self.times.prefill += t2 - t1
                 step = nxt
             except Exception as e:  # a failed step must not kill the thread: fail the batch, go on
@@ -436,7 +467,7 @@ class Scheduler:
         return seqs
 
     def _clear_state(self) -> None:
-        self._unfed_seq = None
+        self._unfed = []
         self._rows = []
         self._inputs = None
         self._waiting.clear()
@@ -737,131 +768,226 @@ class Scheduler:
 
     # ----- speculation (prompt lookup or a draft model) -----
 
-    def _speculation_row(self) -> Sequence | None:
-        """The one running sequence, when speculation may serve it this turn: the only live row,
-        nothing waiting or prefilling, greedy or sampled without a seed (a seeded stream must not
-        depend on what ran beside it), without logits processors other than a structured-output
-        constraint (whose masks are computed for each drafted position), and not opted out
-        (``num_draft_tokens: 0``). Several rows share one write column in the batch, so a row that
-        accepted more drafts than another could not keep them: speculation waits until a row runs
-        alone."""
-        if not self._speculation_tokens or self.mode != "slots" or self._waiting or self._prefill or self._joining:
-            return None
-        lone = None
-        for s in self._rows:
-            if s is not None and not s.done:
-                if lone is not None:
-                    return None
-                lone = s
-        if lone is None or (lone.processors and _grammar_only(lone) is None):
-            return None
-        if lone.max_tokens - lone.generated < 3:
-            return None  # no room for a draft after the token in flight: keep the pipeline
-        if lone.params.num_draft_tokens == 0:
-            return None
-        if lone.sampler is not mlx_lm_api.greedy_sampler and (
-            not isinstance(lone.sampler, TokenSampler) or lone.sampler.seeded
-        ):
-            return None
-        if lone.drafter is None:
+    def _speculating(self) -> list[Sequence]:
+        """The running sequences that may draft this turn (see :meth:`_may_draft`). Prompt lookup
+        serves every row of the batch: a step verifies each drafting row's drafts, rows that
+        drafted nothing (or may not) take their one token from its first column, and rows that
+        keep fewer drafts than others are left with holes (:meth:`SlotBatch.settle`). A draft
+        model drafts while one request runs alone."""
+        if not self._speculation_tokens or self.mode != "slots" or self._joining:
+            return []
+        live = [s for s in self._rows if s is not None and not s.done]
+        if self.draft is not None and len(live) != 1:
+            return []
+        return [s for s in live if self._may_draft(s)]
+
+    def _may_draft(self, seq: Sequence) -> bool:
+        """Any request (greedy, sampled, seeded, with logits processors: see
+        :func:`_draft_processors`) not opted out (``num_draft_tokens: 0``), with room for a draft
+        after the token in flight, and not resting after misses."""
+        if seq.processors and _draft_processors(seq) is None:
+            return False
+        if seq.max_tokens - seq.generated < 3 or seq.params.num_draft_tokens == 0:
+            return False
+        if seq.sampler is not mlx_lm_api.greedy_sampler and not isinstance(seq.sampler, TokenSampler):
+            return False
+        if seq.drafter is None:
             if self.draft is None:
-                lone.drafter = Lookup(lone.ids + lone.out_ids)
-            elif lone.vision is None:  # a draft model reads text only
-                lone.drafter = self.draft.state(lone.ids + lone.out_ids)
+                seq.drafter = Lookup(seq.ids + seq.out_ids)
+            elif seq.vision is None:  # a draft model reads text only
+                seq.drafter = self.draft.state(seq.ids + seq.out_ids)
             else:
-                return None
-        return None if lone.drafter.resting else lone
+                return False
+        return not seq.drafter.resting
+
+    @staticmethod
+    def _processed(seq: Sequence, processors: list[Any], scores: mx.array, fed: list[int]) -> mx.array:
+        """A drafting row's ``scores`` (one position per fed token) through its pure logits
+        processors, each position over the context up to the token fed there, as a decode step
+        feeding them one by one would see it."""
+        context = mx.concatenate([seq.context, mx.array(fed, dtype=mx.uint32)])
+        base = seq.context.shape[0]
+        rows = []
+        for i in range(scores.shape[0]):
+            row = scores[i : i + 1]
+            for processor in processors:
+                row = processor(context[: base + i + 1], row)
+            rows.append(row)
+        return mx.concatenate(rows, axis=0)
+
+    def _draft_limit(self, seq: Sequence) -> int:
+        k = self._speculation_tokens
+        cap = k if seq.params.num_draft_tokens is None else seq.params.num_draft_tokens
+        room = seq.max_tokens - seq.generated - 1  # the last token is the model's own, never a draft
+        return max(0, min(k, cap, room))
+
+    def _worth_drafting(self, seqs: list[Sequence]) -> bool:
+        """Whether a speculative step could beat a plain one if every candidate drafted as much
+        as its pace allows: asked before the running step's tokens are read (which drafting
+        needs, and which costs the pipeline)."""
+        assert self.batch is not None
+        if self.draft is not None:
+            return True  # one row: its pace decides
+        bound = []
+        for seq in seqs:
+            assert seq.drafter is not None
+            bound.append((seq.drafter.pace, seq.drafter.pace.size(self._draft_limit(seq))))
+        return self.cost.best_width(self.batch.rows, bound) > 1
 
     @property
     def _speculation_tokens(self) -> int:
         """The most tokens drafted per step: the draft model's, else prompt lookup's (0: off)."""
         return self.draft_tokens if self.draft is not None else self.lookup_tokens
 
-    def _unfed(self, seq: Sequence) -> None:
+    def _mark_unfed(self, seq: Sequence) -> None:
         """``seq``'s last emitted token is not in its cache until the next step feeds it, so a
         row that ends (or is aborted) meanwhile leaves the prefix cache one token less."""
         seq.uncached = 1
-        self._unfed_seq = seq
+        self._unfed.append(seq)
 
-    def _speculate(self, seq: Sequence) -> bool:
-        """Verify the drafts for ``seq`` in one forward pass and emit the ones kept
-        (:mod:`smgpy.mlx.verify`: the model's argmax for greedy rows, speculative sampling's rule
-        for sampled ones), plus one token of the model's own. False (nothing done) without drafts."""
+    def _fed(self) -> None:
+        """A step feeds every row its pending input."""
+        for seq in self._unfed:
+            seq.uncached = 0
+        self._unfed = []
+
+    def _speculate(self, seqs: list[Sequence]) -> int:
+        """One forward pass of every row, ``width`` columns wide: a drafting row's pending token and
+        drafts, whose kept ones it emits (:mod:`smgpy.mlx.verify`: the model's argmax for greedy
+        rows, speculative sampling's rule for sampled ones) plus one token of the model's own;
+        every other row's pending token, sampled from its first column as a decode step would.
+        Returns the tokens computed (rows x width), 0 when nothing was drafted or drafting does
+        not pay (:meth:`StepCost.best_width`)."""
         assert self.batch is not None and isinstance(self.batch, SlotBatch) and self._inputs is not None
-        drafter = seq.drafter
-        assert drafter is not None
-        room = seq.max_tokens - seq.generated - 1  # the last token is the model's own, never a draft
-        k = self._speculation_tokens
-        cap = k if seq.params.num_draft_tokens is None else seq.params.num_draft_tokens
-        drafts = drafter.propose(min(k, cap, room))
-        if not drafts:
-            return False
+        batch = self.batch
         inputs: list[int] = self._inputs.tolist()  # type: ignore[assignment]
-        last = inputs[seq.row]  # the row's input: emitted, not yet fed
-        grammar = _grammar_only(seq)
-        masks = None
-        if grammar is not None:
-            # Only drafts the constraint allows are verified, each position under its own mask.
-            drafts, masks = grammar.draft_masks(last, drafts)
-            if not drafts or masks is None:
-                drafter.verified(0)
-                return False
-        feed = [last, *drafts]
-        rows = self.batch.rows
-        grid = [[0] * len(feed) for _ in range(rows)]
-        grid[seq.row] = feed
+        plans: dict[int, tuple[Sequence, list[int], GrammarMask | None, list[bytes] | None]] = {}
+        pure: dict[int, list[Any]] = {}  # per drafting row: its processors other than the grammar
+        for seq in seqs:
+            drafter = seq.drafter
+            if seq.done or drafter is None:
+                continue
+            drafts = drafter.propose(self._draft_limit(seq))
+            if not drafts:
+                continue
+            processing = _draft_processors(seq) if seq.processors else ([], None)
+            if processing is None:
+                continue
+            others, grammar = processing
+            masks = None
+            if grammar is not None:
+                # Only drafts the constraint allows are verified, each position under its own mask.
+                drafts, masks = grammar.draft_masks(inputs[seq.row], drafts)
+                if not drafts or masks is None:
+                    drafter.verified(0)
+                    continue
+            plans[seq.row] = (seq, drafts, grammar, masks)
+            if others:
+                pure[seq.row] = others
+        if not plans:
+            return 0
+        rows = batch.rows
+        if self.draft is not None:
+            width = 1 + max(len(p[1]) for p in plans.values())
+        else:
+            width = self.cost.best_width(rows, [(p[0].drafter.pace, len(p[1])) for p in plans.values()])  # type: ignore[union-attr]
+        if width == 1:
+            return 0
+        for r, (seq, drafts, grammar, masks) in list(plans.items()):
+            if len(drafts) >= width:
+                plans[r] = (seq, drafts[: width - 1], grammar, None if masks is None else masks[:width])
+        grid = [[0] * width for _ in range(rows)]
+        for r in range(rows):
+            grid[r][0] = inputs[r]
+        for r, (_, drafts, _, _) in plans.items():
+            grid[r][1 : 1 + len(drafts)] = drafts
         x = mx.array(grid, dtype=mx.uint32)
         if isinstance(self.model, VisionModel) and self.model.mrope:
             deltas = mx.array([0 if s is None else s.rope_delta for s in self._rows][:rows], dtype=mx.int32)
-            logits = self.model(x, cache=self.batch.caches, deltas=deltas)
+            logits = self.model(x, cache=batch.caches, deltas=deltas)
         else:
-            logits = self.model(x, cache=self.batch.caches)
-        self.batch.advance(len(feed))
-        seq.uncached = 0  # its input is fed now
-        self._unfed_seq = None
-        scores = logits[seq.row]
-        if grammar is not None and masks is not None:
-            scores = mx.where(grammar.allowed(masks, scores.shape[-1]), scores, -float("inf"))
-        if isinstance(seq.sampler, TokenSampler):
-            out = accept_sampled(seq.sampler.distribution(scores), drafts)
-        else:
-            out = accept_greedy(scores, drafts)
-        accepted = len(out) - 1
-        if grammar is not None:
-            grammar.kept([last, *drafts[:accepted]])
-        if seq.processors:  # the tokens fed and kept, as a decode step would have added them
-            seq.context = mx.concatenate([seq.context, mx.array([last, *drafts[:accepted]], dtype=mx.uint32)])
-        logprobs = None
-        if seq.top_logprobs is not None:  # each emitted token's, from its own position
-            row_logits = scores[: len(out)]
-            logprobs = row_logits - mx.logsumexp(row_logits, axis=-1, keepdims=True)
-            mx.eval(logprobs)
-        # The row's cache keeps its input and the accepted drafts; the rejected columns go.
-        self.batch.rewind(len(drafts) - accepted)
-        drafter.verified(accepted)
+            logits = self.model(x, cache=batch.caches)
+        batch.advance(width)
+        self._fed()
+        # Rows without drafts: their first column is a decode step's.
+        plain = [r for r, s in enumerate(self._rows[:rows]) if s is not None and not s.done and r not in plans]
+        lazy: list[Any] = []
+        picked = None
+        if plain:
+            index = mx.array(plain, dtype=mx.int32)
+            plain_seqs: list[Sequence | None] = [self._rows[r] for r in plain]
+            picked = self._pick(plain_seqs, logits[index, 0, :], self._inputs[index])
+            lazy += [picked[0], *picked[1].values(), *picked[2]]
+        choices: dict[int, mx.array] = {}
+        scored: dict[int, mx.array] = {}
+        for r, (seq, drafts, grammar, masks) in plans.items():
+            scores = logits[r, : len(drafts) + 1]
+            if r in pure:
+                scores = self._processed(seq, pure[r], scores, [inputs[r], *drafts])
+            if grammar is not None and masks is not None:
+                scores = mx.where(grammar.allowed(masks, scores.shape[-1]), scores, -float("inf"))
+            if isinstance(seq.sampler, TokenSampler) and seq.sampler.seeded:
+                # Each position drawn with its own key, as decoding would: kept while it is the draft.
+                choices[r] = seq.sampler.draw(seq.sampler.distribution(scores))
+            elif isinstance(seq.sampler, TokenSampler):
+                choices[r] = sampled_choice(seq.sampler.distribution(scores), drafts)
+            else:
+                choices[r] = greedy_choice(scores)
+            if seq.top_logprobs is not None:  # each emitted token's, from its own position
+                scored[r] = scores - mx.logsumexp(scores, axis=-1, keepdims=True)
+        mx.eval(lazy, list(choices.values()), list(scored.values()))
+        emitted: dict[int, list[int]] = {}
+        for r, (seq, drafts, _, _) in plans.items():
+            got: list[int] = choices[r].tolist()  # type: ignore[assignment]
+            by_rule = isinstance(seq.sampler, TokenSampler) and not seq.sampler.seeded
+            emitted[r] = kept_sampled(got, drafts) if by_rule else kept_greedy(got, drafts)
+        plain_tokens: list[int] = [] if picked is None else picked[0].tolist()  # type: ignore[assignment]
+        # Each row's cache keeps its input and the drafts it accepted; the rejected columns go.
+        kept = [1] * rows
+        for r, out in emitted.items():
+            kept[r] = len(out)
+        batch.settle(width, kept)
+        next_inputs = list(inputs[:rows])
+        for r, (seq, drafts, grammar, _) in plans.items():
+            out = emitted[r]
+            accepted = len(out) - 1
+            last = inputs[r]
+            if grammar is not None:
+                grammar.kept([last, *drafts[:accepted]])
+            if seq.processors:  # the tokens fed and kept, as a decode step would have added them
+                seq.context = mx.concatenate([seq.context, mx.array([last, *drafts[:accepted]], dtype=mx.uint32)])
+            if isinstance(seq.sampler, TokenSampler):
+                seq.sampler.advance(len(out))
+            assert seq.drafter is not None
+            seq.drafter.verified(accepted, len(drafts))
+            self.drafts_proposed += len(drafts)
+            self.drafts_accepted += accepted
+            next_inputs[r] = out[-1]
+            for i, token in enumerate(out):
+                if i == accepted:  # the model's own next token: the next step feeds it
+                    self._mark_unfed(seq)
+                self._on_token(seq, token, scored[r][i] if r in scored else None)
+                if seq.done:
+                    break
+        if picked is not None:
+            for i, r in enumerate(plain):
+                row_seq = self._rows[r]
+                assert row_seq is not None
+                next_inputs[r] = plain_tokens[i]
+                self._mark_unfed(row_seq)
+                self._on_token(row_seq, plain_tokens[i], picked[1].get(i))
         self.speculative_steps += 1
-        self.drafts_proposed += len(drafts)
-        self.drafts_accepted += accepted
-        for i, token in enumerate(out):
-            if i == accepted:  # the model's own next token: the next step feeds it
-                self._unfed(seq)
-            self._on_token(seq, token, None if logprobs is None else logprobs[i])
-            if seq.done:
-                break
-        self._inputs = mx.where(
-            mx.arange(self._inputs.shape[0]) == seq.row, mx.array(out[-1], dtype=mx.uint32), self._inputs
-        )
+        self.batched_speculative_steps += len(plans) > 1
+        self._inputs = mx.array(next_inputs, dtype=mx.uint32)
         self._flush()
-        return True
+        return rows * width
 
     # ----- decode -----
 
     def _decode(self) -> _Step:
         """Build and queue one decode step of every row."""
         assert self.batch is not None and self._inputs is not None
-        if self._unfed_seq is not None:  # this step feeds it
-            self._unfed_seq.uncached = 0
-            self._unfed_seq = None
+        self._fed()
         seqs = list(self._rows)
         inputs = self._inputs
         logits = None
@@ -877,6 +1003,16 @@ class Scheduler:
             else:
                 logits = self.model(inputs[:, None], cache=self.batch.caches)[:, -1, :]
         self.batch.advance(1)
+        sampled, logprobs, contexts = self._pick(seqs, logits, inputs)
+        mx.async_eval(sampled, list(logprobs.values()), contexts)  # type: ignore[no-untyped-call]
+        self._inputs = sampled
+        return _Step(seqs, sampled, logprobs)
+
+    def _pick(
+        self, seqs: list[Sequence | None], logits: mx.array, inputs: mx.array
+    ) -> tuple[mx.array, dict[int, mx.array], list[mx.array]]:
+        """Each row's next token from its logits (``inputs``: what was fed), lazily: logits
+        processors over each row's context, its sampler, and its logprobs when asked."""
         contexts: list[mx.array] = []
         with_processors = [r for r, s in enumerate(seqs) if s is not None and s.processors and not s.done]
         if with_processors:
@@ -897,9 +1033,7 @@ class Scheduler:
             if seq is not None and seq.top_logprobs is not None and not seq.done:
                 row = logits[r]
                 logprobs[r] = row - mx.logsumexp(row, keepdims=True)
-        mx.async_eval(sampled, list(logprobs.values()), contexts)  # type: ignore[no-untyped-call]
-        self._inputs = sampled
-        return _Step(seqs, sampled, logprobs)
+        return sampled, logprobs, contexts
 
     def _sample(self, seqs: list[Sequence | None], logits: mx.array) -> mx.array:
         samplers = [s.sampler for s in seqs if s is not None]

@@ -13,7 +13,8 @@ attends over the columns up to the write column rounded up to :data:`SPAN_STEP`;
 column, each row's first live column and its position are inputs (arrays), not Python numbers,
 so a step at column 40 and one at column 41 are the same graph. Columns past the write column
 and rows past the live ones are masked out (such a row attends to its own column only, so no row
-is empty). A new shape (another bucket of rows, a longer span, grown buffers) is traced and
+is empty), as are the holes speculation leaves inside rows (a per-column mask, also an input). A
+new shape (another bucket of rows, a longer span, grown buffers) is traced and
 compiled once, the first time it occurs (that step takes ~4 ms more for the 2-layer model and
 ~0.1 s more for SmolLM2-135M's 30 layers on this project's 2-core CPU); MLX keeps each. The buffers go in and
 come back as arrays: nothing else holds them during the step, so MLX updates them in place (one
@@ -65,6 +66,7 @@ class _TracedCache:
         idx: mx.array,
         starts: mx.array,
         offset: mx.array,
+        keep: mx.array,
     ) -> None:
         self.keys = keys
         self.values = values
@@ -72,6 +74,7 @@ class _TracedCache:
         self._cols = cols
         self._idx = idx
         self._starts = starts
+        self._keep = keep
         self.offset = offset
 
     def make_mask(self, N: int, return_array: bool = False, **kwargs: Any) -> mx.array:  # noqa: N803 (mlx-lm's name)
@@ -79,7 +82,7 @@ class _TracedCache:
         queries = self._idx + mx.arange(N)
         causal = cols[None, :] <= queries[:, None]
         live = cols[None, None, None, :] >= self._starts[:, None, None, None]
-        mask: mx.array = causal[None, None] & live
+        mask: mx.array = causal[None, None] & live & self._keep[:, None, None, :]
         return mask
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
@@ -101,6 +104,7 @@ class CompiledDecode:
         self._zeros: dict[int, mx.array] = {}
         self._fn = mx.compile(self._step)
         self._cols: dict[int, mx.array] = {}  # column indices per attended span
+        self._all: dict[tuple[int, int], mx.array] = {}  # an all-true column mask per shape
         self.steps = 0  # compiled steps run (for tests and benches)
 
     def _step(
@@ -111,11 +115,13 @@ class CompiledDecode:
         idx: mx.array,
         starts: mx.array,
         offset: mx.array,
+        keep: mx.array,
         *bufs: mx.array,
     ) -> Any:
         rows = tokens.shape[0]
         caches = [
-            _TracedCache(bufs[2 * i], bufs[2 * i + 1], rows, cols, idx, starts, offset) for i in range(self._layers)
+            _TracedCache(bufs[2 * i], bufs[2 * i + 1], rows, cols, idx, starts, offset, keep)
+            for i in range(self._layers)
         ]
         extra = {"deltas": deltas} if self._deltas else {}
         logits = self._model(tokens[:, None], cache=caches, **extra)[:, -1, :]
@@ -133,7 +139,12 @@ class CompiledDecode:
         # computes one row, not the capacity.
         rows = inputs.shape[0]
         bucket = min(bufs[0].shape[0], 1 << max(0, rows - 1).bit_length())
-        idx, starts, offset = batch.step_positions(bucket)
+        span = _round_up(batch.write_column + 1, SPAN_STEP)
+        idx, starts, offset, keep = batch.step_positions(bucket, span)
+        if keep is None:  # no holes (speculation's rejected columns): every column may hold a token
+            keep = self._all.get((bucket, span))
+            if keep is None:
+                keep = self._all[(bucket, span)] = mx.ones((bucket, span), dtype=mx.bool_)
         if bucket > rows:
             inputs = mx.concatenate([inputs, mx.zeros((bucket - rows,), dtype=inputs.dtype)])
         if deltas is None or not self._deltas:
@@ -142,11 +153,10 @@ class CompiledDecode:
                 deltas = self._zeros[bucket] = mx.zeros((bucket,), dtype=mx.int32)
         elif bucket > rows:
             deltas = mx.concatenate([deltas, mx.zeros((bucket - rows,), dtype=deltas.dtype)])
-        span = _round_up(batch.write_column + 1, SPAN_STEP)
         cols = self._cols.get(span)
         if cols is None:
             cols = self._cols[span] = mx.arange(span, dtype=mx.int32)
-        out = self._fn(inputs, deltas, cols, idx, starts, offset, *bufs)
+        out = self._fn(inputs, deltas, cols, idx, starts, offset, keep, *bufs)
         del bufs  # the batch's only references: MLX writes the new column in place
         batch.give_buffers(list(out[1:]))
         self.steps += 1

@@ -105,7 +105,7 @@ class DraftState:
         self._fed_drafts = k - 1
         return drafts
 
-    def verified(self, accepted: int) -> None:
+    def verified(self, accepted: int, drafted: int | None = None) -> None:
         """Keep the accepted drafts in the cache and trim the rejected ones."""
         keep = min(accepted, self._fed_drafts)
         rejected = self._fed_drafts - keep
@@ -113,4 +113,4 @@ class DraftState:
             mlx_lm_api.trim_prompt_cache(self.cache, rejected)
         self.fed += keep
         self._fed_drafts = 0
-        self.pace.verified(accepted)
+        self.pace.verified(accepted, drafted)

@@ -72,6 +72,6 @@ class Lookup:
             return []
         return ctx[best : best + self.pace.size(k)]
 
-    def verified(self, accepted: int) -> None:
-        """Record a verification that kept ``accepted`` drafts."""
-        self.pace.verified(accepted)
+    def verified(self, accepted: int, drafted: int | None = None) -> None:
+        """Record a verification that kept ``accepted`` of ``drafted`` drafts."""
+        self.pace.verified(accepted, drafted)

@@ -2,8 +2,8 @@
 
 The engine's decode step (``smgpy.mlx.batching``) calls one sampler and one list of logits
 processors per row, so each request brings its own: that is what makes ``seed`` reproducible
-inside a batch (the request owns its random key and splits it once per token, whatever else runs
-beside it).
+inside a batch (the request's ``n``-th token is drawn with a key made from its seed and ``n``,
+whatever else runs beside it, and whether it was drawn in a decode step or while verifying drafts).
 
 Penalties follow the OpenAI / vLLM meaning: ``frequency_penalty`` and ``presence_penalty`` count
 the generated tokens only; ``repetition_penalty`` (multiplicative) looks at prompt and output.
@@ -115,15 +115,33 @@ class TokenSampler:
     def __init__(self, params: SamplingParams, sample_index: int = 0) -> None:
         self.temperature = params.temperature
         self.top_p, self.top_k, self.min_p = params.top_p, params.top_k, params.min_p
-        self._key: mx.array | None = None
+        self._stream: int | None = None
+        self.drawn = 0  # tokens drawn so far (a seeded stream's position)
         if params.seed is not None:
             # Sample i of an n>1 request gets its own stream, still fixed by the seed.
-            self._key = mx.random.key((params.seed + sample_index * 7919) % (1 << 64))
+            self._stream = _mix(params.seed, sample_index)
 
     @property
     def seeded(self) -> bool:
-        """True when the request fixed its random stream (``seed``): one key split per token."""
-        return self._key is not None
+        """True when the request fixed its random stream (``seed``): token ``n`` is drawn with
+        the key of (seed, sample, ``n``), so a verification can draw the tokens of several
+        positions exactly as decoding them one by one would."""
+        return self._stream is not None
+
+    def _key_at(self, position: int) -> mx.array:
+        assert self._stream is not None
+        return mx.random.key(_mix(self._stream, position))
+
+    def draw(self, scaled: mx.array) -> mx.array:
+        """For a seeded stream: one token per row of ``scaled`` (the :meth:`distribution` of the
+        next positions), each with its position's key, without moving the stream (lazy);
+        :meth:`advance` moves it by the tokens kept."""
+        return mx.concatenate(
+            [mx.random.categorical(scaled[i : i + 1], key=self._key_at(self.drawn + i)) for i in range(scaled.shape[0])]
+        )
+
+    def advance(self, tokens: int) -> None:
+        self.drawn += tokens
 
     def distribution(self, logits: mx.array) -> mx.array:
         """The distribution sampled from, as log probabilities up to a constant per row."""
@@ -141,10 +159,20 @@ class TokenSampler:
 
     def __call__(self, logits: mx.array) -> mx.array:
         scaled = self.distribution(logits)
-        if self._key is None:
+        if self._stream is None:
             return mx.random.categorical(scaled)
-        self._key, sub = mx.random.split(self._key)
-        return mx.random.categorical(scaled, key=sub)
+        key = self._key_at(self.drawn)
+        self.drawn += 1
+        return mx.random.categorical(scaled, key=key)
+
+
+def _mix(a: int, b: int) -> int:
+    """A 64-bit integer from two (splitmix64's finalizer over ``a`` and ``b``): distinct seeds,
+    samples and positions give unrelated keys."""
+    x = (a * 0x9E3779B97F4A7C15 + b + 0x632BE59BD9B4E019) % (1 << 64)
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) % (1 << 64)
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) % (1 << 64)
+    return x ^ (x >> 31)
 
 
 def make_sampler(params: SamplingParams, sample_index: int = 0) -> Sampler:

@@ -16,7 +16,14 @@ attention layer's keys and values in preallocated rows (slots):
 
 Rows are right-aligned (all rows write the same column each step), so attention needs only each
 row's first live column (``left_padding``) and its position (``offset``): the same contract as
-mlx-lm's ``BatchKVCache``, whose mask and rope arguments the model classes already accept.
+mlx-lm's ``BatchKVCache``, whose mask and rope arguments the model classes already accept (the
+batch answers ``make_mask`` itself, so holes, below, are masked too).
+
+A speculative step writes several columns in every row, and rows keep different numbers of them
+(each keeps the drafts it accepted): :meth:`SlotBatch.settle` takes back the columns no row
+kept and leaves the others as holes inside the rows that rejected them. A host-side mask of those
+holes goes into attention's mask, each row's position counts its tokens only, and the holes are
+squeezed out (one gather of the batch) when that frees a whole step of columns in every row.
 
 With ``kv_bits`` (``smgpy serve --kv-bits``) the rows hold keys and values quantized
 (:class:`SlotQuantizedKVCache`): the same slots, with fewer bytes per token.
@@ -32,6 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 
 from smgpy.mlx.mlx_lm_api import KVCache, QuantizedKVCache, create_causal_mask
 
@@ -67,17 +75,89 @@ def _round_up(n: int, step: int) -> int:
 
 
 class _SlotState:
-    """What every layer of a :class:`SlotBatch` shares: the write column and each row's start."""
+    """What every layer of a :class:`SlotBatch` shares: the write column, each row's start, and
+    the columns inside rows that hold no token (drafts a speculative step rejected in one row
+    while another row kept more)."""
 
     def __init__(self) -> None:
         self.idx = 0  # the next column every row writes
         self.starts: list[int] = []  # per row: its first live column
-        self.offset = mx.array([], dtype=mx.int32)  # per row: its position (idx - start)
+        self.holes: list[int] = []  # per row: dead columns between its start and ``idx``
+        # Per row and column, whether it holds a token (None while no row has holes): the mask
+        # attention ANDs with the causal one. Host-side, so marking a hole builds no graph.
+        self.keep: np.ndarray | None = None
+        self._keep_mx: tuple[int, int, mx.array] | None = None  # the last mask handed out, by shape
+        self.offset = mx.array([], dtype=mx.int32)  # per row: its position (idx - start - holes)
         self.left_padding = mx.array([], dtype=mx.int32)
 
     def refresh(self) -> None:
         self.left_padding = mx.array(self.starts, dtype=mx.int32)
-        self.offset = mx.array([self.idx - s for s in self.starts], dtype=mx.int32)
+        self.offset = mx.array([self.idx - s - h for s, h in zip(self.starts, self.holes, strict=True)], dtype=mx.int32)
+
+    def keep_mask(self, rows: int, width: int) -> mx.array | None:
+        """Which of the first ``width`` columns of rows ``0..rows`` hold tokens, (rows, width);
+        None while no row has holes."""
+        keep = self.keep
+        if keep is None:
+            return None
+        cached = self._keep_mx
+        if cached is not None and cached[:2] == (rows, width):
+            return cached[2]
+        part = np.ones((rows, width), dtype=bool)
+        r, w = min(rows, keep.shape[0]), min(width, keep.shape[1])
+        part[:r, :w] = keep[:r, :w]
+        out = mx.array(part)
+        self._keep_mx = (rows, width, out)
+        return out
+
+    def mark_dead(self, row: int, begin: int, end: int) -> None:
+        """Columns ``begin..end`` of ``row`` hold no token."""
+        rows, width = len(self.starts), max(end, self.idx)
+        keep = self.keep
+        if keep is None:
+            keep = np.ones((rows, width), dtype=bool)
+        elif keep.shape[0] < rows or keep.shape[1] < width:
+            grown = np.ones((max(rows, keep.shape[0]), max(width, keep.shape[1])), dtype=bool)
+            grown[: keep.shape[0], : keep.shape[1]] = keep
+            keep = grown
+        keep[row, begin:end] = False
+        self.keep = keep
+        self._keep_mx = None
+
+    def clear_row(self, row: int) -> None:
+        """``row`` holds a new sequence: no holes."""
+        self.holes[row] = 0
+        if self.keep is not None and row < self.keep.shape[0]:
+            self.keep[row] = True
+            self._keep_mx = None
+
+    def drop_holes_if_none(self, live: list[bool]) -> None:
+        if self.keep is not None and not any(h for h, alive in zip(self.holes, live, strict=True) if alive):
+            self.keep = None
+            self._keep_mx = None
+            self.holes = [0] * len(self.holes)
+
+    def shift_columns(self, columns: int) -> None:
+        if self.keep is not None:
+            self.keep = np.pad(self.keep, ((0, 0), (columns, 0)), constant_values=True)
+            self._keep_mx = None
+
+    def cut_columns(self, columns: int) -> None:
+        if self.keep is not None:
+            self.keep = np.ascontiguousarray(self.keep[:, columns:])
+            self._keep_mx = None
+
+    def live_columns(self, row: int) -> np.ndarray:
+        """The columns of ``row`` that hold its tokens, in order."""
+        start = self.starts[row]
+        if self.keep is None or not self.holes[row]:
+            return np.arange(start, self.idx)
+        cols = np.arange(start, self.idx)
+        keep = self.keep[row, start : self.idx]
+        if keep.shape[0] < cols.shape[0]:
+            keep = np.concatenate([keep, np.ones(cols.shape[0] - keep.shape[0], dtype=bool)])
+        live: np.ndarray = cols[keep]
+        return live
 
 
 class SlotKVCache:
@@ -132,7 +212,11 @@ class SlotKVCache:
         return self.keys, self.values, self._s.offset, self._s.left_padding, self._s.idx
 
     def make_mask(self, N: int, return_array: bool = False, **kwargs: Any) -> mx.array:  # noqa: N803 (mlx-lm's name)
-        mask: mx.array = create_causal_mask(N, offset=self._s.idx, left_padding=self._s.left_padding, **kwargs)
+        s = self._s
+        mask: mx.array = create_causal_mask(N, offset=s.idx, left_padding=s.left_padding, **kwargs)
+        keep = s.keep_mask(len(s.starts), s.idx + N)
+        if keep is not None:
+            mask = mask & keep[:, None, None, :]
         return mask
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Any, Any]:
@@ -211,15 +295,38 @@ class SlotKVCache:
         for buf, new in zip(self._k + self._v, k + v, strict=True):
             buf[row : row + 1, :, idx - n : idx, :] = new
 
-    def take(self, row: int, start: int, length: int) -> tuple[Any, Any] | None:
-        """A copy of one row's live keys and values, as stored (arrays, or quantized triples)."""
-        if self._k is None or self._v is None or length <= 0:
+    def take(self, row: int, cols: np.ndarray) -> tuple[Any, Any] | None:
+        """A copy of one row's keys and values at ``cols`` (ascending), as stored (arrays, or
+        quantized triples)."""
+        if self._k is None or self._v is None or cols.shape[0] == 0:
             return None
+        start, n = int(cols[0]), cols.shape[0]
+        if int(cols[-1]) - start + 1 == n:  # contiguous: a slice
+            k, v = (
+                self._view(tuple(mx.contiguous(a[row : row + 1, :, start : start + n, :]) for a in parts))
+                for parts in (self._k, self._v)
+            )
+            return k, v
+        index = mx.array(cols, dtype=mx.int32)
         k, v = (
-            self._view(tuple(mx.contiguous(a[row : row + 1, :, start : start + length, :]) for a in parts))
-            for parts in (self._k, self._v)
+            self._view(tuple(mx.take(a[row : row + 1], index, axis=2) for a in parts)) for parts in (self._k, self._v)
         )
         return k, v
+
+    def compact(self, index: mx.array, width: int) -> None:
+        """Gather every row's columns by ``index`` (rows, width): each row's tokens moved right,
+        over its holes (see :meth:`SlotBatch._trim`)."""
+        if self._k is None or self._v is None:
+            return
+        rows = index.shape[0]
+        at = index[:, None, :, None]
+
+        def gather(a: mx.array) -> mx.array:
+            moved = mx.take_along_axis(a[:rows, :, :width, :], at, axis=2)
+            a[:rows, :, :width, :] = moved
+            return a
+
+        self._k, self._v = (tuple(gather(a) for a in parts) for parts in (self._k, self._v))
 
     def new_sequence_cache(self) -> Any:
         """An empty per-sequence cache of the kind :meth:`take` fills (the prefix cache's entries)."""
@@ -286,6 +393,7 @@ class SlotBatch:
             row = len(self.live)
             self.live.append(False)
             s.starts.append(s.idx)
+            s.holes.append(0)
         if length > s.idx and not any(self.live):
             # Nothing live to keep: start writing right after the joiner, no copy.
             s.idx = length
@@ -295,6 +403,7 @@ class SlotBatch:
             delta = _round_up(length - s.idx, _STEP)
             for c in self.caches:
                 c.shift(delta)
+            s.shift_columns(delta)
             s.idx += delta
             s.starts = [x + delta for x in s.starts]
         for c, sc in zip(self.caches, seq_caches, strict=True):
@@ -302,6 +411,7 @@ class SlotBatch:
             c.place(row, len(self.live), k, v)
         self.live[row] = True
         s.starts[row] = s.idx - length
+        s.clear_row(row)
         s.refresh()
         return row
 
@@ -312,6 +422,8 @@ class SlotBatch:
         while self.live and not self.live[-1]:
             self.live.pop()
             self._s.starts.pop()
+            self._s.holes.pop()
+        self._s.drop_holes_if_none(self.live)
         self._trim()
         self._s.refresh()
         return None
@@ -322,14 +434,41 @@ class SlotBatch:
             # Nothing live: start over at column 0 (the buffers are kept for the next joiners).
             s.idx = 0
             s.starts = []
+            s.holes = []
+            s.keep = None
             return
+        if s.keep is not None:
+            # Holes left by speculation are squeezed out when that frees a whole step of
+            # columns in every row (one copy of the batch, as rarely as a cut).
+            freed = min(x + h for x, h, live in zip(s.starts, s.holes, self.live, strict=True) if live)
+            if freed >= _STEP:
+                self._compact()
         dead = min(start for start, live in zip(s.starts, self.live, strict=True) if live)
         if dead >= _STEP:
             cut = dead // _STEP * _STEP
             for c in self.caches:
                 c.cut(cut)
+            s.cut_columns(cut)
             s.idx -= cut
             s.starts = [max(0, x - cut) for x in s.starts]
+
+    def _compact(self) -> None:
+        """Move every row's tokens right, over its holes: the row then ends at the write column
+        with no holes, and starts ``holes`` columns later."""
+        s = self._s
+        rows, width = len(self.live), s.idx
+        index = np.tile(np.arange(width, dtype=np.int32), (rows, 1))
+        for r in range(rows):
+            if self.live[r] and s.holes[r]:
+                cols = s.live_columns(r)
+                index[r, width - cols.shape[0] :] = cols
+                s.starts[r] = width - cols.shape[0]
+        gather = mx.array(index)
+        for c in self.caches:
+            c.compact(gather, width)
+        s.holes = [0] * rows
+        s.keep = None
+        s._keep_mx = None
 
     @property
     def write_column(self) -> int:
@@ -357,16 +496,19 @@ class SlotBatch:
         for i, c in enumerate(self.caches):
             c._k, c._v = (bufs[2 * i],), (bufs[2 * i + 1],)
 
-    def step_positions(self, capacity: int) -> tuple[mx.array, mx.array, mx.array]:
-        """A compiled step's inputs for ``capacity`` rows: the write column, each row's first live
-        column and its position. Rows past the live ones attend to the write column only."""
+    def step_positions(self, capacity: int, span: int) -> tuple[mx.array, mx.array, mx.array, mx.array | None]:
+        """A compiled step's inputs for ``capacity`` rows attending to ``span`` columns: the write
+        column, each row's first live column, its position, and which columns hold tokens (None
+        while no row has holes). Rows past the live ones attend to the write column only."""
         s = self._s
         pad = capacity - len(s.starts)
         starts = s.starts + [s.idx] * pad
+        holes = s.holes + [0] * pad
         return (
             mx.array(s.idx, dtype=mx.int32),
             mx.array(starts, dtype=mx.int32),
-            mx.array([s.idx - x for x in starts], dtype=mx.int32),
+            mx.array([s.idx - x - h for x, h in zip(starts, holes, strict=True)], dtype=mx.int32),
+            s.keep_mask(capacity, span),
         )
 
     def advance(self, n: int) -> None:
@@ -375,20 +517,26 @@ class SlotBatch:
         s.idx += n
         s.offset = s.offset + n
 
-    def rewind(self, n: int) -> None:
-        """Take back the last ``n`` columns written (drafts a speculative step rejected); the
-        next step writes over them."""
-        if n:
-            s = self._s
-            s.idx -= n
-            s.offset = s.offset - n
+    def settle(self, width: int, kept: list[int]) -> None:
+        """After a speculative step that wrote ``width`` columns in every row: row ``r`` keeps the
+        first ``kept[r]`` of them (its input and the drafts accepted), and the rest are dropped.
+        The columns no live row keeps are taken back (the next step writes over them); in a row
+        that kept fewer than another, the dropped columns become holes, masked from then on."""
+        s = self._s
+        most = max((k for k, live in zip(kept, self.live, strict=False) if live), default=width)
+        s.idx -= width - most
+        for r, k in enumerate(kept):
+            if r < len(self.live) and self.live[r] and k < most:
+                s.holes[r] += most - k
+                s.mark_dead(r, s.idx - (most - k), s.idx)
+        s.refresh()
 
     def extract(self, row: int, length: int) -> list[Any]:
         """Per-layer ``KVCache`` copies of the first ``length`` tokens of ``row`` (prefix cache)."""
-        start = self._s.starts[row]
+        cols = self._s.live_columns(row)[:length]
         out = []
         for c in self.caches:
-            kv = c.take(row, start, length)
+            kv = c.take(row, cols)
             cache = c.new_sequence_cache()
             if kv is not None:
                 cache.keys, cache.values = kv

@@ -13,30 +13,41 @@ one more token is sampled from the last position's ``p``. Each emitted token the
 given the tokens before it, as plain sampling would.
 
 The whole decision is one small graph (uniforms, a cumulative product, ``k + 1`` categorical
-draws), so the engine reads back two integers per verification.
+draws), so the engine reads back two integers per verification; the rows of a batch are built first and
+evaluated together (``*_choice``), then read (``kept_*``).
 """
 
 from __future__ import annotations
 
 import mlx.core as mx
 
-__all__ = ["accept_greedy", "accept_sampled"]
+__all__ = ["accept_greedy", "accept_sampled", "greedy_choice", "kept_greedy", "kept_sampled", "sampled_choice"]
 
 
-def accept_greedy(logits: mx.array, drafts: list[int]) -> list[int]:
-    """The tokens to emit: the drafts the model's argmax agrees with, then its own next token.
+def greedy_choice(logits: mx.array) -> mx.array:
+    """The model's argmax at each of the ``len(drafts) + 1`` positions of one row (lazy: a batch
+    of rows is evaluated at once, then :func:`kept_greedy` reads each)."""
+    return mx.argmax(logits, axis=-1)
 
-    ``logits`` holds the ``len(drafts) + 1`` positions of one row."""
-    chosen: list[int] = mx.argmax(logits, axis=-1).tolist()  # type: ignore[assignment]
+
+def kept_greedy(chosen: list[int], drafts: list[int]) -> list[int]:
+    """The tokens to emit: the drafts the model's argmax agrees with, then its own next token."""
     accepted = 0
     while accepted < len(drafts) and drafts[accepted] == chosen[accepted]:
         accepted += 1
     return chosen[: accepted + 1]
 
 
-def accept_sampled(scaled: mx.array, drafts: list[int], key: mx.array | None = None) -> list[int]:
-    """The tokens to emit for a sampled row: the accepted drafts, then one token sampled by the
-    rule above (from the residual at the first rejection, else from the last position).
+def accept_greedy(logits: mx.array, drafts: list[int]) -> list[int]:
+    """:func:`greedy_choice` and :func:`kept_greedy` for one row."""
+    chosen: list[int] = greedy_choice(logits).tolist()  # type: ignore[assignment]
+    return kept_greedy(chosen, drafts)
+
+
+def sampled_choice(scaled: mx.array, drafts: list[int], key: mx.array | None = None) -> mx.array:
+    """The rule above for one sampled row, lazy: ``[accepted, token]``, how many drafts are kept
+    and the token sampled after them (from the residual at the first rejection, else from the
+    last position); :func:`kept_sampled` reads it.
 
     ``scaled`` is the sampler's distribution at the ``len(drafts) + 1`` positions of one row, as
     log probabilities up to a constant per row (temperature and cuts applied; see
@@ -56,7 +67,16 @@ def accept_sampled(scaled: mx.array, drafts: list[int], key: mx.array | None = N
     drafted = mx.arange(logp.shape[-1])[None, :] == d[:, None]
     residual = mx.concatenate([mx.where(drafted, -mx.inf, logp[:k]), logp[k:]], axis=0)
     tokens = mx.random.categorical(residual, key=noise_key)
-    picked = mx.stack([accepted, mx.take(tokens, accepted).astype(mx.int32)])
-    n, token = picked.tolist()  # type: ignore[misc]
-    assert isinstance(n, int) and isinstance(token, int)
+    return mx.stack([accepted, mx.take(tokens, accepted).astype(mx.int32)])
+
+
+def kept_sampled(picked: list[int], drafts: list[int]) -> list[int]:
+    """The tokens to emit, from :func:`sampled_choice`'s result."""
+    n, token = picked
     return [*drafts[:n], token]
+
+
+def accept_sampled(scaled: mx.array, drafts: list[int], key: mx.array | None = None) -> list[int]:
+    """:func:`sampled_choice` and :func:`kept_sampled` for one row."""
+    picked: list[int] = sampled_choice(scaled, drafts, key).tolist()  # type: ignore[assignment]
+    return kept_sampled(picked, drafts)
