@@ -65,9 +65,12 @@ CHAT = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>
 
 
 def test_step_cost_drafts_where_a_wider_pass_is_cheap_and_not_where_it_is_not() -> None:
-    """The cost line is learnt from steps run: where a pass of 32 tokens costs what one of 8 does
-    (an accelerator), 8 rows that draft well verify 4 drafts each; where cost grows with tokens
-    (this CPU without BLAS: ~0.1 s per token) a plain step wins; in between, a shorter width."""
+    """What a wider step costs is learnt per batch size from the steps run: where a pass of 8 rows
+    x 5 columns costs what 8 x 1 does (an accelerator), 8 rows that draft well verify 4 drafts
+    each; where each column costs what a whole step does (a CPU bound by arithmetic), a plain step
+    wins; in between (the demo model with OpenBLAS here: 8 x 2 costs 1.4x), a shorter width for
+    rows that draft well and none for rows that draft badly. A batch size not seen speculating
+    borrows the nearest one's cost."""
     from smgpy.mlx.pacing import Pace
 
     def paces(rate: float) -> list[tuple[Pace, int]]:
@@ -79,19 +82,38 @@ def test_step_cost_drafts_where_a_wider_pass_is_cheap_and_not_where_it_is_not() 
         return out
 
     flat, linear, mixed = StepCost(), StepCost(), StepCost()
-    for tokens in (8, 16, 24, 40, 8, 8, 32):
-        flat.record(tokens, 0.010)
-        linear.record(tokens, 0.1 * tokens)
-        mixed.record(tokens, 0.09 + 0.012 * tokens)  # the demo model with OpenBLAS here
+    for cost in (flat, linear, mixed):
+        cost.decoded(8, 0.3)
+    for _ in range(5):
+        flat.speculated(8, 5, 0.3)
+        linear.speculated(8, 2, 0.6)
+        mixed.speculated(8, 2, 0.42)
     assert flat.best_width(8, paces(0.6)) == 5
     assert linear.best_width(8, paces(0.9)) == 1
     assert mixed.best_width(8, paces(0.2)) == 1
-    assert 1 < mixed.best_width(8, paces(0.7)) < 5
+    assert 1 < mixed.best_width(8, paces(0.8)) < 5
+    assert mixed.best_width(6, paces(0.2)) == 1  # 5-8 rows: the same bucket
+    assert abs(mixed.extra(32) - 0.4) < 1e-9  # no 32-row step seen: the nearest bucket's
     assert StepCost().best_width(8, paces(0.6)) == 5  # nothing learnt yet: try it
     assert StepCost().best_width(8, []) == 1
+    frozen = StepCost(learn=False)
+    frozen.decoded(8, 0.3)
+    frozen.speculated(8, 2, 0.6)
+    assert frozen.best_width(8, paces(0.6)) == 5
     pace = Pace()
     pace.rate = 0.5
     assert pace.expected(3) == 0.5 + 0.25 + 0.125
+    # Misses lower a row's rate; tokens decoded without verifying bring it back towards the
+    # prior, so a row judged not worth verifying is tried again later.
+    for _ in range(5):
+        pace.verified(0, 4)
+    low = pace.rate
+    assert low < 0.2
+    pace.advanced(4)
+    assert pace.rate == low  # right after a verification: no drift
+    for _ in range(60):
+        pace.advanced(1)
+    assert 0.5 < pace.rate <= 0.6
 
 
 @pytest.fixture(scope="module")

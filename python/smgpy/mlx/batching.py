@@ -57,7 +57,7 @@ from smgpy.engine import FinishReason, GenerateOutput, MetaInfo, TokenLogprob
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.compiled_step import CompiledDecode, check_batch
 from smgpy.mlx.detokenize import TextDecoder
-from smgpy.mlx.draft import DraftModel, DraftState
+from smgpy.mlx.draft import DraftBatch, DraftModel, DraftState
 from smgpy.mlx.lookup import Lookup
 from smgpy.mlx.mailbox import Mailbox
 from smgpy.mlx.pacing import StepCost
@@ -229,13 +229,14 @@ class Scheduler:
         self.lookup_tokens = max(0, lookup_tokens)
         self._load_draft = load_draft
         self.draft: DraftModel | None = None
+        self.draft_batch: DraftBatch | None = None  # the draft model's caches of the batch's rows
         self.draft_tokens = max(0, draft_tokens)
         self.speculative_steps = 0
         self.batched_speculative_steps = 0  # of those, steps that verified drafts of several rows
         self.drafts_proposed = 0  # draft tokens verified, and accepted (for benches and logs)
         self.drafts_accepted = 0
         self._unfed: list[Sequence] = []  # rows whose last emitted token is not fed yet
-        self.cost = StepCost()  # a forward pass's cost against its tokens (when speculation pays)
+        self.cost = StepCost()  # what a wider step costs here (whether speculation pays)
         self._compile_step = compile_step
         # The decode step compiled once per shape, where the load check passed (None: eager).
         self.compiled: CompiledDecode | None = None
@@ -312,6 +313,7 @@ class Scheduler:
             self.model, self.tokenizer = self._load()
             if self._load_draft is not None:
                 self.draft = self._load_draft(self.tokenizer)
+                self.draft_batch = self.draft.batch()
             self._stream = mx.default_stream(mx.default_device())
             self._choose_mode()
         except BaseException as e:  # reported to from_pretrained, which re-raises it
@@ -412,10 +414,10 @@ class Scheduler:
                         self._flush()
                         step = None
                     t1 = time.perf_counter()
-                    tokens = self._speculate(drafting)
-                    if tokens:
+                    shape = self._speculate(drafting)
+                    if shape is not None:
                         t2 = time.perf_counter()
-                        self.cost.record(tokens, t2 - t1)
+                        self.cost.speculated(*shape, t2 - t1)
                         self._prefill_chunk(idle=False)
                         self.times.prefill += time.perf_counter() - t2
                         continue
@@ -433,7 +435,7 @@ class Scheduler:
                 if nxt is not None:
                     self.times.record(len(nxt.seqs), (t1 - t0) - wait, wait)
                     if step is not None:  # pipelined: a turn lasts about one step
-                        self.cost.record(self.batch.rows if self.batch is not None else 0, t1 - t0)
+                        self.cost.decoded(len(nxt.seqs), t1 - t0)
                 self.times.prefill += t2 - t1
                 step = nxt
             except Exception as e:  # a failed step must not kill the thread: fail the batch, go on
@@ -479,6 +481,8 @@ class Scheduler:
             self.pending = 0
         if self.batch is not None:
             self.batch.reset()
+        if self.draft_batch is not None:
+            self.draft_batch.reset()
 
     def _drain(self, block: bool, timeout: float | None = None) -> bool:
         """Apply inbox commands; return False on shutdown. Blocks (up to ``timeout``, when given)
@@ -552,6 +556,8 @@ class Scheduler:
             seq.row = -1
         self._ended = []
         keep = self.batch.leave(rows)
+        if self.draft_batch is not None and keep is None:  # its rows are the batch's rows
+            self.draft_batch.leave(rows)
         if keep is not None:  # rows renumbered (MergeBatch)
             self._rows = [self._rows[r] for r in keep]
             for r, kept in enumerate(self._rows):
@@ -769,17 +775,14 @@ class Scheduler:
     # ----- speculation (prompt lookup or a draft model) -----
 
     def _speculating(self) -> list[Sequence]:
-        """The running sequences that may draft this turn (see :meth:`_may_draft`). Prompt lookup
-        serves every row of the batch: a step verifies each drafting row's drafts, rows that
-        drafted nothing (or may not) take their one token from its first column, and rows that
-        keep fewer drafts than others are left with holes (:meth:`SlotBatch.settle`). A draft
-        model drafts while one request runs alone."""
+        """The running sequences that may draft this turn (see :meth:`_may_draft`): in every row
+        of the batch, a step verifies each drafting row's drafts (from prompt lookup, or the draft
+        model's batch), rows that drafted nothing (or may not) take their one token from its first
+        column, and rows that keep fewer drafts than others are left with holes
+        (:meth:`SlotBatch.settle`)."""
         if not self._speculation_tokens or self.mode != "slots" or self._joining:
             return []
-        live = [s for s in self._rows if s is not None and not s.done]
-        if self.draft is not None and len(live) != 1:
-            return []
-        return [s for s in live if self._may_draft(s)]
+        return [s for s in self._rows if s is not None and not s.done and self._may_draft(s)]
 
     def _may_draft(self, seq: Sequence) -> bool:
         """Any request (greedy, sampled, seeded, with logits processors: see
@@ -826,8 +829,6 @@ class Scheduler:
         as its pace allows: asked before the running step's tokens are read (which drafting
         needs, and which costs the pipeline)."""
         assert self.batch is not None
-        if self.draft is not None:
-            return True  # one row: its pace decides
         bound = []
         for seq in seqs:
             assert seq.drafter is not None
@@ -851,23 +852,34 @@ class Scheduler:
             seq.uncached = 0
         self._unfed = []
 
-    def _speculate(self, seqs: list[Sequence]) -> int:
+    def _speculate(self, seqs: list[Sequence]) -> tuple[int, int] | None:
         """One forward pass of every row, ``width`` columns wide: a drafting row's pending token and
         drafts, whose kept ones it emits (:mod:`smgpy.mlx.verify`: the model's argmax for greedy
         rows, speculative sampling's rule for sampled ones) plus one token of the model's own;
         every other row's pending token, sampled from its first column as a decode step would.
-        Returns the tokens computed (rows x width), 0 when nothing was drafted or drafting does
-        not pay (:meth:`StepCost.best_width`)."""
+        Returns the step's rows and width, None when nothing was drafted or drafting does not
+        pay (:meth:`StepCost.best_width`)."""
         assert self.batch is not None and isinstance(self.batch, SlotBatch) and self._inputs is not None
         batch = self.batch
         inputs: list[int] = self._inputs.tolist()  # type: ignore[assignment]
         plans: dict[int, tuple[Sequence, list[int], GrammarMask | None, list[bytes] | None]] = {}
         pure: dict[int, list[Any]] = {}  # per drafting row: its processors other than the grammar
+        proposed: dict[int, list[int]] = {}
+        if self.draft_batch is not None:  # the draft model drafts for every row in each pass
+            wants = {
+                s.row: (s.drafter, s.drafter.pace.size(self._draft_limit(s)))
+                for s in seqs
+                if isinstance(s.drafter, DraftState) and not s.done and not s.drafter.resting
+            }
+            proposed = self.draft_batch.propose(wants)
         for seq in seqs:
             drafter = seq.drafter
             if seq.done or drafter is None:
                 continue
-            drafts = drafter.propose(self._draft_limit(seq))
+            if isinstance(drafter, DraftState):
+                drafts = proposed.get(seq.row, [])
+            else:
+                drafts = drafter.propose(self._draft_limit(seq))
             if not drafts:
                 continue
             processing = _draft_processors(seq) if seq.processors else ([], None)
@@ -885,14 +897,16 @@ class Scheduler:
             if others:
                 pure[seq.row] = others
         if not plans:
-            return 0
+            if self.draft_batch is not None:
+                self.draft_batch.verified({})
+            return None
         rows = batch.rows
         if self.draft is not None:
             width = 1 + max(len(p[1]) for p in plans.values())
         else:
             width = self.cost.best_width(rows, [(p[0].drafter.pace, len(p[1])) for p in plans.values()])  # type: ignore[union-attr]
         if width == 1:
-            return 0
+            return None
         for r, (seq, drafts, grammar, masks) in list(plans.items()):
             if len(drafts) >= width:
                 plans[r] = (seq, drafts[: width - 1], grammar, None if masks is None else masks[:width])
@@ -947,6 +961,8 @@ class Scheduler:
         for r, out in emitted.items():
             kept[r] = len(out)
         batch.settle(width, kept)
+        if self.draft_batch is not None:
+            self.draft_batch.verified({r: len(out) - 1 for r, out in emitted.items()})
         next_inputs = list(inputs[:rows])
         for r, (seq, drafts, grammar, _) in plans.items():
             out = emitted[r]
@@ -980,7 +996,7 @@ class Scheduler:
         self.batched_speculative_steps += len(plans) > 1
         self._inputs = mx.array(next_inputs, dtype=mx.uint32)
         self._flush()
-        return rows * width
+        return rows, width
 
     # ----- decode -----
 

@@ -1,19 +1,23 @@
 """Draft-model speculation: a small model with the target's tokenizer proposes the next tokens.
 
-``smgpy serve --draft-model DIR --num-draft-tokens K`` (``mlx_lm.server``'s flags). While a row runs
-alone, the draft model proposes ``K`` tokens one at a time from the row's context, and the engine
-verifies them with the target in one forward pass (:mod:`smgpy.mlx.batching`), keeping them by the
-rule that leaves the output's distribution unchanged (:mod:`smgpy.mlx.verify`). The draft proposes
-its argmax: a proposal that is a function of the context is a one-hot draft distribution, for which
-the acceptance rule is exact for greedy and sampled requests alike.
+``smgpy serve --draft-model DIR --num-draft-tokens K`` (``mlx_lm.server``'s flags). The draft model
+proposes up to ``K`` tokens for every drafting row of the running batch, and the engine verifies
+them with the target in one forward pass (:mod:`smgpy.mlx.batching`), keeping them by the rule that
+leaves the output's distribution unchanged (:mod:`smgpy.mlx.verify`). The draft proposes its argmax:
+a proposal that is a function of the context is a one-hot draft distribution, for which the
+acceptance rule is exact for greedy and sampled requests alike. Unlike ``mlx_lm.server``, which
+turns batching off for a draft model, the continuous batch stays on.
 
-Each sequence that speculates keeps its own draft KV cache (mlx-lm's, so the draft model must have
-plain attention caches, which can be trimmed back). The cache follows the sequence lazily: before
-drafting, whatever the sequence emitted since (its prompt, the first time, and the tokens of steps
-it decoded beside other rows) is fed in one pass; after a verification, the drafts the target
-rejected are trimmed off. The cache lives as long as the sequence. A draft that the model keeps
-rejecting is paced as prompt lookup is (:class:`smgpy.mlx.pacing.Pace`): it rests, so a poor draft
-model costs little.
+The draft's keys and values live in a batch of their own (:class:`DraftBatch`, a
+:class:`~smgpy.mlx.slots.SlotBatch`) whose rows are the target batch's rows, so drafting ``K`` tokens
+for eight rows is ``K`` forward passes of the draft, not ``8 K``, and its graph is evaluated once. A
+row's draft cache follows it lazily: the first time it drafts, its context is prefilled alone (in
+chunks) and joins the draft batch; later, whatever it emitted since (the tokens of steps it decoded
+without drafting, the model's own token after a verification) is fed in the first pass of the next
+drafting, rows of different lengths side by side (the shorter ones' extra columns become holes).
+After a verification each row's rejected drafts are dropped from its row. The draft model must have
+plain attention caches. A draft the model keeps rejecting is paced as prompt lookup is
+(:class:`smgpy.mlx.pacing.Pace`): it rests, so a poor draft model costs little.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ import mlx.core as mx
 
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.pacing import Pace
+from smgpy.mlx.slots import SlotBatch, is_plain_kv
 
-__all__ = ["DraftModel", "DraftState"]
+__all__ = ["DraftBatch", "DraftModel", "DraftState"]
 
 _CATCH_UP_CHUNK = 512  # tokens per forward pass when the draft cache catches up with a context
 
@@ -40,16 +45,20 @@ class DraftModel:
                 f"{path} has a vocabulary of {draft_vocab} tokens and the model {target_vocab}: a draft model "
                 "must share the model's tokenizer (e.g. a smaller model of the same family)"
             )
-        if not mlx_lm_api.can_trim_prompt_cache(mlx_lm_api.make_prompt_cache(model)):
+        if not is_plain_kv(mlx_lm_api.make_prompt_cache(model)):
             raise ValueError(
-                f"{path} keeps a cache that cannot be trimmed back (sliding windows or recurrent state): "
+                f"{path} keeps a cache that is not plain attention (sliding windows or recurrent state): "
                 "a draft model needs plain attention"
             )
         self.model = model
 
     def state(self, context: list[int]) -> DraftState:
         """A new sequence's draft state, holding its context so far (nothing run yet)."""
-        return DraftState(self.model, context)
+        return DraftState(context)
+
+    def batch(self) -> DraftBatch:
+        """An empty batch of draft caches (one per running batch)."""
+        return DraftBatch(self.model)
 
 
 def _vocab_size(tokenizer: Any) -> int | None:
@@ -62,14 +71,13 @@ def _vocab_size(tokenizer: Any) -> int | None:
 
 
 class DraftState:
-    """One sequence's draft: its context and a draft KV cache holding a prefix of it."""
+    """One sequence's draft: its context, how much of it its row of the draft batch holds, and
+    its pace."""
 
-    def __init__(self, model: Any, context: list[int]) -> None:
-        self.model = model
+    def __init__(self, context: list[int]) -> None:
         self.context = list(context)
-        self.cache = mlx_lm_api.make_prompt_cache(model)
-        self.fed = 0  # tokens of ``context`` in the cache; always short of the whole context
-        self._fed_drafts = 0  # drafts fed after the context by the last ``propose``
+        self.fed = 0  # tokens of ``context`` in its row of the draft batch; short of the whole context
+        self.joined = False  # its row of the draft batch holds it
         self.pace = Pace()
 
     @property
@@ -82,35 +90,108 @@ class DraftState:
         self.context.extend(tokens)
         self.pace.advanced(len(tokens))
 
-    def propose(self, k: int) -> list[int]:
-        """Up to ``k`` tokens (as many as pay lately), the draft model's argmax one after another
-        from the end of the context; none while resting."""
-        if k <= 0 or self.pace.resting or self.fed >= len(self.context):
-            return []
-        k = self.pace.size(k)
-        pending = self.context[self.fed :]
-        for start in range(0, len(pending) - 1, _CATCH_UP_CHUNK):
-            # All but the last pending token: only the cache is wanted.
-            chunk = pending[start : min(start + _CATCH_UP_CHUNK, len(pending) - 1)]
-            self.model(mx.array([chunk], dtype=mx.uint32), cache=self.cache)
-            mx.eval([c.state for c in self.cache])
-        self.fed = len(self.context)
-        token = mx.array([[pending[-1]]], dtype=mx.uint32)
-        drafts: list[int] = []
-        for _ in range(k):
-            logits = self.model(token, cache=self.cache)[:, -1, :]
-            token = mx.argmax(logits, axis=-1, keepdims=True).astype(mx.uint32)
-            drafts.append(int(token.item()))  # type: ignore[arg-type]
-        # The last draft was not fed: the cache holds the context and drafts[:-1].
-        self._fed_drafts = k - 1
-        return drafts
-
     def verified(self, accepted: int, drafted: int | None = None) -> None:
-        """Keep the accepted drafts in the cache and trim the rejected ones."""
-        keep = min(accepted, self._fed_drafts)
-        rejected = self._fed_drafts - keep
-        if rejected:
-            mlx_lm_api.trim_prompt_cache(self.cache, rejected)
-        self.fed += keep
-        self._fed_drafts = 0
+        """Record a verification that kept ``accepted`` of ``drafted`` drafts (the draft batch
+        drops the rejected ones: :meth:`DraftBatch.verified`)."""
         self.pace.verified(accepted, drafted)
+
+
+class DraftBatch:
+    """The draft model's keys and values for the rows of the running batch (see the module doc)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.batch = SlotBatch(len(mlx_lm_api.make_prompt_cache(model)))
+        # Per row drafting now: its state and the columns its fed drafts occupy (begin, end).
+        self._fed: dict[int, tuple[DraftState, int, int]] = {}
+
+    def leave(self, rows: list[int]) -> None:
+        """The target batch freed ``rows``."""
+        gone = [r for r in rows if r < len(self.batch.live) and self.batch.live[r]]
+        if gone:
+            self.batch.leave(gone)
+
+    def reset(self) -> None:
+        self.batch.reset()
+        self._fed = {}
+
+    def _join(self, row: int, state: DraftState) -> None:
+        """Prefill the row's context but its last token alone, in chunks, and place it."""
+        caches = mlx_lm_api.make_prompt_cache(self.model)
+        head = state.context[:-1]
+        for start in range(0, len(head), _CATCH_UP_CHUNK):
+            self.model(mx.array([head[start : start + _CATCH_UP_CHUNK]], dtype=mx.uint32), cache=caches)
+            mx.eval([c.state for c in caches])
+        self.batch.join(caches, len(head), row=row)
+        state.fed = len(head)
+        state.joined = True
+
+    def propose(self, wants: dict[int, tuple[DraftState, int]]) -> dict[int, list[int]]:
+        """Up to ``k`` drafts per row (``wants``: row -> its state and ``k``), the draft model's
+        argmax one after another from the end of each row's context, all rows in each pass."""
+        wants = {r: (st, k) for r, (st, k) in wants.items() if k > 0 and st.fed < len(st.context)}
+        if not wants:
+            return {}
+        for row, (st, _) in wants.items():
+            if not st.joined:
+                self._join(row, st)
+        batch = self.batch
+        rows = batch.rows
+        # Catch up: every row's pending tokens (at least its last emitted one), in passes of at
+        # most a chunk; a row's first draft comes from the pass that fed its last pending token.
+        pending = {r: st.context[st.fed :] for r, (st, _) in wants.items()}
+        first: dict[int, mx.array] = {}
+        while pending:
+            width = min(_CATCH_UP_CHUNK, max(len(p) for p in pending.values()))
+            grid = [[0] * width for _ in range(rows)]
+            kept = [0] * rows
+            for r, p in pending.items():
+                part = p[:width]
+                grid[r][: len(part)] = part
+                kept[r] = len(part)
+            logits = self.model(mx.array(grid, dtype=mx.uint32), cache=batch.caches)
+            batch.advance(width)
+            batch.settle(width, kept)
+            for r in list(pending):
+                if len(pending[r]) <= width:
+                    first[r] = mx.argmax(logits[r, len(pending[r]) - 1])
+                    del pending[r]
+                else:
+                    pending[r] = pending[r][width:]
+        for st, _ in wants.values():
+            st.fed = len(st.context)
+        order = sorted(wants)
+        drafts: dict[int, list[mx.array]] = {r: [first[r]] for r in order}
+        start = batch.write_column
+        most = max(k for _, k in wants.values())
+        for i in range(1, most):
+            # Feed each row's newest draft while it wants more: one column per pass.
+            going = [r for r in order if wants[r][1] > i]
+            x = mx.zeros((rows,), dtype=mx.uint32)
+            x[mx.array(going, dtype=mx.int32)] = mx.stack([drafts[r][-1] for r in going]).astype(mx.uint32)
+            logits = self.model(x[:, None], cache=batch.caches)
+            batch.advance(1)
+            batch.settle(1, [1 if r in going else 0 for r in range(rows)])
+            nxt = mx.argmax(logits[mx.array(going, dtype=mx.int32), 0], axis=-1)
+            for j, r in enumerate(going):
+                drafts[r].append(nxt[j])
+        stacked = {r: mx.stack(drafts[r]) for r in order}
+        mx.eval(list(stacked.values()))
+        out: dict[int, list[int]] = {}
+        for r in order:
+            st, k = wants[r]
+            tokens: list[int] = stacked[r].tolist()  # type: ignore[assignment]
+            out[r] = tokens
+            # Its fed drafts (all but the last) sit in the columns of passes 1..k-1.
+            self._fed[r] = (st, start, start + k - 1)
+        return out
+
+    def verified(self, accepted: dict[int, int]) -> None:
+        """After the verification of the last :meth:`propose`: each row keeps the drafts it
+        accepted (``accepted``, 0 for rows not verified) and drops the rest."""
+        for r, (st, begin, end) in sorted(self._fed.items()):
+            keep = min(accepted.get(r, 0), end - begin)
+            st.fed += keep
+            if r < len(self.batch.live) and self.batch.live[r]:
+                self.batch.drop(r, begin + keep, end)
+        self._fed = {}

@@ -11,10 +11,10 @@ long draft whose tail is always rejected only widens the forward pass.
 With several rows running, a speculative step widens every row's pass to the longest draft, so
 whether it pays depends on the machine: on an accelerator a step of 8 rows x 4 tokens costs about
 what 8 x 1 does, on a CPU it costs about twice as much (the demo model here: 187 ms for 8 x 1, 256
-for 8 x 2, 411 for 8 x 4). :class:`StepCost` learns the step's cost from the steps the engine runs
-(a line, time against tokens computed) and :meth:`StepCost.best_width` picks the width that
-gives the most expected tokens per second, from each row's acceptance rate (:meth:`Pace.expected`),
-or 1 (a plain decode step) when no width beats it.
+for 8 x 2, 411 for 8 x 4). :class:`StepCost` learns what a wider step costs from the steps the
+engine runs, and :meth:`StepCost.best_width` picks the width that gives the most expected tokens
+per second, from each row's acceptance rate (:meth:`Pace.expected`), or 1 (a plain decode step)
+when no width beats it.
 """
 
 from __future__ import annotations
@@ -83,46 +83,62 @@ class Pace:
 
 
 class StepCost:
-    """A forward pass's cost, learnt from the steps run: ``seconds = fixed + per_token * tokens``,
-    fitted by least squares with older steps weighing less (the context grows, the machine is
-    shared). Until steps of different sizes have been seen it assumes the cost does not grow
-    with tokens, so speculation is tried, and measured, at least once. With ``learn=False`` it
-    keeps that assumption (the tests' way to verify drafts on a CPU where they do not pay)."""
+    """What a speculative step costs against a plain one, learnt from the steps run: for each
+    batch size (rounded to a power of two), the time of a plain decode step, and the extra time
+    per extra column of a speculative step relative to it (``extra``: 0 where a wider pass costs
+    nothing more, as on an accelerator; ~0.05 for one row and ~0.4 for eight on this project's
+    2-core CPU). Cost is not a function of tokens alone: a row brings its whole context to
+    attention, a column only queries it. Until a batch size has been seen speculating it
+    borrows the nearest one's ``extra`` (0 when none: speculation is tried, and measured). With
+    ``learn=False`` it keeps assuming 0 (the tests' way to verify drafts on a CPU where they do
+    not pay)."""
 
-    def __init__(self, memory: float = 0.97, *, learn: bool = True) -> None:
-        self._memory = memory
+    def __init__(self, *, learn: bool = True) -> None:
         self.learn = learn
-        self._sums = [0.0] * 5  # weights, tokens, tokens^2, seconds, tokens * seconds
+        self._decode: dict[int, float] = {}  # bucket -> seconds per plain step, smoothed
+        self._extra: dict[int, float] = {}  # bucket -> relative cost per extra column, smoothed
 
-    def record(self, tokens: int, seconds: float) -> None:
-        if not self.learn:
+    @staticmethod
+    def _bucket(rows: int) -> int:
+        return max(0, rows - 1).bit_length()
+
+    def decoded(self, rows: int, seconds: float) -> None:
+        """A plain decode step of ``rows`` rows took ``seconds`` (its turn, pipelined)."""
+        if not self.learn or rows <= 0:
             return
-        m = self._memory
-        w, x, xx, y, xy = self._sums
-        self._sums = [m * w + 1, m * x + tokens, m * xx + tokens * tokens, m * y + seconds, m * xy + tokens * seconds]
+        b = self._bucket(rows)
+        old = self._decode.get(b)
+        self._decode[b] = seconds if old is None else 0.9 * old + 0.1 * seconds
 
-    def line(self) -> tuple[float, float]:
-        """(fixed seconds, seconds per token)."""
-        w, x, xx, y, xy = self._sums
-        if w <= 0:
-            return 1.0, 0.0
-        spread = w * xx - x * x
-        slope = (w * xy - x * y) / spread if spread > 1e-9 * max(1.0, w * xx) else 0.0
-        slope = max(0.0, slope)
-        fixed = max(1e-6, (y - slope * x) / w)
-        return fixed, slope
+    def speculated(self, rows: int, width: int, seconds: float) -> None:
+        """A speculative step of ``rows`` rows, ``width`` columns, took ``seconds``."""
+        b = self._bucket(rows)
+        plain = self._decode.get(b)
+        if not self.learn or width < 2 or plain is None:
+            return
+        seen = min(2.0, max(0.0, (seconds / plain - 1) / (width - 1)))
+        old = self._extra.get(b)
+        self._extra[b] = seen if old is None else 0.7 * old + 0.3 * seen
+
+    def extra(self, rows: int) -> float:
+        """The relative cost of one more column for ``rows`` rows (see the class doc)."""
+        if not self._extra:
+            return 0.0
+        b = self._bucket(rows)
+        nearest = min(self._extra, key=lambda k: (abs(k - b), -k))
+        return self._extra[nearest]
 
     def best_width(self, rows: int, rates: list[tuple[Pace, int]]) -> int:
         """The width of the next step of ``rows`` rows: 1 (a plain decode step) or 1 + the drafts
-        per row that maximises expected tokens per second. ``rates``: each drafting row's pace
-        and how many drafts it has."""
+        per row that maximises expected tokens per unit of time. ``rates``: each drafting row's
+        pace and how many drafts it has."""
         if not rates:
             return 1
-        fixed, per_token = self.line()
-        best, best_rate = 1, rows / (fixed + per_token * rows)
+        extra = self.extra(rows)
+        best, best_rate = 1, float(rows)
         for width in range(2, max(d for _, d in rates) + 2):
             tokens = rows + sum(pace.expected(min(d, width - 1)) for pace, d in rates)
-            rate = tokens / (fixed + per_token * rows * width)
+            rate = tokens / (1 + extra * (width - 1))
             if rate > best_rate * 1.02:  # a speculative step gives up the pipeline: ask a margin
                 best, best_rate = width, rate
         return best

@@ -384,16 +384,25 @@ class SlotBatch:
     def nbytes(self) -> int:
         return sum(c.nbytes for c in self.caches)
 
-    def join(self, seq_caches: list[Any], length: int) -> int:
-        """Place a prefilled sequence (per-layer ``KVCache`` holding ``length`` tokens) in a free row."""
+    def join(self, seq_caches: list[Any], length: int, row: int | None = None) -> int:
+        """Place a prefilled sequence (per-layer ``KVCache`` holding ``length`` tokens) in a free
+        row: ``row`` when given (a batch that mirrors another's rows), else the first free one."""
         s = self._s
-        try:
-            row = self.live.index(False)
-        except ValueError:
-            row = len(self.live)
-            self.live.append(False)
-            s.starts.append(s.idx)
-            s.holes.append(0)
+        if row is not None:
+            if row < len(self.live) and self.live[row]:
+                raise ValueError(f"row {row} is taken")
+            while len(self.live) <= row:
+                self.live.append(False)
+                s.starts.append(s.idx)
+                s.holes.append(0)
+        else:
+            try:
+                row = self.live.index(False)
+            except ValueError:
+                row = len(self.live)
+                self.live.append(False)
+                s.starts.append(s.idx)
+                s.holes.append(0)
         if length > s.idx and not any(self.live):
             # Nothing live to keep: start writing right after the joiner, no copy.
             s.idx = length
@@ -529,6 +538,28 @@ class SlotBatch:
             if r < len(self.live) and self.live[r] and k < most:
                 s.holes[r] += most - k
                 s.mark_dead(r, s.idx - (most - k), s.idx)
+        s.refresh()
+
+    def drop(self, row: int, begin: int, end: int) -> None:
+        """Columns ``begin..end`` of ``row`` no longer hold its tokens (drafts that a verification
+        rejected, in a draft model's batch); the columns no live row holds at the end are taken
+        back."""
+        s = self._s
+        if end <= begin:
+            return
+        s.holes[row] += end - begin
+        s.mark_dead(row, begin, end)
+        keep = s.keep
+        assert keep is not None
+        live = [r for r, alive in enumerate(self.live) if alive]
+        floor = max((s.starts[r] for r in live), default=s.idx)
+        while s.idx > floor and all(not keep[r, s.idx - 1] for r in live):
+            s.idx -= 1
+            keep[:, s.idx] = True
+            for r in live:
+                s.holes[r] -= 1
+        s._keep_mx = None
+        s.drop_holes_if_none(self.live)
         s.refresh()
 
     def extract(self, row: int, length: int) -> list[Any]:
