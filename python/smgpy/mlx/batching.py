@@ -406,18 +406,19 @@ class Scheduler:
                 self._join()
                 drafting = self._speculating()
                 if drafting and self._worth_drafting(drafting):
+                    waited = 0.0
                     if step is not None:  # the rows' last tokens are the drafts' context: read them
                         for seq in step.seqs:
                             if seq is not None and not seq.done:
                                 self._mark_unfed(seq)  # no step after it is queued
-                        self._collect(step)
+                        waited = self._collect(step)
                         self._flush()
                         step = None
-                    t1 = time.perf_counter()
                     shape = self._speculate(drafting)
                     if shape is not None:
                         t2 = time.perf_counter()
-                        self.cost.speculated(*shape, t2 - t1)
+                        # The turn, as a decode turn is measured, but for the wait for the step before.
+                        self.cost.speculated(*shape, t2 - t0 - waited)
                         self._prefill_chunk(idle=False)
                         self.times.prefill += time.perf_counter() - t2
                         continue

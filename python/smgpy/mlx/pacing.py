@@ -19,6 +19,8 @@ when no width beats it.
 
 from __future__ import annotations
 
+import numpy as np
+
 __all__ = ["Pace", "StepCost"]
 
 _MAX_REST = 32
@@ -62,11 +64,8 @@ class Pace:
     def expected(self, drafts: int) -> float:
         """Drafts expected to be kept out of ``drafts`` (each kept with the smoothed rate, given
         the one before it was)."""
-        p, total, term = self.rate, 0.0, 1.0
-        for _ in range(drafts):
-            term *= p
-            total += term
-        return total
+        p = min(self.rate, 0.999)
+        return p * (1 - p**drafts) / (1 - p)
 
     def verified(self, accepted: int, drafted: int | None = None) -> None:
         """Record a verification that kept ``accepted`` of ``drafted`` drafts."""
@@ -135,10 +134,14 @@ class StepCost:
         if not rates:
             return 1
         extra = self.extra(rows)
+        # Each row's expected kept drafts at every width at once (this runs every turn).
+        p = np.array([min(pace.rate, 0.999) for pace, _ in rates])
+        d = np.array([n for _, n in rates])
         best, best_rate = 1, float(rows)
-        for width in range(2, max(d for _, d in rates) + 2):
-            tokens = rows + sum(pace.expected(min(d, width - 1)) for pace, d in rates)
+        for width in range(2, int(d.max()) + 2):
+            m = np.minimum(d, width - 1)
+            tokens = rows + float(np.sum(p * (1 - p**m) / (1 - p)))
             rate = tokens / (1 + extra * (width - 1))
-            if rate > best_rate * 1.02:  # a speculative step gives up the pipeline: ask a margin
+            if rate > best_rate * 1.05:  # a speculative step gives up the pipeline: ask a margin
                 best, best_rate = width, rate
         return best
