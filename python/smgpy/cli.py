@@ -182,15 +182,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=MLX_DEFAULTS.prompt_lookup_tokens,
         metavar="K",
         help="speculative decoding without a draft model: up to K tokens drafted from the prompt and answer "
-        "(repeated n-grams), verified in one forward pass while one request runs; output unchanged "
+        "(repeated n-grams), every request's verified in one forward pass of the batch where that pays; "
+        "output unchanged "
         f"(default: {MLX_DEFAULTS.prompt_lookup_tokens}; 0 disables)",
     )
     s.add_argument(
         "--draft-model",
         metavar="MODEL",
         help="speculative decoding with a draft model: a smaller model sharing the model's tokenizer (a directory, "
-        "Hugging Face id or .gguf) proposes tokens that the model verifies in one forward pass while one request "
-        "runs; output unchanged (replaces --prompt-lookup-tokens)",
+        "Hugging Face id or .gguf) proposes tokens for every request, which the model verifies in one forward pass "
+        "of the batch; output unchanged (replaces --prompt-lookup-tokens)",
     )
     s.add_argument(
         "--num-draft-tokens",

@@ -18,7 +18,7 @@ Each turn of the loop, in order:
 5. queue one chunk of prefill, at most ``prefill_step_size`` tokens: a long prompt is cut into
    chunks that alternate with decode steps, so running rows never wait for more than one chunk.
 
-When rows have drafts (prompt lookup, or a draft model while one request runs alone) and
+When rows have drafts (prompt lookup, or a draft model: the draft batch mirrors the rows) and
 :class:`~smgpy.mlx.pacing.StepCost` says a wider pass pays on this machine, steps 3-4 become one
 speculative step instead (:meth:`Scheduler._speculate`): the running step's tokens are read, every
 row is fed its pending token and its drafts in one forward pass, each row keeps what verification
@@ -223,9 +223,8 @@ class Scheduler:
         draft_tokens: int = 3,
     ) -> None:
         self._load = load
-        # Speculation: draft tokens verified per step, from prompt lookup in every row (0: off)
-        # or, when ``load_draft`` is given (it takes the model's tokenizer), a draft model while
-        # one row runs.
+        # Speculation in every row: draft tokens verified per step, from prompt lookup (0: off)
+        # or, when ``load_draft`` is given (it takes the model's tokenizer), a draft model.
         self.lookup_tokens = max(0, lookup_tokens)
         self._load_draft = load_draft
         self.draft: DraftModel | None = None
