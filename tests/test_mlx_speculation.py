@@ -300,10 +300,9 @@ def test_sampled_requests_speculate_and_opt_outs_do_not(spec_engine: Any) -> Non
     ``num_draft_tokens: 0`` decodes one token per step."""
     sched = spec_engine._sched
     steps, accepted = sched.speculative_steps, sched.drafts_accepted
-    for _ in range(3):
+    for _ in range(5):  # an unseeded sample may also end early (EOS): try again
         ids = _run(spec_engine, [LIST], temperature=0.2, max_new_tokens=60)[0][0]
-        assert len(ids) > 10
-        if sched.drafts_accepted > accepted:
+        if len(ids) > 10 and sched.drafts_accepted > accepted:
             break
     assert sched.speculative_steps > steps and sched.drafts_accepted > accepted
     for params in ({"temperature": 0.3, "num_draft_tokens": 0}, {"num_draft_tokens": 0}):
