@@ -3,6 +3,42 @@
 
 use serde::de::DeserializeOwned;
 
+/// The machine-readable `code` of an error answer, as OpenAI's clients match on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// The body is not one JSON document.
+    InvalidJson,
+    /// The body is JSON, but a field has the wrong type or is missing.
+    InvalidRequest,
+    /// The prompt (plus `max_tokens`) does not fit the model's context.
+    ContextLengthExceeded,
+    /// The body is over the server's limit.
+    RequestTooLarge,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidJson => "invalid_json",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::ContextLengthExceeded => "context_length_exceeded",
+            ErrorCode::RequestTooLarge => "request_too_large",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// A request the client must fix.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[error("{message}")]
@@ -11,8 +47,8 @@ pub struct ProtocolError {
     pub message: String,
     /// The offending field as a path (`messages[1].role`), when known.
     pub param: Option<String>,
-    /// Machine-readable code, e.g. `invalid_type`, `missing_field`.
-    pub code: Option<&'static str>,
+    /// Machine-readable code, when there is one.
+    pub code: Option<ErrorCode>,
 }
 
 impl ProtocolError {
@@ -34,7 +70,7 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ProtocolError> 
     de.end().map_err(|_| ProtocolError {
         message: "request body has data after the JSON value: send exactly one JSON document".into(),
         param: None,
-        code: Some("invalid_json"),
+        code: Some(ErrorCode::InvalidJson),
     })?;
     Ok(value)
 }
@@ -46,10 +82,10 @@ fn parse_value<'de, T: DeserializeOwned>(
         let path = e.path().to_string();
         let inner = e.into_inner();
         let code = match inner.classify() {
-            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => "invalid_json",
-            _ => "invalid_request",
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => ErrorCode::InvalidJson,
+            _ => ErrorCode::InvalidRequest,
         };
-        let param = if path == "." || code == "invalid_json" {
+        let param = if path == "." || code == ErrorCode::InvalidJson {
             None
         } else {
             Some(path.clone())
@@ -57,7 +93,7 @@ fn parse_value<'de, T: DeserializeOwned>(
         let msg = inner.to_string();
         // serde's message ends with " at line L column C", useful for syntax errors only.
         let message = match (&param, code) {
-            (_, "invalid_json") => format!("request body is not valid JSON: {msg}"),
+            (_, ErrorCode::InvalidJson) => format!("request body is not valid JSON: {msg}"),
             (Some(p), _) => format!("invalid value for `{p}`: {}", strip_position(&msg)),
             (None, _) => format!("invalid request: {}", strip_position(&msg)),
         };
@@ -97,7 +133,7 @@ mod tests {
         assert_eq!(e.param.as_deref(), Some("a[1].n"));
         assert!(e.message.contains("a[1].n"), "{}", e.message);
         let e = parse_json::<T>(b"{not json").unwrap_err();
-        assert_eq!(e.code, Some("invalid_json"));
+        assert_eq!(e.code, Some(ErrorCode::InvalidJson));
         let e = parse_json::<T>(b"{}").unwrap_err();
         assert!(e.message.contains("missing field `a`"), "{}", e.message);
     }

@@ -18,5 +18,5 @@ pub mod responses;
 pub mod sampling;
 pub mod structured;
 
-pub use error::{parse_json, ProtocolError};
+pub use error::{parse_json, ErrorCode, ProtocolError};
 pub use sampling::SamplingParams;

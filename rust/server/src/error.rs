@@ -4,6 +4,7 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use smgpy_protocol::ErrorCode;
 use smgpy_protocol::ProtocolError;
 
 use crate::engine::EngineError;
@@ -16,7 +17,7 @@ pub enum ApiError {
     BadRequest {
         message: String,
         param: Option<String>,
-        code: Option<&'static str>,
+        code: Option<ErrorCode>,
     },
     #[error("invalid or missing API key: send `Authorization: Bearer <key>` (or `x-api-key: <key>`)")]
     Unauthorized,
@@ -114,8 +115,8 @@ impl ApiError {
     /// `{"error": {"message", "type", "param", "code"}}`.
     pub fn openai_body(&self) -> serde_json::Value {
         let (param, code) = match self {
-            ApiError::BadRequest { param, code, .. } => (param.clone(), code.map(str::to_string)),
-            ApiError::PayloadTooLarge { .. } => (None, Some("request_too_large".to_string())),
+            ApiError::BadRequest { param, code, .. } => (param.clone(), *code),
+            ApiError::PayloadTooLarge { .. } => (None, Some(ErrorCode::RequestTooLarge)),
             _ => (None, None),
         };
         json!({"error": {"message": self.to_string(), "type": self.openai_type(), "param": param, "code": code}})
@@ -184,7 +185,7 @@ impl From<EngineError> for ApiError {
             EngineError::ContextLength(m) => ApiError::BadRequest {
                 message: m,
                 param: None,
-                code: Some("context_length_exceeded"),
+                code: Some(ErrorCode::ContextLengthExceeded),
             },
             EngineError::Overloaded(m) => ApiError::Overloaded(m),
             EngineError::Internal(m) => ApiError::EngineFailed(m),

@@ -22,6 +22,7 @@ pub mod routes;
 pub mod sse;
 pub mod state;
 pub mod structured;
+pub mod wire;
 pub mod wire_errors;
 
 use std::future::Future;

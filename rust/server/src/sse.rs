@@ -30,8 +30,15 @@ pub fn data<T: serde::Serialize>(v: &T) -> Bytes {
             buf.extend_from_slice(b"\n\n");
             Bytes::from(buf)
         }
-        Err(e) => error(&ApiError::Internal(format!("cannot encode an event: {e}"))),
+        Err(e) => unencodable(&e),
     }
+}
+
+/// The error event that replaces an event serde could not encode (logged: it is a bug).
+fn unencodable(e: &serde_json::Error) -> Bytes {
+    let e = ApiError::Internal(format!("cannot encode an event: {e}"));
+    tracing::error!(error = %e, "error in stream");
+    error(&e)
 }
 
 /// `event: <name>\ndata: <json>\n\n` (Anthropic and Responses streams name their events).
@@ -45,7 +52,7 @@ pub fn named<T: serde::Serialize>(name: &str, v: &T) -> Bytes {
             buf.extend_from_slice(b"\n\n");
             Bytes::from(buf)
         }
-        Err(e) => error(&ApiError::Internal(format!("cannot encode an event: {e}"))),
+        Err(e) => unencodable(&e),
     }
 }
 
@@ -54,11 +61,9 @@ pub fn done() -> Bytes {
     Bytes::from_static(b"data: [DONE]\n\n")
 }
 
-/// An OpenAI-shaped error inside an open stream: `data: {"error": {...}}`.
+/// An OpenAI-shaped error inside an open stream: `data: {"error": {...}}` (logging it is the
+/// caller's: [`crate::wire`] logs the server's own errors once, whatever the format).
 pub fn error(e: &ApiError) -> Bytes {
-    if let ApiError::Internal(m) = e {
-        tracing::error!(error = %m, "error in stream");
-    }
     let mut s = String::with_capacity(128);
     s.push_str("data: ");
     s.push_str(&e.openai_body().to_string());

@@ -1,29 +1,24 @@
 //! `POST /v1/chat/completions`.
 
-use std::sync::{Arc, Mutex};
-
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use futures::stream::{self, BoxStream, StreamExt};
+use axum::response::Response;
 use serde_json::{Map, Value};
 use smgpy_protocol::chat::{
     ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse, Choice, ChoiceLogprobs, ChunkChoice, Delta,
     FunctionChunk, FunctionOut, ResponseMessage, ToolCallChunk, ToolCallOut,
 };
-use smgpy_protocol::common::Usage;
+use smgpy_protocol::common::{TokenLogprob, Usage};
 
-use crate::driver::{chat_logprobs, sum_counts, ChoiceDriver, Counts, Step};
-use crate::engine::GenerateRequest;
+use crate::driver::{chat_logprobs, sum_counts, Counts, Finish, Step};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
-use crate::layers::with_tokens;
 use crate::prompt::{self, ChatPrompt};
 use crate::routes::prelude::{self, Turn};
 use crate::routes::start_choices;
 use crate::sse;
 use crate::state::{unix_now, AppState};
+use crate::wire::{respond, Out, WireFormat};
 
 pub async fn chat_completions(
     State(state): State<AppState>,
@@ -66,51 +61,38 @@ pub async fn chat_completions(
     )
     .await?;
     let id = state.new_id("chatcmpl");
-    let base = GenerateRequest {
-        rid: id.clone(),
-        text: prepared.text,
-        input_ids: prepared.input_ids,
-        image_data: images,
-        sampling: prepared.sampling,
-        stream: req.stream,
-        return_logprob: req.logprobs,
-        top_logprobs_num: req.top_logprobs.unwrap_or(0),
-        prompt_cache_key: req.prompt_cache_key.clone(),
-        cache_breakpoints: Vec::new(),
-        grammar: None,
-    };
+    let (mut base, spec) = prepared.into_request(id.clone(), images, req.stream);
+    base.return_logprob = req.logprobs;
+    base.top_logprobs_num = req.top_logprobs.unwrap_or(0);
+    base.prompt_cache_key = req.prompt_cache_key.clone();
     let max_param = if req.max_completion_tokens.is_some() {
         "max_completion_tokens"
     } else {
         "max_tokens"
     };
-    let drivers = start_choices(&state, base, &prepared.spec, "messages", max_param).await?;
-    let model = req.model.clone().unwrap_or_else(|| state.config().model_name.clone());
-    let ctx = Arc::new(Ctx {
+    let drivers = start_choices(&state, base, &spec, "messages", max_param).await?;
+    let wire = Chat {
         id,
-        model,
+        model: req.model.clone().unwrap_or_else(|| state.config().model_name.clone()),
         created: unix_now(),
         fingerprint: state.0.fingerprint.clone(),
-    });
-    if req.stream {
-        let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
-        Ok(stream_response(&state, ctx, drivers, include_usage, req.logprobs))
-    } else {
-        let resp = collect(ctx, drivers, req.logprobs).await?;
-        let (p, c) = (resp.usage.prompt_tokens, resp.usage.completion_tokens);
-        Ok(with_tokens(Json(resp).into_response(), p, c))
-    }
+        logprobs: req.logprobs,
+        include_usage: req.stream_options.as_ref().is_some_and(|o| o.include_usage),
+    };
+    respond(&state, wire, drivers, req.stream).await
 }
 
-/// What every chunk of one response shares.
-struct Ctx {
+/// The Chat Completions wire format: `chat.completion`, or `chat.completion.chunk` events.
+struct Chat {
     id: String,
     model: String,
     created: u64,
     fingerprint: String,
+    logprobs: bool,
+    include_usage: bool,
 }
 
-impl Ctx {
+impl Chat {
     /// `data: ` + a content-only chunk, byte-identical to serialising the full
     /// [`ChatCompletionChunk`], but with the fixed fields escaped once per stream instead of once
     /// per token (the hot path of every streamed token).
@@ -158,261 +140,204 @@ impl Ctx {
             usage,
         }
     }
-}
 
-fn usage_of(counts: &[Counts]) -> Usage {
-    let prompt = counts.iter().map(|c| c.prompt).max().unwrap_or(0);
-    let cached = counts.iter().map(|c| c.cached).max().unwrap_or(0);
-    Usage::new(prompt, sum_counts(counts.iter().map(|c| c.completion)), cached)
-        .with_reasoning(sum_counts(counts.iter().map(|c| c.reasoning)))
-}
-
-async fn collect(
-    ctx: Arc<Ctx>,
-    drivers: Vec<ChoiceDriver>,
-    logprobs: bool,
-) -> Result<ChatCompletionResponse, ApiError> {
-    let results = futures::future::join_all(drivers.into_iter().map(|d| collect_one(d, logprobs))).await;
-    let mut choices = Vec::with_capacity(results.len());
-    let mut counts = Vec::with_capacity(results.len());
-    for r in results {
-        let (choice, c) = r?;
-        choices.push(choice);
-        counts.push(c);
-    }
-    Ok(ChatCompletionResponse {
-        id: ctx.id.clone(),
-        object: "chat.completion",
-        created: ctx.created,
-        model: ctx.model.clone(),
-        system_fingerprint: ctx.fingerprint.clone(),
-        choices,
-        usage: usage_of(&counts),
-    })
-}
-
-async fn collect_one(mut d: ChoiceDriver, logprobs: bool) -> Result<(Choice, Counts), ApiError> {
-    let mut content = String::new();
-    let mut reasoning = String::new();
-    let mut calls: Vec<ToolCallOut> = Vec::new();
-    let mut lps = Vec::new();
-    let mut finish = None;
-    while let Some(step) = d.next().await {
-        if let Some(e) = step.error {
-            return Err(e);
-        }
-        content.push_str(&step.piece.content);
-        reasoning.push_str(&step.piece.reasoning);
-        for (c, id) in step.piece.calls.iter().zip(step.call_ids) {
-            match (calls.get_mut(c.index), id) {
-                (Some(call), _) => call.function.arguments.push_str(&c.arguments),
-                (None, Some(id)) => calls.push(ToolCallOut {
-                    id,
-                    kind: "function",
-                    function: FunctionOut {
-                        name: c.name.clone().unwrap_or_default(),
-                        arguments: c.arguments.clone(),
-                    },
-                }),
-                (None, None) => {}
-            }
-        }
-        if logprobs {
-            lps.extend(chat_logprobs(&step.logprobs));
-        }
-        if step.finish.is_some() {
-            finish = step.finish;
-        }
-    }
-    let (finish_reason, matched_stop) = match finish {
-        Some(f) => (Some(f.reason), f.matched),
-        None => (None, None),
-    };
-    let message = ResponseMessage {
-        role: "assistant",
-        content: if content.is_empty() && !calls.is_empty() {
-            None
-        } else {
-            Some(content)
-        },
-        reasoning_content: if reasoning.is_empty() { None } else { Some(reasoning) },
-        tool_calls: calls,
-    };
-    let logprobs = if logprobs {
-        Some(ChoiceLogprobs { content: lps })
-    } else {
-        None
-    };
-    Ok((
-        Choice {
-            index: d.index,
-            message,
-            logprobs,
-            finish_reason,
-            matched_stop,
-        },
-        d.counts,
-    ))
-}
-
-/// Events of one choice: the role chunk, one chunk per visible step, the finish chunk.
-fn choice_events(
-    ctx: Arc<Ctx>,
-    driver: ChoiceDriver,
-    usage: Arc<Mutex<Vec<Counts>>>,
-    logprobs: bool,
-) -> BoxStream<'static, Bytes> {
-    let index = driver.index;
-    let first = {
-        let delta = Delta {
-            role: Some("assistant"),
-            content: Some(""),
-            ..Delta::default()
-        };
-        let c = ctx.chunk(
+    /// One chunk of choice `index` with `delta` and no finish.
+    fn delta_event(&self, index: u32, delta: Delta<'_>, logprobs: Option<ChoiceLogprobs>) -> Bytes {
+        let c = self.chunk(
             vec![ChunkChoice {
                 index,
                 delta,
-                logprobs: None,
+                logprobs,
                 finish_reason: None,
                 matched_stop: None,
             }],
             None,
         );
         sse::data(&c)
-    };
-    let prefix = ctx.content_prefix(index);
-    // Boxed: `unfold` moves its state in and out on every step, and a driver is large.
-    let rest = stream::unfold(Some((Box::new(driver), ctx, usage, prefix)), move |st| async move {
-        let (mut d, ctx, usage, prefix) = st?;
-        loop {
-            let Some(step) = d.next().await else {
-                if let Ok(mut u) = usage.lock() {
-                    u.push(d.counts);
-                }
-                return None;
+    }
+}
+
+fn usage_of(counts: impl Iterator<Item = Counts> + Clone) -> Usage {
+    let prompt = counts.clone().map(|c| c.prompt).max().unwrap_or(0);
+    let cached = counts.clone().map(|c| c.cached).max().unwrap_or(0);
+    Usage::new(prompt, sum_counts(counts.clone().map(|c| c.completion)), cached)
+        .with_reasoning(sum_counts(counts.map(|c| c.reasoning)))
+}
+
+/// One choice: when streaming, the bytes before a content-only chunk's text; when collecting, the
+/// message so far.
+#[derive(Default)]
+struct ChatChoice {
+    index: u32,
+    prefix: Vec<u8>,
+    content: String,
+    reasoning: String,
+    calls: Vec<ToolCallOut>,
+    logprobs: Vec<TokenLogprob>,
+    finish: Option<Finish>,
+}
+
+impl WireFormat for Chat {
+    type Choice = ChatChoice;
+    type Done = (Choice, Counts);
+    type Body = ChatCompletionResponse;
+
+    /// Streaming: the role chunk.
+    fn start(&self, index: u32, out: Out<'_>) -> ChatChoice {
+        let Some(out) = out else {
+            return ChatChoice {
+                index,
+                ..ChatChoice::default()
             };
-            if let Some(e) = step.error {
-                return Some((vec![sse::error(&e)], None));
-            }
-            if step.piece.is_empty() && step.finish.is_none() && step.logprobs.is_empty() {
-                continue;
-            }
-            let events = step_events(&ctx, &prefix, d.index, step, logprobs);
-            return Some((events, Some((d, ctx, usage, prefix))));
-        }
-    });
-    stream::once(async move { first })
-        .chain(rest.flat_map(stream::iter))
-        .boxed()
-}
-
-/// Up to two events per step: the content delta and, at the end, the finish chunk.
-fn step_events(ctx: &Ctx, prefix: &[u8], index: u32, step: Step, logprobs: bool) -> Vec<Bytes> {
-    let mut out = Vec::with_capacity(2);
-    let Step {
-        piece,
-        call_ids,
-        logprobs: lps,
-        finish,
-        ..
-    } = step;
-    let content_only = piece.reasoning.is_empty() && piece.calls.is_empty() && !logprobs;
-    if content_only && !piece.content.is_empty() {
-        out.push(ctx.content_event(prefix, &piece.content));
-    } else if !piece.is_empty() || (logprobs && !lps.is_empty()) {
-        let tool_calls = piece
-            .calls
-            .iter()
-            .zip(&call_ids)
-            .map(|(c, id)| ToolCallChunk {
-                index: c.index,
-                id: id.as_deref(),
-                kind: id.as_ref().map(|_| "function"),
-                function: FunctionChunk {
-                    name: if id.is_some() { c.name.as_deref() } else { None },
-                    arguments: &c.arguments,
-                },
-            })
-            .collect();
+        };
         let delta = Delta {
-            role: None,
-            content: if piece.content.is_empty() {
-                None
-            } else {
-                Some(&piece.content)
-            },
-            reasoning_content: if piece.reasoning.is_empty() {
-                None
-            } else {
-                Some(&piece.reasoning)
-            },
-            tool_calls,
+            role: Some("assistant"),
+            content: Some(""),
+            ..Delta::default()
         };
-        let lp = if logprobs {
-            Some(ChoiceLogprobs {
-                content: chat_logprobs(&lps),
-            })
-        } else {
-            None
-        };
-        let c = ctx.chunk(
-            vec![ChunkChoice {
-                index,
-                delta,
-                logprobs: lp,
-                finish_reason: None,
-                matched_stop: None,
-            }],
-            None,
-        );
-        out.push(sse::data(&c));
+        out.push(self.delta_event(index, delta, None));
+        ChatChoice {
+            index,
+            prefix: self.content_prefix(index),
+            ..ChatChoice::default()
+        }
     }
-    if let Some(f) = finish {
-        let c = ctx.chunk(
-            vec![ChunkChoice {
-                index,
-                delta: Delta::default(),
-                logprobs: None,
-                finish_reason: Some(f.reason),
-                matched_stop: f.matched,
-            }],
-            None,
-        );
-        out.push(sse::data(&c));
-    }
-    out
-}
 
-fn stream_response(
-    state: &AppState,
-    ctx: Arc<Ctx>,
-    drivers: Vec<ChoiceDriver>,
-    include_usage: bool,
-    logprobs: bool,
-) -> Response {
-    let usage = Arc::new(Mutex::new(Vec::new()));
-    let streams: Vec<_> = drivers
-        .into_iter()
-        .map(|d| choice_events(ctx.clone(), d, usage.clone(), logprobs))
-        .collect();
-    // One choice (the common case) skips the merge, which re-queues its stream on every item.
-    let body = if streams.len() == 1 {
-        streams.into_iter().next().unwrap_or_else(|| stream::empty().boxed())
-    } else {
-        stream::select_all(streams).boxed()
-    };
-    let tail = stream::once(async move {
-        let mut events = Vec::new();
-        if include_usage {
-            let counts = usage.lock().map(|u| u.clone()).unwrap_or_default();
-            events.push(sse::data(&ctx.chunk(Vec::new(), Some(usage_of(&counts)))));
+    /// Streaming: up to two chunks, the delta and, at the end, the finish chunk.
+    fn step(&self, choice: &mut ChatChoice, step: Step, _: Counts, out: Out<'_>) {
+        let Some(out) = out else {
+            return collect_step(choice, step, self.logprobs);
+        };
+        let Step {
+            piece,
+            call_ids,
+            logprobs: lps,
+            finish,
+            ..
+        } = step;
+        let index = choice.index;
+        let content_only = piece.reasoning.is_empty() && piece.calls.is_empty() && !self.logprobs;
+        if content_only && !piece.content.is_empty() {
+            out.push(self.content_event(&choice.prefix, &piece.content));
+        } else if !piece.is_empty() || (self.logprobs && !lps.is_empty()) {
+            let tool_calls = piece
+                .calls
+                .iter()
+                .zip(&call_ids)
+                .map(|(c, id)| ToolCallChunk {
+                    index: c.index,
+                    id: id.as_deref(),
+                    kind: id.as_ref().map(|_| "function"),
+                    function: FunctionChunk {
+                        name: if id.is_some() { c.name.as_deref() } else { None },
+                        arguments: &c.arguments,
+                    },
+                })
+                .collect();
+            let delta = Delta {
+                role: None,
+                content: Some(piece.content.as_str()).filter(|c| !c.is_empty()),
+                reasoning_content: Some(piece.reasoning.as_str()).filter(|r| !r.is_empty()),
+                tool_calls,
+            };
+            let lp = self.logprobs.then(|| ChoiceLogprobs {
+                content: chat_logprobs(&lps),
+            });
+            out.push(self.delta_event(index, delta, lp));
+        }
+        if let Some(f) = finish {
+            let c = self.chunk(
+                vec![ChunkChoice {
+                    index,
+                    delta: Delta::default(),
+                    logprobs: None,
+                    finish_reason: Some(f.reason),
+                    matched_stop: f.matched,
+                }],
+                None,
+            );
+            out.push(sse::data(&c));
+        }
+    }
+
+    fn error(&self, _: &mut ChatChoice, error: &ApiError, _: Counts) -> Vec<Bytes> {
+        vec![sse::error(error)]
+    }
+
+    fn done(&self, c: ChatChoice, index: u32, counts: Counts) -> (Choice, Counts) {
+        let (finish_reason, matched_stop) = c.finish.map_or((None, None), |f| (Some(f.reason), f.matched));
+        let message = ResponseMessage {
+            role: "assistant",
+            content: if c.content.is_empty() && !c.calls.is_empty() {
+                None
+            } else {
+                Some(c.content)
+            },
+            reasoning_content: Some(c.reasoning).filter(|r| !r.is_empty()),
+            tool_calls: c.calls,
+        };
+        let logprobs = self.logprobs.then_some(ChoiceLogprobs { content: c.logprobs });
+        let choice = Choice {
+            index,
+            message,
+            logprobs,
+            finish_reason,
+            matched_stop,
+        };
+        (choice, counts)
+    }
+
+    fn body(&self, done: Vec<(Choice, Counts)>) -> (ChatCompletionResponse, u32, u32) {
+        let usage = usage_of(done.iter().map(|(_, c)| *c));
+        let (prompt, completion) = (usage.prompt_tokens, usage.completion_tokens);
+        let resp = ChatCompletionResponse {
+            id: self.id.clone(),
+            object: "chat.completion",
+            created: self.created,
+            model: self.model.clone(),
+            system_fingerprint: self.fingerprint.clone(),
+            choices: done.into_iter().map(|(choice, _)| choice).collect(),
+            usage,
+        };
+        (resp, prompt, completion)
+    }
+
+    /// The usage chunk (`stream_options.include_usage`), then `[DONE]`.
+    fn finish(&self, ended: &[(u32, Counts)], _: bool) -> Vec<Bytes> {
+        let mut events = Vec::with_capacity(2);
+        if self.include_usage {
+            let usage = usage_of(ended.iter().map(|(_, c)| *c));
+            events.push(sse::data(&self.chunk(Vec::new(), Some(usage))));
         }
         events.push(sse::done());
         events
-    })
-    .flat_map(stream::iter);
-    sse::response(body.chain(tail), state.config().keep_alive)
+    }
+}
+
+/// A step of a collected choice: its text, reasoning, calls and logprobs appended.
+fn collect_step(c: &mut ChatChoice, step: Step, logprobs: bool) {
+    c.content.push_str(&step.piece.content);
+    c.reasoning.push_str(&step.piece.reasoning);
+    for (call, id) in step.piece.calls.iter().zip(step.call_ids) {
+        match (c.calls.get_mut(call.index), id) {
+            (Some(out), _) => out.function.arguments.push_str(&call.arguments),
+            (None, Some(id)) => c.calls.push(ToolCallOut {
+                id,
+                kind: "function",
+                function: FunctionOut {
+                    name: call.name.clone().unwrap_or_default(),
+                    arguments: call.arguments.clone(),
+                },
+            }),
+            (None, None) => {}
+        }
+    }
+    if logprobs {
+        c.logprobs.extend(chat_logprobs(&step.logprobs));
+    }
+    if step.finish.is_some() {
+        c.finish = step.finish;
+    }
 }
 
 #[cfg(test)]
@@ -421,11 +346,13 @@ mod tests {
 
     #[test]
     fn content_fast_path_matches_serde() {
-        let ctx = Ctx {
+        let ctx = Chat {
             id: "chatcmpl-\"x\"".into(),
             model: "m/ü".into(),
             created: 7,
             fingerprint: "fp".into(),
+            logprobs: false,
+            include_usage: false,
         };
         for index in [0, 3] {
             for text in ["hi", "a \"quoted\"\nline ü 🎉 \u{1}", ""] {

@@ -2,26 +2,22 @@
 //! order), streamed or not, with `echo` and completions-form logprobs. No chat template, no
 //! reasoning or tool parsing: only stop strings apply, through the same pipeline as chat.
 
-use std::sync::{Arc, Mutex};
-
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use futures::stream::{self, BoxStream, StreamExt};
+use axum::response::Response;
 use serde_json::{Map, Value};
 use smgpy_protocol::common::Usage;
 use smgpy_protocol::completion::{CompletionChoice, CompletionLogprobs, CompletionRequest, CompletionResponse, Prompt};
 
-use crate::driver::{ChoiceDriver, Counts};
+use crate::driver::{Counts, Finish, Step};
 use crate::engine::{GenerateRequest, TokenLogprobs};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
-use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
 use crate::routes::start_choices;
 use crate::sse;
 use crate::state::{unix_now, AppState};
+use crate::wire::{respond, Out, WireFormat};
 
 /// Most choices one request may start (prompts times `n`): a small body of many short prompts
 /// must not start thousands of engine requests.
@@ -91,7 +87,7 @@ pub async fn completions(
             drivers.push(d);
         }
     }
-    let ctx = Arc::new(Ctx {
+    let wire = Completions {
         id,
         model: req.model.clone().unwrap_or_else(|| state.config().model_name.clone()),
         created: unix_now(),
@@ -99,18 +95,9 @@ pub async fn completions(
         n,
         echoes,
         logprobs: req.logprobs.is_some(),
-    });
-    if req.stream {
-        let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
-        Ok(stream_response(&state, ctx, drivers, include_usage))
-    } else {
-        let resp = collect(ctx, drivers).await?;
-        let (p, c) = resp
-            .usage
-            .as_ref()
-            .map_or((0, 0), |u| (u.prompt_tokens, u.completion_tokens));
-        Ok(with_tokens(Json(resp).into_response(), p, c))
-    }
+        include_usage: req.stream_options.as_ref().is_some_and(|o| o.include_usage),
+    };
+    respond(&state, wire, drivers, req.stream).await
 }
 
 /// The text `echo` prepends to each prompt's choices (token prompts are decoded).
@@ -125,8 +112,8 @@ async fn echo_texts(state: &AppState, prompts: &[Prompt]) -> Result<Vec<String>,
     Ok(out)
 }
 
-/// What every choice and chunk of one response shares.
-struct Ctx {
+/// The Completions wire format: `text_completion` objects, whole or as stream chunks.
+struct Completions {
     id: String,
     model: String,
     created: u64,
@@ -134,9 +121,10 @@ struct Ctx {
     n: u32,
     echoes: Vec<String>,
     logprobs: bool,
+    include_usage: bool,
 }
 
-impl Ctx {
+impl Completions {
     fn echo(&self, index: u32) -> &str {
         self.echoes
             .get((index / self.n) as usize)
@@ -158,7 +146,7 @@ impl Ctx {
 }
 
 /// Batch usage: prompt tokens count once per prompt (its `n` choices share it).
-fn usage_of(counts: &[(u32, Counts)], n: u32) -> Usage {
+fn usage_of(counts: impl Iterator<Item = (u32, Counts)>, n: u32) -> Usage {
     let mut per_prompt: std::collections::BTreeMap<u32, (u32, u32)> = std::collections::BTreeMap::new();
     let mut completion: u32 = 0;
     for (index, c) in counts {
@@ -188,120 +176,107 @@ fn push_logprobs(into: &mut CompletionLogprobs, lps: &[TokenLogprobs], mut offse
     }
 }
 
-async fn collect(ctx: Arc<Ctx>, drivers: Vec<ChoiceDriver>) -> Result<CompletionResponse, ApiError> {
-    let results = futures::future::join_all(drivers.into_iter().map(|d| collect_one(&ctx, d))).await;
-    let mut choices = Vec::with_capacity(results.len());
-    let mut counts = Vec::with_capacity(results.len());
-    for r in results {
-        let (choice, c) = r?;
-        counts.push((choice.index, c));
-        choices.push(choice);
-    }
-    choices.sort_by_key(|c| c.index);
-    let usage = usage_of(&counts, ctx.n);
-    Ok(ctx.response(choices, Some(usage)))
+/// One choice: its text so far (echo included; when streaming only its length is used, as the
+/// logprobs' text offset), and when collecting its logprobs and finish.
+struct TextChoice {
+    index: u32,
+    text: String,
+    offset: usize,
+    logprobs: CompletionLogprobs,
+    finish: Option<Finish>,
 }
 
-async fn collect_one(ctx: &Ctx, mut d: ChoiceDriver) -> Result<(CompletionChoice, Counts), ApiError> {
-    let mut text = ctx.echo(d.index).to_string();
-    let mut lps = CompletionLogprobs::default();
-    let mut finish = None;
-    while let Some(step) = d.next().await {
-        if let Some(e) = step.error {
-            return Err(e);
+impl WireFormat for Completions {
+    type Choice = TextChoice;
+    type Done = (CompletionChoice, Counts);
+    type Body = CompletionResponse;
+
+    /// Streaming: the echo (if any), as a chunk of its own.
+    fn start(&self, index: u32, out: Out<'_>) -> TextChoice {
+        let echo = self.echo(index).to_string();
+        let offset = echo.len();
+        if let Some(out) = out.filter(|_| !echo.is_empty()) {
+            let choice = CompletionChoice {
+                index,
+                text: echo.clone(),
+                logprobs: None,
+                finish_reason: None,
+                matched_stop: None,
+            };
+            out.push(sse::data(&self.response(vec![choice], None)));
         }
-        if ctx.logprobs {
-            push_logprobs(&mut lps, &step.logprobs, text.len());
-        }
-        text.push_str(&step.piece.content);
-        if step.finish.is_some() {
-            finish = step.finish;
+        TextChoice {
+            index,
+            text: echo,
+            offset,
+            logprobs: CompletionLogprobs::default(),
+            finish: None,
         }
     }
-    let (finish_reason, matched_stop) = finish.map_or((None, None), |f| (Some(f.reason), f.matched));
-    let logprobs = ctx.logprobs.then_some(lps);
-    Ok((
-        CompletionChoice {
-            index: d.index,
-            text,
+
+    fn step(&self, c: &mut TextChoice, step: Step, _: Counts, out: Out<'_>) {
+        let Some(out) = out else {
+            if self.logprobs {
+                push_logprobs(&mut c.logprobs, &step.logprobs, c.text.len());
+            }
+            c.text.push_str(&step.piece.content);
+            if step.finish.is_some() {
+                c.finish = step.finish;
+            }
+            return;
+        };
+        if step.piece.content.is_empty() && step.finish.is_none() && (step.logprobs.is_empty() || !self.logprobs) {
+            return;
+        }
+        let logprobs = self.logprobs.then(|| {
+            let mut l = CompletionLogprobs::default();
+            push_logprobs(&mut l, &step.logprobs, c.offset);
+            l
+        });
+        c.offset += step.piece.content.len();
+        let (finish_reason, matched_stop) = step.finish.map_or((None, None), |f| (Some(f.reason), f.matched));
+        let choice = CompletionChoice {
+            index: c.index,
+            text: step.piece.content,
             logprobs,
             finish_reason,
             matched_stop,
-        },
-        d.counts,
-    ))
-}
-
-/// Chunks of one choice: the echo (if any), one chunk per visible step, the finish chunk.
-fn choice_events(
-    ctx: Arc<Ctx>,
-    driver: ChoiceDriver,
-    usage: Arc<Mutex<Vec<(u32, Counts)>>>,
-) -> BoxStream<'static, Bytes> {
-    let echo = ctx.echo(driver.index).to_string();
-    let first: Vec<Bytes> = if echo.is_empty() {
-        Vec::new()
-    } else {
-        let choice = CompletionChoice {
-            index: driver.index,
-            text: echo.clone(),
-            logprobs: None,
-            finish_reason: None,
-            matched_stop: None,
         };
-        vec![sse::data(&ctx.response(vec![choice], None))]
-    };
-    let rest = stream::unfold(Some((Box::new(driver), ctx, usage, echo.len())), |st| async move {
-        let (mut d, ctx, usage, offset) = st?;
-        loop {
-            let Some(step) = d.next().await else {
-                if let Ok(mut u) = usage.lock() {
-                    u.push((d.index, d.counts));
-                }
-                return None;
-            };
-            if let Some(e) = step.error {
-                return Some((vec![sse::error(&e)], None));
-            }
-            if step.piece.content.is_empty() && step.finish.is_none() && (step.logprobs.is_empty() || !ctx.logprobs) {
-                continue;
-            }
-            let logprobs = ctx.logprobs.then(|| {
-                let mut l = CompletionLogprobs::default();
-                push_logprobs(&mut l, &step.logprobs, offset);
-                l
-            });
-            let next_offset = offset + step.piece.content.len();
-            let (finish_reason, matched_stop) = step.finish.map_or((None, None), |f| (Some(f.reason), f.matched));
-            let choice = CompletionChoice {
-                index: d.index,
-                text: step.piece.content,
-                logprobs,
-                finish_reason,
-                matched_stop,
-            };
-            let ev = sse::data(&ctx.response(vec![choice], None));
-            return Some((vec![ev], Some((d, ctx, usage, next_offset))));
-        }
-    });
-    stream::iter(first).chain(rest.flat_map(stream::iter)).boxed()
-}
+        out.push(sse::data(&self.response(vec![choice], None)));
+    }
 
-fn stream_response(state: &AppState, ctx: Arc<Ctx>, drivers: Vec<ChoiceDriver>, include_usage: bool) -> Response {
-    let usage = Arc::new(Mutex::new(Vec::new()));
-    let streams: Vec<_> = drivers
-        .into_iter()
-        .map(|d| choice_events(ctx.clone(), d, usage.clone()))
-        .collect();
-    let tail = stream::once(async move {
-        let mut events = Vec::new();
-        if include_usage {
-            let counts = usage.lock().map(|u| u.clone()).unwrap_or_default();
-            events.push(sse::data(&ctx.response(Vec::new(), Some(usage_of(&counts, ctx.n)))));
+    fn error(&self, _: &mut TextChoice, error: &ApiError, _: Counts) -> Vec<Bytes> {
+        vec![sse::error(error)]
+    }
+
+    fn done(&self, c: TextChoice, index: u32, counts: Counts) -> (CompletionChoice, Counts) {
+        let (finish_reason, matched_stop) = c.finish.map_or((None, None), |f| (Some(f.reason), f.matched));
+        let choice = CompletionChoice {
+            index,
+            text: c.text,
+            logprobs: self.logprobs.then_some(c.logprobs),
+            finish_reason,
+            matched_stop,
+        };
+        (choice, counts)
+    }
+
+    fn body(&self, done: Vec<(CompletionChoice, Counts)>) -> (CompletionResponse, u32, u32) {
+        let usage = usage_of(done.iter().map(|(c, counts)| (c.index, *counts)), self.n);
+        let (prompt, completion) = (usage.prompt_tokens, usage.completion_tokens);
+        let mut choices: Vec<CompletionChoice> = done.into_iter().map(|(c, _)| c).collect();
+        choices.sort_by_key(|c| c.index);
+        (self.response(choices, Some(usage)), prompt, completion)
+    }
+
+    /// The usage chunk (`stream_options.include_usage`), then `[DONE]`.
+    fn finish(&self, ended: &[(u32, Counts)], _: bool) -> Vec<Bytes> {
+        let mut events = Vec::with_capacity(2);
+        if self.include_usage {
+            let usage = usage_of(ended.iter().copied(), self.n);
+            events.push(sse::data(&self.response(Vec::new(), Some(usage))));
         }
         events.push(sse::done());
         events
-    })
-    .flat_map(stream::iter);
-    sse::response(stream::select_all(streams).chain(tail), state.config().keep_alive)
+    }
 }

@@ -10,6 +10,7 @@ use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 use smgpy_protocol::embeddings::{base64_f32, truncate_normalized, EmbeddingInput, EmbeddingRequest, EncodingFormat};
+use smgpy_protocol::ErrorCode;
 
 use crate::engine::EmbedRequest;
 use crate::error::ApiError;
@@ -186,7 +187,7 @@ fn check_ids(emb: &EmbeddingConfig, ids: &[Vec<i64>], place: &dyn Fn(usize) -> S
                         emb.model_name
                     ),
                     param: Some(place(i)),
-                    code: Some("context_length_exceeded"),
+                    code: Some(ErrorCode::ContextLengthExceeded),
                 });
             }
         }

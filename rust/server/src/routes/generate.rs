@@ -5,23 +5,22 @@
 
 use std::time::Instant;
 
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use futures::stream::{self, StreamExt};
-use serde_json::{json, Value};
+use axum::response::Response;
+use serde_json::{json, Map, Value};
 use smgpy_protocol::common::{FinishReason, MatchedStop};
 use smgpy_protocol::generate::{GenerateBody, GeneratePrompt};
 
-use crate::driver::{ChoiceDriver, Finish};
+use crate::driver::{Counts, Finish, Step};
 use crate::engine::GenerateRequest;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
-use crate::layers::with_tokens;
 use crate::pipeline::PipelineSpec;
 use crate::routes::start_choices;
 use crate::sse;
 use crate::state::AppState;
+use crate::wire::{respond, Out, WireFormat};
 
 pub async fn generate(
     State(state): State<AppState>,
@@ -62,14 +61,12 @@ pub async fn generate(
         .await?
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
-    if body.stream {
-        Ok(stream_response(&state, rid, driver))
-    } else {
-        let out = collect(rid, driver, body.return_logprob).await?;
-        let count = |k: &str| u32::try_from(out["meta_info"][k].as_u64().unwrap_or(0)).unwrap_or(u32::MAX);
-        let (p, c) = (count("prompt_tokens"), count("completion_tokens"));
-        Ok(with_tokens(Json(out).into_response(), p, c))
-    }
+    let wire = Generate {
+        rid,
+        logprobs: body.return_logprob,
+        started: Instant::now(),
+    };
+    respond(&state, wire, vec![driver], body.stream).await
 }
 
 /// sglang's `finish_reason` object.
@@ -90,64 +87,91 @@ fn finish_json(f: Option<&Finish>, completion_tokens: u32) -> Value {
     }
 }
 
-fn meta(rid: &str, d: &ChoiceDriver, finish: Option<&Finish>, started: Instant) -> serde_json::Map<String, Value> {
-    let c = d.counts;
-    let mut m = serde_json::Map::new();
-    m.insert("id".into(), json!(rid));
-    m.insert("finish_reason".into(), finish_json(finish, c.completion));
-    m.insert("prompt_tokens".into(), json!(c.prompt));
-    m.insert("completion_tokens".into(), json!(c.completion));
-    m.insert("cached_tokens".into(), json!(c.cached));
-    m.insert("e2e_latency".into(), json!(started.elapsed().as_secs_f64()));
-    m
+/// sglang's answer: `{"text", "meta_info"}`, a stream repeating the text so far in each chunk.
+struct Generate {
+    /// The client's label, or the engine request's id.
+    rid: String,
+    logprobs: bool,
+    started: Instant,
 }
 
-async fn collect(rid: String, mut d: ChoiceDriver, logprobs: bool) -> Result<Value, ApiError> {
-    let started = Instant::now();
-    let mut text = String::new();
-    let mut lps = Vec::new();
-    let mut finish = None;
-    while let Some(step) = d.next().await {
-        if let Some(e) = step.error {
-            return Err(e);
-        }
-        text.push_str(&step.piece.content);
-        if logprobs {
-            lps.extend(step.logprobs.iter().map(|t| json!([t.logprob, t.token_id, t.token])));
-        }
-        if step.finish.is_some() {
-            finish = step.finish;
-        }
+impl Generate {
+    fn meta(&self, c: Counts, finish: Option<&Finish>) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("id".into(), json!(self.rid));
+        m.insert("finish_reason".into(), finish_json(finish, c.completion));
+        m.insert("prompt_tokens".into(), json!(c.prompt));
+        m.insert("completion_tokens".into(), json!(c.completion));
+        m.insert("cached_tokens".into(), json!(c.cached));
+        m.insert("e2e_latency".into(), json!(self.started.elapsed().as_secs_f64()));
+        m
     }
-    let mut m = meta(&rid, &d, finish.as_ref(), started);
-    if logprobs {
-        m.insert("output_token_logprobs".into(), Value::Array(lps));
-    }
-    Ok(json!({"text": text, "meta_info": m}))
 }
 
-fn stream_response(state: &AppState, rid: String, driver: ChoiceDriver) -> Response {
-    let started = Instant::now();
-    let events = stream::unfold(Some((Box::new(driver), String::new())), move |st| {
-        let rid = rid.clone();
-        async move {
-            let (mut d, mut text) = st?;
-            loop {
-                let Some(step) = d.next().await else {
-                    return Some((vec![sse::done()], None));
-                };
-                if let Some(e) = step.error {
-                    return Some((vec![sse::error(&e)], None));
+/// The text so far; when collecting, the logprobs and the finish too.
+#[derive(Default)]
+struct GenerateChoice {
+    text: String,
+    logprobs: Vec<Value>,
+    finish: Option<Finish>,
+}
+
+impl WireFormat for Generate {
+    type Choice = GenerateChoice;
+    type Done = Value;
+    type Body = Value;
+
+    fn start(&self, _: u32, _: Out<'_>) -> GenerateChoice {
+        GenerateChoice::default()
+    }
+
+    fn step(&self, c: &mut GenerateChoice, step: Step, counts: Counts, out: Out<'_>) {
+        if out.is_some() && step.piece.content.is_empty() && step.finish.is_none() {
+            return;
+        }
+        c.text.push_str(&step.piece.content);
+        match out {
+            Some(out) => {
+                let chunk = json!({"text": c.text, "meta_info": self.meta(counts, step.finish.as_ref())});
+                out.push(sse::data(&chunk));
+            }
+            None => {
+                if self.logprobs {
+                    let lps = step.logprobs.iter().map(|t| json!([t.logprob, t.token_id, t.token]));
+                    c.logprobs.extend(lps);
                 }
-                if step.piece.content.is_empty() && step.finish.is_none() {
-                    continue;
+                if step.finish.is_some() {
+                    c.finish = step.finish;
                 }
-                text.push_str(&step.piece.content);
-                let chunk = json!({"text": text, "meta_info": meta(&rid, &d, step.finish.as_ref(), started)});
-                return Some((vec![sse::data(&chunk)], Some((d, text))));
             }
         }
-    })
-    .flat_map(stream::iter);
-    sse::response(events, state.config().keep_alive)
+    }
+
+    fn error(&self, _: &mut GenerateChoice, error: &ApiError, _: Counts) -> Vec<Bytes> {
+        vec![sse::error(error)]
+    }
+
+    fn done(&self, c: GenerateChoice, _: u32, counts: Counts) -> Value {
+        let mut m = self.meta(counts, c.finish.as_ref());
+        if self.logprobs {
+            m.insert("output_token_logprobs".into(), Value::Array(c.logprobs));
+        }
+        json!({"text": c.text, "meta_info": m})
+    }
+
+    fn body(&self, done: Vec<Value>) -> (Value, u32, u32) {
+        let out = done.into_iter().next().unwrap_or(Value::Null);
+        let count = |k: &str| u32::try_from(out["meta_info"][k].as_u64().unwrap_or(0)).unwrap_or(u32::MAX);
+        let (p, c) = (count("prompt_tokens"), count("completion_tokens"));
+        (out, p, c)
+    }
+
+    /// `[DONE]`, unless the stream ended in an error.
+    fn finish(&self, _: &[(u32, Counts)], failed: bool) -> Vec<Bytes> {
+        if failed {
+            Vec::new()
+        } else {
+            vec![sse::done()]
+        }
+    }
 }

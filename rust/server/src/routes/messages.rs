@@ -4,29 +4,25 @@
 //! One [`Blocks`] state machine turns pipeline steps into content blocks: the stream sends its
 //! events, the non-streaming answer keeps only the final blocks, so both agree by construction.
 
-use std::sync::Arc;
-
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Json;
-use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
 use smgpy_protocol::anthropic::{stop_reason, ChatForm, MessagesRequest, MessagesResponse, MessagesUsage};
 use smgpy_protocol::common::MatchedStop;
 
 use crate::blocks::{Block, Blocks, Event, Kind};
-use crate::driver::{ChoiceDriver, Counts, Finish};
-use crate::engine::GenerateRequest;
+use crate::driver::{Counts, Finish, Step};
 use crate::error::{AnthropicError, ApiError};
 use crate::extract::ApiJson;
-use crate::layers::with_tokens;
 use crate::literal::Rendered;
 use crate::prompt::{self, ChatPrompt};
 use crate::routes::prelude::{self, Turn};
 use crate::routes::{start_choices, tokenize};
 use crate::sse;
 use crate::state::AppState;
+use crate::wire::{respond, Out, WireFormat};
 
 pub async fn messages(
     State(state): State<AppState>,
@@ -65,36 +61,11 @@ pub async fn messages(
         Some(ids) => breakpoint_positions(&state, &form, &full, ids).await,
         None => Vec::new(),
     };
-    let base = GenerateRequest {
-        rid: id.clone(),
-        text: prepared.text,
-        input_ids: prepared.input_ids,
-        image_data: images,
-        sampling: prepared.sampling,
-        stream: req.stream,
-        return_logprob: false,
-        top_logprobs_num: 0,
-        prompt_cache_key: None,
-        cache_breakpoints: breakpoints,
-        grammar: None,
-    };
-    let mut drivers = start_choices(&state, base, &prepared.spec, "messages", "max_tokens").await?;
-    let driver = drivers
-        .pop()
-        .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
+    let (mut base, spec) = prepared.into_request(id.clone(), images, req.stream);
+    base.cache_breakpoints = breakpoints;
+    let drivers = start_choices(&state, base, &spec, "messages", "max_tokens").await?;
     let model = req.model.clone().unwrap_or_else(|| state.config().model_name.clone());
-    let ctx = Arc::new(Ctx { id, model, stops });
-    if req.stream {
-        Ok(stream_response(&state, ctx, driver))
-    } else {
-        let resp = collect(ctx, driver).await?;
-        let u = resp.usage;
-        Ok(with_tokens(
-            Json(resp).into_response(),
-            u.input_tokens.saturating_add(u.cache_read_input_tokens),
-            u.output_tokens,
-        ))
-    }
+    Ok(respond(&state, Messages { id, model, stops }, drivers, req.stream).await?)
 }
 
 pub async fn count_tokens(
@@ -176,13 +147,15 @@ async fn breakpoint_positions(state: &AppState, form: &ChatForm, full: &Rendered
     out
 }
 
-struct Ctx {
+/// Anthropic's message, or its stream: `message_start`, `ping`, content block events,
+/// `message_delta` (stop reason, usage), `message_stop`.
+struct Messages {
     id: String,
     model: String,
     stops: Vec<String>,
 }
 
-impl Ctx {
+impl Messages {
     fn message(&self, content: Vec<Value>, finish: Option<&Finish>, counts: Counts) -> MessagesResponse {
         let (reason, sequence) = match finish {
             Some(f) => {
@@ -286,85 +259,85 @@ fn render_event(blocks: &Blocks, e: Event<'_>, out: &mut Vec<Bytes>) {
     }
 }
 
-async fn collect(ctx: Arc<Ctx>, mut d: ChoiceDriver) -> Result<MessagesResponse, ApiError> {
-    let mut blocks = Blocks::new(block_id);
-    let mut finish = None;
-    let mut ignore = |_: &Blocks, _: Event<'_>| {};
-    while let Some(step) = d.next().await {
-        if let Some(e) = step.error {
-            return Err(e);
-        }
-        blocks.push(&step, &mut ignore);
-        if step.finish.is_some() {
-            blocks.finish(&step.abandoned, &mut ignore);
-            finish = step.finish;
-        }
-    }
-    let content = blocks.blocks.iter().map(block_json).collect();
-    Ok(ctx.message(content, finish.as_ref(), d.counts))
-}
-
-/// An error inside an open Anthropic stream.
-fn error_event(e: ApiError) -> Bytes {
-    if let ApiError::Internal(m) = &e {
-        tracing::error!(error = %m, "error in stream");
-    }
-    sse::named("error", &e.anthropic_body())
-}
-
-struct StreamState {
-    ctx: Arc<Ctx>,
-    driver: ChoiceDriver,
+/// One message's content blocks, and (collecting) how it finished.
+struct MessageChoice {
     blocks: Blocks,
+    /// `message_start` was sent: it waits for the first engine output, to carry the prompt's
+    /// token count.
     started: bool,
+    finish: Option<Finish>,
 }
 
-/// `message_start`, `ping`, block events, `message_delta` (stop reason, usage), `message_stop`.
-/// `message_start` waits for the first engine output so it can carry the prompt's token count.
-fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Response {
-    let st = StreamState {
-        ctx,
-        driver,
-        blocks: Blocks::new(block_id),
-        started: false,
-    };
-    let events = stream::unfold(Some(Box::new(st)), |st| async move {
-        let mut st = st?;
-        loop {
-            let step = st.driver.next().await?;
-            let mut out = Vec::new();
-            if let Some(e) = step.error {
-                return Some((vec![error_event(e)], None));
-            }
-            if !st.started {
-                st.started = true;
-                let msg = st.ctx.message(Vec::new(), None, st.driver.counts);
-                out.push(sse::named(
-                    "message_start",
-                    &json!({"type": "message_start", "message": msg}),
-                ));
-                out.push(sse::named("ping", &json!({"type": "ping"})));
-            }
-            st.blocks.push(&step, &mut |b, e| render_event(b, e, &mut out));
-            if let Some(f) = &step.finish {
-                st.blocks
-                    .finish(&step.abandoned, &mut |b, e| render_event(b, e, &mut out));
-                let (reason, sequence) = stop_reason(f.reason, matched_text(f), &st.ctx.stops);
-                let u = usage(st.driver.counts);
-                out.push(sse::named(
-                    "message_delta",
-                    &json!({"type": "message_delta",
-                            "delta": {"stop_reason": reason, "stop_sequence": sequence},
-                            "usage": u}),
-                ));
-                out.push(sse::named("message_stop", &json!({"type": "message_stop"})));
-            }
-            if out.is_empty() {
-                continue;
-            }
-            return Some((out, Some(st)));
+impl WireFormat for Messages {
+    type Choice = MessageChoice;
+    type Done = MessagesResponse;
+    type Body = MessagesResponse;
+
+    fn start(&self, _: u32, _: Out<'_>) -> MessageChoice {
+        MessageChoice {
+            blocks: Blocks::new(block_id),
+            started: false,
+            finish: None,
         }
-    })
-    .flat_map(stream::iter);
-    sse::response(events, state.config().keep_alive)
+    }
+
+    fn step(&self, c: &mut MessageChoice, step: Step, counts: Counts, out: Out<'_>) {
+        let Some(out) = out else {
+            let mut ignore = |_: &Blocks, _: Event<'_>| {};
+            c.blocks.push(&step, &mut ignore);
+            if step.finish.is_some() {
+                c.blocks.finish(&step.abandoned, &mut ignore);
+                c.finish = step.finish;
+            }
+            return;
+        };
+        if !c.started {
+            c.started = true;
+            let msg = self.message(Vec::new(), None, counts);
+            out.push(sse::named(
+                "message_start",
+                &json!({"type": "message_start", "message": msg}),
+            ));
+            out.push(sse::named("ping", &json!({"type": "ping"})));
+        }
+        c.blocks.push(&step, &mut |b, e| render_event(b, e, out));
+        if let Some(f) = &step.finish {
+            c.blocks.finish(&step.abandoned, &mut |b, e| render_event(b, e, out));
+            let (reason, sequence) = stop_reason(f.reason, matched_text(f), &self.stops);
+            out.push(sse::named(
+                "message_delta",
+                &json!({"type": "message_delta",
+                        "delta": {"stop_reason": reason, "stop_sequence": sequence},
+                        "usage": usage(counts)}),
+            ));
+            out.push(sse::named("message_stop", &json!({"type": "message_stop"})));
+        }
+    }
+
+    /// Anthropic's `error` event.
+    fn error(&self, _: &mut MessageChoice, error: &ApiError, _: Counts) -> Vec<Bytes> {
+        vec![sse::named("error", &error.anthropic_body())]
+    }
+
+    fn done(&self, c: MessageChoice, _: u32, counts: Counts) -> MessagesResponse {
+        let content = c.blocks.blocks.iter().map(block_json).collect();
+        self.message(content, c.finish.as_ref(), counts)
+    }
+
+    fn body(&self, done: Vec<MessagesResponse>) -> (MessagesResponse, u32, u32) {
+        let resp = done
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| self.message(Vec::new(), None, Counts::default()));
+        let u = resp.usage;
+        (
+            resp,
+            u.input_tokens.saturating_add(u.cache_read_input_tokens),
+            u.output_tokens,
+        )
+    }
+
+    fn finish(&self, _: &[(u32, Counts)], _: bool) -> Vec<Bytes> {
+        Vec::new()
+    }
 }

@@ -14,6 +14,7 @@ pub mod responses;
 pub mod tokenize;
 pub mod worker;
 
+use smgpy_protocol::ErrorCode;
 use std::time::Duration;
 
 use crate::driver::ChoiceDriver;
@@ -134,13 +135,13 @@ fn name_prompt(e: ApiError, ids_param: &str) -> ApiError {
         ApiError::BadRequest {
             message,
             param: None,
-            code: Some("context_length_exceeded"),
+            code: Some(ErrorCode::ContextLengthExceeded),
         } => {
             let field = ids_param.split('[').next().unwrap_or(ids_param);
             ApiError::BadRequest {
                 message,
                 param: Some(field.to_string()),
-                code: Some("context_length_exceeded"),
+                code: Some(ErrorCode::ContextLengthExceeded),
             }
         }
         other => other,
@@ -192,7 +193,7 @@ pub(crate) fn check_request(state: &AppState, req: &GenerateRequest, ids_param: 
         let over = |message: String| ApiError::BadRequest {
             message,
             param: Some(field.to_string()),
-            code: Some("context_length_exceeded"),
+            code: Some(ErrorCode::ContextLengthExceeded),
         };
         if n >= u64::from(ctx) {
             return Err(over(format!(

@@ -11,6 +11,7 @@ use serde_json::Value;
 use smgpy_protocol::chat::ToolChoice;
 use smgpy_protocol::SamplingParams;
 
+use crate::engine::GenerateRequest;
 use crate::error::ApiError;
 use crate::literal::Rendered;
 use crate::pipeline::{stop_set, PipelineSpec};
@@ -49,6 +50,23 @@ pub struct Prepared {
     /// The request's sampling, with a forced call's constraint in place.
     pub sampling: SamplingParams,
     pub spec: PipelineSpec,
+}
+
+impl Prepared {
+    /// The engine request (the prompt and sampling made here, the request's id, images and
+    /// stream flag; a route sets what else it has, e.g. logprobs), and the pipeline's spec.
+    pub fn into_request(self, rid: String, image_data: Vec<String>, stream: bool) -> (GenerateRequest, PipelineSpec) {
+        let req = GenerateRequest {
+            rid,
+            text: self.text,
+            input_ids: self.input_ids,
+            image_data,
+            sampling: self.sampling,
+            stream,
+            ..GenerateRequest::default()
+        };
+        (req, self.spec)
+    }
 }
 
 /// Plan the tool calls, build the pipeline's spec and make the engine's prompt.

@@ -5,29 +5,25 @@
 //! behind Anthropic's messages) turns steps into output items (`reasoning`, `message`,
 //! `function_call`): the stream sends their events, the non-streaming answer keeps the items.
 
-use std::sync::Arc;
-
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures::stream::{self, StreamExt};
 use serde_json::{json, Map, Value};
 use smgpy_protocol::common::FinishReason;
 use smgpy_protocol::responses::ResponsesRequest;
 
 use crate::blocks::{Block, Blocks, Event, Kind};
-use crate::driver::{ChoiceDriver, Counts, Finish, Step};
-use crate::engine::GenerateRequest;
+use crate::driver::{Counts, Finish, Step};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::layers::with_tokens;
 use crate::prompt::{self, ChatPrompt};
 use crate::routes::prelude::{self, Turn};
 use crate::routes::response_store::Stored;
 use crate::routes::start_choices;
 use crate::sse;
 use crate::state::{random_alnum, unix_now, AppState};
+use crate::wire::{respond, Out, WireFormat};
 
 pub async fn create(
     State(state): State<AppState>,
@@ -81,24 +77,13 @@ pub async fn create(
     )
     .await?;
     let id = format!("resp_{}", random_alnum(24));
-    let base = GenerateRequest {
-        rid: id.clone(),
-        text: prepared.text,
-        input_ids: prepared.input_ids,
-        image_data: images,
-        sampling: prepared.sampling,
-        stream: req.stream,
-        return_logprob: false,
-        top_logprobs_num: 0,
-        prompt_cache_key: req.prompt_cache_key.clone(),
-        cache_breakpoints: Vec::new(),
-        grammar: None,
-    };
-    let driver = start_choices(&state, base, &prepared.spec, "input", "max_output_tokens")
+    let (mut base, spec) = prepared.into_request(id.clone(), images, req.stream);
+    base.prompt_cache_key = req.prompt_cache_key.clone();
+    let driver = start_choices(&state, base, &spec, "input", "max_output_tokens")
         .await?
         .pop()
         .ok_or_else(|| ApiError::Internal("no generation was started".into()))?;
-    let ctx = Arc::new(Ctx {
+    let wire = Responses {
         id,
         created: unix_now(),
         model: req.model.clone().unwrap_or_else(|| state.config().model_name.clone()),
@@ -111,15 +96,8 @@ pub async fn create(
         },
         parent: req.previous_response_id.clone(),
         store: req.store.then(|| state.clone()),
-    });
-    if req.stream {
-        Ok(stream_response(&state, ctx, driver))
-    } else {
-        let resp = collect(ctx, driver).await?;
-        let count = |k: &str| u32::try_from(resp["usage"][k].as_u64().unwrap_or(0)).unwrap_or(u32::MAX);
-        let (p, c) = (count("input_tokens"), count("output_tokens"));
-        Ok(with_tokens(Json(resp).into_response(), p, c))
-    }
+    };
+    respond(&state, wire, vec![driver], req.stream).await
 }
 
 pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<Response, ApiError> {
@@ -264,7 +242,10 @@ fn echo_fields(req: &ResponsesRequest) -> Map<String, Value> {
     m
 }
 
-struct Ctx {
+/// The Responses wire format: a `response` object, or its stream: `response.created`,
+/// `response.in_progress`, output item events, then `response.completed` (or
+/// `response.incomplete` when the token limit cut the output, `response.failed` after an error).
+struct Responses {
     id: String,
     created: u64,
     model: String,
@@ -277,7 +258,7 @@ struct Ctx {
     store: Option<AppState>,
 }
 
-impl Ctx {
+impl Responses {
     /// The response object; `finish: None` while in progress.
     fn response(&self, output: Vec<Value>, finish: Option<&Finish>, counts: Option<Counts>) -> Value {
         let (status, incomplete) = match finish {
@@ -505,91 +486,84 @@ fn render(blocks: &Blocks, e: Event<'_>, seq: &mut u64, out: &mut Vec<Bytes>) {
     }
 }
 
-async fn collect(ctx: Arc<Ctx>, mut d: ChoiceDriver) -> Result<Value, ApiError> {
-    let mut items = Items::new();
-    let mut finish = None;
-    let mut sink = Vec::new();
-    while let Some(step) = d.next().await {
-        if let Some(e) = step.error {
-            return Err(e);
-        }
-        items.push(&step, &mut sink);
-        if step.finish.is_some() {
-            items.finish(&step.abandoned, &mut sink);
-            finish = step.finish;
-        }
-        sink.clear();
-    }
-    let resp = ctx.response(items.output(), finish.as_ref(), Some(d.counts));
-    ctx.save(&resp, &items).await;
-    Ok(resp)
-}
-
-struct StreamState {
-    ctx: Arc<Ctx>,
-    driver: ChoiceDriver,
+/// One response's output items; at its end, the finished response (stored when `store: true`).
+struct ResponseChoice {
     items: Items,
-    started: bool,
+    response: Option<Value>,
 }
 
-/// `response.created`, `response.in_progress`, item events, then `response.completed` (or
-/// `response.incomplete` when the token limit cut the output).
-fn stream_response(state: &AppState, ctx: Arc<Ctx>, driver: ChoiceDriver) -> Response {
-    let st = StreamState {
-        ctx,
-        driver,
-        items: Items::new(),
-        started: false,
-    };
-    let events = stream::unfold(Some(Box::new(st)), |st| async move {
-        let mut st = st?;
-        loop {
-            let mut out = Vec::new();
-            if !st.started {
-                st.started = true;
-                let r = st.ctx.response(Vec::new(), None, None);
-                st.items.event("response.created", json!({"response": r}), &mut out);
-                st.items.event("response.in_progress", json!({"response": r}), &mut out);
-                return Some((out, Some(st)));
-            }
-            let step = st.driver.next().await?;
-            if let Some(e) = step.error {
-                let e: ApiError = e;
-                if let ApiError::Internal(m) = &e {
-                    tracing::error!(error = %m, "error in stream");
-                }
-                let body = json!({"code": e.openai_type(), "message": e.to_string(), "param": null});
-                st.items.event("error", body, &mut out);
-                // The response did not finish: say so, as OpenAI's `response.failed` does.
-                let mut r = st.ctx.response(st.items.output(), None, Some(st.driver.counts));
-                if let Value::Object(m) = &mut r {
-                    m.insert("status".into(), json!("failed"));
-                    m.insert(
-                        "error".into(),
-                        json!({"code": e.openai_type(), "message": e.to_string()}),
-                    );
-                }
-                st.items.event("response.failed", json!({"response": r}), &mut out);
-                return Some((out, None));
-            }
-            st.items.push(&step, &mut out);
-            if let Some(f) = &step.finish {
-                st.items.finish(&step.abandoned, &mut out);
-                let r = st.ctx.response(st.items.output(), Some(f), Some(st.driver.counts));
-                st.ctx.save(&r, &st.items).await;
-                let kind = if f.reason == FinishReason::Length {
-                    "response.incomplete"
-                } else {
-                    "response.completed"
-                };
-                st.items.event(kind, json!({"response": r}), &mut out);
-            }
-            if out.is_empty() {
-                continue;
-            }
-            return Some((out, Some(st)));
+impl WireFormat for Responses {
+    type Choice = ResponseChoice;
+    type Done = Value;
+    type Body = Value;
+
+    /// Streaming: `response.created` and `response.in_progress`, at once.
+    fn start(&self, _: u32, out: Out<'_>) -> ResponseChoice {
+        let mut items = Items::new();
+        if let Some(out) = out {
+            let r = self.response(Vec::new(), None, None);
+            items.event("response.created", json!({"response": r}), out);
+            items.event("response.in_progress", json!({"response": r}), out);
         }
-    })
-    .flat_map(stream::iter);
-    sse::response(events, state.config().keep_alive)
+        ResponseChoice { items, response: None }
+    }
+
+    fn step(&self, c: &mut ResponseChoice, step: Step, counts: Counts, out: Out<'_>) {
+        let mut sink = Vec::new();
+        let streaming = out.is_some();
+        let out = out.unwrap_or(&mut sink);
+        c.items.push(&step, out);
+        let Some(f) = &step.finish else { return };
+        c.items.finish(&step.abandoned, out);
+        let r = self.response(c.items.output(), Some(f), Some(counts));
+        if streaming {
+            let kind = if f.reason == FinishReason::Length {
+                "response.incomplete"
+            } else {
+                "response.completed"
+            };
+            c.items.event(kind, json!({"response": r}), out);
+        }
+        c.response = Some(r);
+    }
+
+    /// The finished response is stored before the client hears it is done.
+    async fn settle(&self, c: &mut ResponseChoice) {
+        if let Some(r) = &c.response {
+            self.save(r, &c.items).await;
+        }
+    }
+
+    /// An `error` event, then `response.failed`: the response did not finish, as OpenAI says.
+    fn error(&self, c: &mut ResponseChoice, error: &ApiError, counts: Counts) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        let body = json!({"code": error.openai_type(), "message": error.to_string(), "param": null});
+        c.items.event("error", body, &mut out);
+        let mut r = self.response(c.items.output(), None, Some(counts));
+        if let Value::Object(m) = &mut r {
+            m.insert("status".into(), json!("failed"));
+            m.insert(
+                "error".into(),
+                json!({"code": error.openai_type(), "message": error.to_string()}),
+            );
+        }
+        c.items.event("response.failed", json!({"response": r}), &mut out);
+        out
+    }
+
+    fn done(&self, c: ResponseChoice, _: u32, counts: Counts) -> Value {
+        c.response
+            .unwrap_or_else(|| self.response(c.items.output(), None, Some(counts)))
+    }
+
+    fn body(&self, done: Vec<Value>) -> (Value, u32, u32) {
+        let resp = done.into_iter().next().unwrap_or(Value::Null);
+        let count = |k: &str| u32::try_from(resp["usage"][k].as_u64().unwrap_or(0)).unwrap_or(u32::MAX);
+        let (p, c) = (count("input_tokens"), count("output_tokens"));
+        (resp, p, c)
+    }
+
+    fn finish(&self, _: &[(u32, Counts)], _: bool) -> Vec<Bytes> {
+        Vec::new()
+    }
 }

@@ -19,6 +19,8 @@ pub struct Scripted {
     tokens: Vec<&'static str>,
     prompt_tokens: u32,
     cached_tokens: u32,
+    /// After the tokens, fail with this instead of finishing.
+    pub fail_with: Option<&'static str>,
     pub requests: Mutex<Vec<GenerateRequest>>,
     pub aborted: Arc<Mutex<Vec<String>>>,
 }
@@ -29,6 +31,7 @@ impl Scripted {
             tokens,
             prompt_tokens,
             cached_tokens,
+            fail_with: None,
             requests: Mutex::new(Vec::new()),
             aborted: Arc::default(),
         }
@@ -53,10 +56,14 @@ impl Engine for Scripted {
                 prompt_tokens: Some(self.prompt_tokens),
                 completion_tokens: Some(i as u32 + 1),
                 cached_tokens: Some(self.cached_tokens),
-                finish: (i + 1 == n).then_some(EngineFinish::Stop { matched: None }),
+                finish: (i + 1 == n && self.fail_with.is_none()).then_some(EngineFinish::Stop { matched: None }),
                 logprobs: Vec::new(),
             };
             tx.try_send(EngineEvent::Output(out)).unwrap();
+        }
+        if let Some(message) = self.fail_with {
+            tx.try_send(EngineEvent::Error(EngineError::Internal(message.into())))
+                .unwrap();
         }
         let rid = req.rid.clone();
         self.requests.lock().unwrap().push(req);
