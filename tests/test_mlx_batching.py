@@ -155,7 +155,11 @@ def test_seeded_sampling_is_the_same_alone_and_in_a_batch(engine: Any) -> None:
 
 def test_a_long_prompt_is_prefilled_between_decode_steps(engine: Any) -> None:
     """While a 700-token prompt is prefilled in 64-token chunks, a running request keeps getting
-    tokens: at least one between most of its chunks, not all of them after it."""
+    tokens: at least one between most of its chunks, not all of them after it. (The chunks are
+    sized by the model's hidden size, read from mlx-lm's model arguments.)"""
+    from smgpy.mlx import mlx_lm_api
+
+    assert mlx_lm_api.hidden_size(engine._sched.model) == 64
     rng = random.Random(6)
     stamps: list[int] = []
     order: list[str] = []
@@ -173,6 +177,30 @@ def test_a_long_prompt_is_prefilled_between_decode_steps(engine: Any) -> None:
     asyncio.run(main())
     chunks = 700 // CHUNK
     assert int(order[0]) >= chunks - 2, order
+
+
+def test_prefill_chunks_deep_in_a_prompt_cost_no_more_than_the_first() -> None:
+    """While rows decode, a chunk from context position ``at`` is sized so that its cost (its
+    tokens' projections plus their attention over the context) is at most the first chunk's."""
+    from smgpy.mlx.batching import chunk_tokens
+
+    def cost(at: int, n: int, hidden: int) -> float:
+        return sum(1 + (at + i) / (6 * hidden) for i in range(n))
+
+    for hidden in (64, 576, 2048):
+        for budget in (1, 64, 512, 2048):
+            assert chunk_tokens(0, budget, hidden) == budget
+            last = budget
+            for at in (1, 100, 511, 1000, 5000, 30000):
+                n = chunk_tokens(at, budget, hidden)
+                assert 1 <= n <= last, (hidden, budget, at, n)
+                # (one token at least, whatever it costs)
+                assert n == 1 or cost(at, n, hidden) <= cost(0, budget, hidden) * 1.001, (hidden, budget, at, n)
+                last = n
+    # Deep in a prompt attention dominates for a narrow model, hardly for a wide one.
+    assert chunk_tokens(512, 512, 64) < 0.65 * 512
+    assert chunk_tokens(512, 512, 2048) > 0.95 * 512
+    assert chunk_tokens(5000, 512, None) == 512
 
 
 @pytest.mark.parametrize("kv_bits", [None, 4])

@@ -99,6 +99,17 @@ def _argmax(logprobs: mx.array) -> mx.array:
 greedy_sampler: Callable[[mx.array], mx.array] = getattr(_sample_utils, "greedy_sampler", None) or _argmax
 
 
+def hidden_size(model: Any) -> int | None:
+    """The model's hidden size, from the config arguments mlx-lm's model classes keep
+    (``model.args.hidden_size``; a vision model's language model's), or None where it has none."""
+    inner = getattr(model, "model", None)
+    for obj in (model, getattr(model, "language_model", None), getattr(inner, "language_model", None)):
+        size = getattr(getattr(obj, "args", None), "hidden_size", None)
+        if isinstance(size, int) and size > 0:
+            return size
+    return None
+
+
 def load(path: str) -> tuple[Any, Any, dict[str, Any]]:
     """``(model, tokenizer wrapper, config)`` as ``mlx_lm.utils.load`` gives them."""
     loaded: tuple[Any, ...] = _load(path, return_config=True)
