@@ -55,7 +55,8 @@ def _engine(path: Path, **kwargs: Any) -> Any:
     from smgpy.mlx import MLXEngine
     from smgpy.mlx.pacing import StepCost
 
-    engine = MLXEngine(str(path), max_running=4, prefix_cache_bytes=0, **kwargs)
+    kwargs.setdefault("prefix_cache_bytes", 0)
+    engine = MLXEngine(str(path), max_running=4, **kwargs)
     engine._sched.cost = StepCost(learn=False)
     return engine
 
@@ -131,6 +132,39 @@ def test_length_limits_and_sampled_requests_with_a_draft(dirs: dict[str, Path], 
         steps = sched.speculative_steps
         _greedy(engine, prompt, together=False, num_draft_tokens=0)
         assert sched.speculative_steps == steps  # the request opted out
+    finally:
+        engine.shutdown()
+
+
+def _until(done: Any, timeout: float = 10.0) -> None:
+    import time
+
+    end = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.01)
+
+
+def test_the_draft_cache_of_a_turn_serves_the_next_turn(dirs: dict[str, Path], reference: Any) -> None:
+    """A row that leaves keeps its draft cache in the draft's prefix cache, so the next turn of
+    the conversation (its prompt: the first prompt, the answer, a new message) prefills only what
+    that cache lacks in the draft model, and its output is unchanged."""
+    engine = _engine(dirs["target"], draft_model=str(dirs["target"]), num_draft_tokens=3, prefix_cache_bytes=64 << 20)
+    try:
+        first = _prompts(5)[3]
+        answer = _greedy(engine, [first], together=False)[0]
+        draft = engine._sched.draft_batch
+        _until(lambda: len(draft.cache) == 1)  # the row is freed on the MLX thread's next turn
+        assert draft.cache.hits == 0
+        before = draft.prefilled
+        second = first + answer + [1234, 2345, 3456]
+        assert _greedy(engine, [second], together=False) == _greedy(reference, [second], together=False)
+        assert draft.cache.hits == 1
+        assert draft.prefilled - before < len(answer) + 3 < len(second), (draft.prefilled, before)
+        # Flushing the engine's cache flushes the draft's too.
+        engine.flush_cache()
+        _greedy(engine, [first], together=False)
+        assert draft.cache.hits == 1
     finally:
         engine.shutdown()
 

@@ -341,7 +341,7 @@ class Scheduler:
             self._hidden = mlx_lm_api.hidden_size(self.model)
             if self._load_draft is not None:
                 self.draft = self._load_draft(self.tokenizer)
-                self.draft_batch = self.draft.batch()
+                self.draft_batch = self.draft.batch(self._cache.max_bytes // 4)
             self._stream = mx.default_stream(mx.default_device())
             self._choose_mode()
         except BaseException as e:  # reported to from_pretrained, which re-raises it
@@ -540,6 +540,8 @@ class Scheduler:
                 self._abort(arg)
             elif cmd == "flush":
                 self._cache.clear()
+                if self.draft_batch is not None:
+                    self.draft_batch.cache.clear()
             else:
                 return False
 

@@ -16,7 +16,11 @@ chunks) and joins the draft batch; later, whatever it emitted since (the tokens 
 without drafting, the model's own token after a verification) is fed in the first pass of the next
 drafting, rows of different lengths side by side (the shorter ones' extra columns become holes).
 After a verification each row's rejected drafts are dropped from its row. The draft model must have
-plain attention caches. A draft the model keeps rejecting is paced as prompt lookup is
+plain attention caches. When a row leaves, what its draft cache holds is kept in a prefix cache of
+the draft's own (a :class:`~smgpy.mlx.prefix_cache.PrefixCache`, in memory, with a quarter of the
+target's prefix-cache budget), so a later request sharing that prefix (the next turn of a
+conversation, a shared system prompt) prefills only the rest of its context in the draft model, as
+the target prefills only what its own prefix cache lacks. A draft the model keeps rejecting is paced as prompt lookup is
 (:class:`smgpy.mlx.pacing.Pace`): it rests, so a poor draft model costs little.
 """
 
@@ -28,6 +32,7 @@ import mlx.core as mx
 
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.pacing import Pace
+from smgpy.mlx.prefix_cache import PrefixCache
 from smgpy.mlx.slots import SlotBatch, is_plain_kv
 
 __all__ = ["DraftBatch", "DraftModel", "DraftState"]
@@ -56,9 +61,10 @@ class DraftModel:
         """A new sequence's draft state, holding its context so far (nothing run yet)."""
         return DraftState(context)
 
-    def batch(self) -> DraftBatch:
-        """An empty batch of draft caches (one per running batch)."""
-        return DraftBatch(self.model)
+    def batch(self, cache_bytes: int = 0) -> DraftBatch:
+        """An empty batch of draft caches (one per running batch), whose rows leave their
+        caches in a prefix cache of ``cache_bytes`` (0: none)."""
+        return DraftBatch(self.model, PrefixCache(cache_bytes))
 
 
 def _vocab_size(tokenizer: Any) -> int | None:
@@ -99,30 +105,55 @@ class DraftState:
 class DraftBatch:
     """The draft model's keys and values for the rows of the running batch (see the module doc)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, cache: PrefixCache | None = None) -> None:
         self.model = model
         self.batch = SlotBatch(len(mlx_lm_api.make_prompt_cache(model)))
+        # Where rows that leave keep their draft caches, and where joining rows look first.
+        self.cache = cache if cache is not None else PrefixCache(0)
         # Per row drafting now: its state and the columns its fed drafts occupy (begin, end).
         self._fed: dict[int, tuple[DraftState, int, int]] = {}
+        self._states: dict[int, DraftState] = {}  # the state of each joined row
+        self.prefilled = 0  # context tokens prefilled at joins (what the prefix cache did not hold)
 
     def leave(self, rows: list[int]) -> None:
-        """The target batch freed ``rows``."""
+        """The target batch freed ``rows``: their draft caches go to the prefix cache."""
         gone = [r for r in rows if r < len(self.batch.live) and self.batch.live[r]]
+        for r in gone:
+            self._keep(r)
         if gone:
             self.batch.leave(gone)
+
+    def _keep(self, row: int) -> None:
+        state = self._states.pop(row, None)
+        # The row holds its first ``fed`` tokens (a sequence that stopped inside its accepted
+        # drafts emitted fewer: only those are known to be its context).
+        n = 0 if state is None else min(state.fed, len(state.context))
+        if state is None or not self.cache.enabled or n < 2:
+            return
+        caches = self.batch.extract(row, n)
+        arrays = [a for c in caches for a in (c.keys, c.values) if a is not None]
+        if arrays:
+            mx.async_eval(arrays)  # type: ignore[no-untyped-call]  # lets go of the batch's buffers
+            self.cache.insert(state.context[:n], caches, prompt_len=n)
 
     def reset(self) -> None:
         self.batch.reset()
         self._fed = {}
+        self._states = {}
 
     def _join(self, row: int, state: DraftState) -> None:
-        """Prefill the row's context but its last token alone, in chunks, and place it."""
-        caches = mlx_lm_api.make_prompt_cache(self.model)
+        """Prefill the row's context but its last token alone, in chunks (from what the prefix
+        cache holds of it), and place it."""
+        hit = self.cache.fetch(state.context)
+        caches = hit.cache if hit.cache is not None else mlx_lm_api.make_prompt_cache(self.model)
         head = state.context[:-1]
-        for start in range(0, len(head), _CATCH_UP_CHUNK):
-            self.model(mx.array([head[start : start + _CATCH_UP_CHUNK]], dtype=mx.uint32), cache=caches)
+        for start in range(hit.cached, len(head), _CATCH_UP_CHUNK):
+            part = head[start : start + _CATCH_UP_CHUNK]
+            self.model(mx.array([part], dtype=mx.uint32), cache=caches)
             mx.eval([c.state for c in caches])
+            self.prefilled += len(part)
         self.batch.join(caches, len(head), row=row)
+        self._states[row] = state
         state.fed = len(head)
         state.joined = True
 
