@@ -266,18 +266,27 @@ class SlotKVCache:
                 for parts in (self._k, self._v)
             )
 
-    def shift(self, columns: int) -> None:
-        """Move every row ``columns`` to the right (room for a joiner longer than the batch)."""
+    def shift(self, columns: int, width: int) -> None:
+        """Move every row ``columns`` to the right (room for a joiner longer than the batch), in
+        buffers ``width`` columns wide: one copy, of the columns that stay (the room a buffer had
+        right of its write column is not copied, nor grown again by the joiner's write)."""
         if self._k is None or self._v is None:
             return
-        pad = [(0, 0), (0, 0), (columns, 0), (0, 0)]
-        self._k, self._v = (tuple(mx.pad(a, pad) for a in parts) for parts in (self._k, self._v))
 
-    def cut(self, columns: int) -> None:
-        """Drop the first ``columns`` columns, dead in every live row."""
+        def moved(a: mx.array) -> mx.array:
+            kept = a[..., : max(0, width - columns), :]
+            return mx.pad(kept, [(0, 0), (0, 0), (columns, width - columns - kept.shape[2]), (0, 0)])
+
+        self._k, self._v = (tuple(moved(a) for a in parts) for parts in (self._k, self._v))
+
+    def cut(self, columns: int, width: int) -> None:
+        """Drop the first ``columns`` columns, dead in every live row, keeping ``width`` columns
+        after them (at least the live ones: what lies beyond is empty room, not worth a copy)."""
         if self._k is None or self._v is None:
             return
-        self._k, self._v = (tuple(mx.contiguous(a[..., columns:, :]) for a in parts) for parts in (self._k, self._v))
+        self._k, self._v = (
+            tuple(mx.contiguous(a[..., columns : columns + width, :]) for a in parts) for parts in (self._k, self._v)
+        )
 
     def place(self, row: int, rows: int, keys: Any, values: Any) -> None:
         """Write one sequence's keys and values (1, heads, L, dim) into ``row``, ending at the
@@ -410,8 +419,9 @@ class SlotBatch:
         elif length > s.idx:
             # A joiner longer than the batch: shift every row right, by whole steps.
             delta = _round_up(length - s.idx, _STEP)
+            width = _round_up(s.idx + delta + 1, _STEP)  # the joiner's write and the next step's
             for c in self.caches:
-                c.shift(delta)
+                c.shift(delta, width)
             s.shift_columns(delta)
             s.idx += delta
             s.starts = [x + delta for x in s.starts]
@@ -455,8 +465,9 @@ class SlotBatch:
         dead = min(start for start, live in zip(s.starts, self.live, strict=True) if live)
         if dead >= _STEP:
             cut = dead // _STEP * _STEP
+            width = _round_up(s.idx - cut + 1, _STEP)
             for c in self.caches:
-                c.cut(cut)
+                c.cut(cut, width)
             s.cut_columns(cut)
             s.idx -= cut
             s.starts = [max(0, x - cut) for x in s.starts]
