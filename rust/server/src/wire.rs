@@ -66,9 +66,12 @@ pub trait WireFormat: Send + Sync + 'static {
     /// prompt and completion token counts for the access log.
     fn body(&self, done: Vec<Self::Done>) -> (Self::Body, u32, u32);
 
-    /// The events after every choice's stream ended. `ended`: the index and counts of each
-    /// choice that ended normally; `failed`: whether any ended in an error.
-    fn finish(&self, ended: &[(u32, Counts)], failed: bool) -> Vec<Bytes>;
+    /// The events after every choice's stream ended (none by default: Anthropic's and Responses'
+    /// streams end with their choice's own events). `ended`: the index and counts of each choice
+    /// that ended normally; `failed`: whether any ended in an error.
+    fn finish(&self, _ended: &[(u32, Counts)], _failed: bool) -> Vec<Bytes> {
+        Vec::new()
+    }
 }
 
 /// Answer a request whose choices were started: one JSON body, or one SSE stream.

@@ -336,8 +336,4 @@ impl WireFormat for Messages {
             u.output_tokens,
         )
     }
-
-    fn finish(&self, _: &[(u32, Counts)], _: bool) -> Vec<Bytes> {
-        Vec::new()
-    }
 }

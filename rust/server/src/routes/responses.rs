@@ -562,8 +562,4 @@ impl WireFormat for Responses {
         let (p, c) = (count("input_tokens"), count("output_tokens"));
         (resp, p, c)
     }
-
-    fn finish(&self, _: &[(u32, Counts)], _: bool) -> Vec<Bytes> {
-        Vec::new()
-    }
 }
