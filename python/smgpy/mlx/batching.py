@@ -437,11 +437,7 @@ class Scheduler:
                 if drafting and self._worth_drafting(drafting):
                     waited = 0.0
                     if step is not None:  # the rows' last tokens are the drafts' context: read them
-                        for seq in step.seqs:
-                            if seq is not None and not seq.done:
-                                self._mark_unfed(seq)  # no step after it is queued
-                        waited = self._collect(step)
-                        self._flush()
+                        waited = self._collect_unpipelined(step)
                         step = None
                     shape = self._speculate(drafting)
                     if shape is not None:
@@ -457,11 +453,7 @@ class Scheduler:
                     # not after the next step is queued. Where queueing waits for the device (MLX's
                     # CPU backend bounds its queue), they would wait for that step too, and a
                     # running row would stall for a chunk and two steps instead of a chunk and one.
-                    for seq in step.seqs:
-                        if seq is not None and not seq.done:
-                            self._mark_unfed(seq)  # no step after it is queued yet
-                    wait = self._collect(step)
-                    self._flush()
+                    wait = self._collect_unpipelined(step)
                     step = None
                 nxt = self._decode() if any(s is not None for s in self._rows) else None
                 if step is not None:
@@ -1126,6 +1118,16 @@ class Scheduler:
             if seq is None or seq.done:
                 continue
             self._on_token(seq, tokens[r], step.logprobs.get(r))
+        return waited
+
+    def _collect_unpipelined(self, step: _Step) -> float:
+        """:meth:`_collect` and send the outputs before the next step is queued (its rows' last
+        tokens are then in no queued step: see :meth:`_mark_unfed`); returns the time waited."""
+        for seq in step.seqs:
+            if seq is not None and not seq.done:
+                self._mark_unfed(seq)
+        waited = self._collect(step)
+        self._flush()
         return waited
 
     def _on_token(self, seq: Sequence, token: int, row: mx.array | None) -> None:

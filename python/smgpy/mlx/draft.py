@@ -20,8 +20,9 @@ plain attention caches. When a row leaves, what its draft cache holds is kept in
 the draft's own (a :class:`~smgpy.mlx.prefix_cache.PrefixCache`, in memory, with a quarter of the
 target's prefix-cache budget), so a later request sharing that prefix (the next turn of a
 conversation, a shared system prompt) prefills only the rest of its context in the draft model, as
-the target prefills only what its own prefix cache lacks. A draft the model keeps rejecting is paced as prompt lookup is
-(:class:`smgpy.mlx.pacing.Pace`): it rests, so a poor draft model costs little.
+the target prefills only what its own prefix cache lacks. A draft the model keeps rejecting is
+paced as prompt lookup is (:class:`smgpy.mlx.pacing.Pace`): it rests, so a poor draft model costs
+little.
 """
 
 from __future__ import annotations
