@@ -18,6 +18,7 @@ import this module as ``_blas``.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import os
 import sys
@@ -25,6 +26,17 @@ import sys
 # Sonames as the dynamic linker finds them (ld.so.cache), most common first.
 CANDIDATES = ("libopenblas.so.0", "libopenblas.so", "libblis.so.4", "libmkl_rt.so", "libmkl_rt.so.2")
 OFF = ("off", "", "none")
+
+
+def add_cpu_blas_argument(parser: argparse.ArgumentParser, *, default: str, used_by: str) -> None:
+    """Add ``--cpu-blas`` (read it with :func:`find_blas`) to ``parser``: the BLAS of ``used_by``
+    (e.g. "both servers"), ``default`` when the option is not given."""
+    parser.add_argument(
+        "--cpu-blas",
+        default=default,
+        help=f"the BLAS of {used_by}: off (the mlx wheel's own), auto (OpenBLAS/BLIS/MKL, first found) "
+        f"or a library (default {default})",
+    )
 
 
 def _loadable(lib: str) -> bool:

@@ -1,5 +1,5 @@
-"""Running a server for a bench: a free port, and a subprocess that is waited for until it answers;
-and the questions the MLX serving benches ask.
+"""Running a server for a bench: a free port, the commands of the two MLX servers compared, and a
+subprocess that is waited for until it answers; and the questions the MLX serving benches ask.
 
 Benches run as scripts (``python benches/<name>.py``), so this folder is on ``sys.path`` and they
 import this module as ``_servers``.
@@ -36,6 +36,29 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def smgpy_serve_cmd(model: str, name: str, port: int, *extra: str) -> list[str]:
+    """``smgpy serve`` of ``model`` as ``name`` on ``port``, logging warnings only, with ``extra`` flags."""
+    serve = [sys.executable, "-m", "smgpy", "serve", "--model", model, "--served-model-name", name]
+    return [*serve, "--port", str(port), "--log-level", "warning", *extra]
+
+
+def mlx_lm_server_cmd(model: str, port: int, *extra: str) -> list[str]:
+    """``mlx_lm.server`` of ``model`` on ``port``, logging warnings only, with ``extra`` flags: the peer
+    the MLX serving benches compare ``smgpy serve`` with."""
+    return [
+        sys.executable,
+        "-m",
+        "mlx_lm.server",
+        "--model",
+        model,
+        "--port",
+        str(port),
+        "--log-level",
+        "WARNING",
+        *extra,
+    ]
 
 
 def answers(url: str, timeout: float = 2.0) -> bool:

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _blas import child_env, find_blas
-from _servers import free_port, running
+from _blas import add_cpu_blas_argument, child_env, find_blas
+from _servers import free_port, mlx_lm_server_cmd, running, smgpy_serve_cmd
 
 ANSWER_TOKENS = 32
 REQUEST_TIMEOUT = 900.0
@@ -140,26 +140,9 @@ def play(
 
 def serve_cmd(kind: str, model_dir: str, name: str, port: int, cache_dir: str) -> list[str]:
     if kind == "smgpy":
-        return [
-            sys.executable,
-            "-m",
-            "smgpy",
-            "serve",
-            "--model",
-            model_dir,
-            "--served-model-name",
-            name,
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            "--prefix-cache-dir",
-            cache_dir,
-            # The tiny models' configs say 2,048 positions; the conversation outgrows it.
-            "--max-model-len",
-            "32768",
-        ]
-    return [sys.executable, "-m", "mlx_lm.server", "--model", model_dir, "--port", str(port), "--log-level", "WARNING"]
+        # The tiny models' configs say 2,048 positions; the conversation outgrows it.
+        return smgpy_serve_cmd(model_dir, name, port, "--prefix-cache-dir", cache_dir, "--max-model-len", "32768")
+    return mlx_lm_server_cmd(model_dir, port)
 
 
 def run_server(
@@ -203,12 +186,7 @@ def main() -> None:
     )
     parser.add_argument("--peers", default="smgpy,mlx_lm", help="comma-separated: smgpy, mlx_lm")
     parser.add_argument("--json", help="also write the results here")
-    parser.add_argument(
-        "--cpu-blas",
-        default="auto",
-        help="the BLAS both servers run on (LD_PRELOAD): auto (default: OpenBLAS/BLIS/MKL, first found), "
-        "off (the mlx wheel's own) or a library",
-    )
+    add_cpu_blas_argument(parser, default="auto", used_by="both servers (LD_PRELOAD)")
     args = parser.parse_args()
 
     blas = find_blas(args.cpu_blas)

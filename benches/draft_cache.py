@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _blas import find_blas, preload_here
+from _blas import add_cpu_blas_argument, find_blas, preload_here
 
 
 def _turn(engine: Any, ids: list[int], max_tokens: int) -> tuple[list[int], float, float]:
@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=1900, help="first prompt's tokens")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--cpu-blas", default="off")
+    add_cpu_blas_argument(ap, default="off", used_by="MLX's CPU backend")
     args = ap.parse_args()
     preload_here(find_blas(args.cpu_blas))
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

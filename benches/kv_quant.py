@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _blas import find_blas, preload_here
+from _blas import add_cpu_blas_argument, find_blas, preload_here
 
 TASKS = [
     "Explain in two sentences how {} works.",
@@ -141,7 +141,7 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=100)
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--cpu-blas", default="auto", help="off, auto or a library (benches/_blas.py)")
+    add_cpu_blas_argument(ap, default="auto", used_by="MLX's CPU backend")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     preload_here(find_blas(args.cpu_blas))

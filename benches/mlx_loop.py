@@ -53,8 +53,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _blas import child_env, find_blas, preload_here
-from mlx_tiny import TINY, forward_step_rates
+from _blas import add_cpu_blas_argument, child_env, find_blas, preload_here
+from mlx_tiny import TINY, forward_step_rates, write_random_llama
 
 SHAPES: dict[str, dict[str, Any]] = {
     "tiny": TINY,
@@ -77,17 +77,12 @@ SHAPES: dict[str, dict[str, Any]] = {
         "intermediate_size": 8192,
     },
 }
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 CONCURRENCY = (1, 8, 32)
 
 
 def build_model(out: Path, shape: str, dtype: str, tokenizer: Path | None, seed: int = 0) -> Path:
     """A random-weight llama of ``shape`` with the demo model's tokenizer (special tokens' rows
     zeroed, so greedy decoding never ends early)."""
-    import mlx.core as mx
-    from mlx.utils import tree_flatten, tree_map
-    from mlx_lm.models.llama import Model, ModelArgs
-
     if tokenizer is None:
         from smgpy.mlx import demo_gguf_path, resolve_model
 
@@ -102,26 +97,7 @@ def build_model(out: Path, shape: str, dtype: str, tokenizer: Path | None, seed:
         "torch_dtype": dtype,
     }
     config.update(SHAPES[shape])
-    out.mkdir(parents=True, exist_ok=True)
-    for name in TOKENIZER_FILES:
-        if (tokenizer / name).exists():
-            shutil.copy(tokenizer / name, out / name)
-    mx.random.seed(seed)
-    model = Model(ModelArgs.from_dict(config))
-    mx_dtype = getattr(mx, dtype)
-    model.update(tree_map(lambda p: p.astype(mx_dtype), model.parameters()))
-    weights = dict(tree_flatten(model.parameters()))
-    added = json.loads((tokenizer / "tokenizer.json").read_text()).get("added_tokens", [])
-    special = sorted(t["id"] for t in added if t.get("special"))
-    embed = weights["model.embed_tokens.weight"]
-    keep = mx.ones((embed.shape[0], 1), dtype=embed.dtype)
-    if special:
-        keep[mx.array(special)] = 0.0
-    weights["model.embed_tokens.weight"] = embed * keep
-    mx.eval(weights)
-    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
-    (out / "config.json").write_text(json.dumps(config, indent=2))
-    return out
+    return write_random_llama(out, config, tokenizer, seed, dtype)
 
 
 # ----- the worker: one engine version, in its own process -----
@@ -289,12 +265,7 @@ def main() -> None:
     ap.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     ap.add_argument("--tokenizer", type=Path, default=os.environ.get("SMGPY_GPU_TOKENIZER"))
-    ap.add_argument(
-        "--cpu-blas",
-        default="off",
-        help="the BLAS of every measurement: off (default: the mlx wheel's own), auto (OpenBLAS/BLIS/MKL, "
-        "first found) or a library",
-    )
+    add_cpu_blas_argument(ap, default="off", used_by="every measurement")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     if args.worker:

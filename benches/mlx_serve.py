@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -36,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from _blas import child_env, find_blas, preload_here
-from _servers import QUESTIONS, free_port, running
+from _blas import add_cpu_blas_argument, child_env, find_blas, preload_here
+from _servers import QUESTIONS, free_port, mlx_lm_server_cmd, running, smgpy_serve_cmd
 
 MAX_TOKENS = 64
 CONCURRENCY = (1, 4, 8)
@@ -203,12 +202,7 @@ def main() -> None:
         default=0,
         help="lower the bench client's priority by this much once the servers are up (e.g. 10)",
     )
-    parser.add_argument(
-        "--cpu-blas",
-        default="off",
-        help="the BLAS of both servers and the raw run: off (default: the mlx wheel's own), auto "
-        "(OpenBLAS/BLIS/MKL, first found) or a library",
-    )
+    add_cpu_blas_argument(parser, default="off", used_by="both servers and the raw run")
     args = parser.parse_args()
 
     blas = find_blas(args.cpu_blas)
@@ -222,31 +216,8 @@ def main() -> None:
     model_dir, name = resolve_model(str(demo_gguf_path()), dtype="float32")
     ports = {"smgpy": free_port(), "mlx_lm": free_port()}
     cmds = {
-        "smgpy": [
-            sys.executable,
-            "-m",
-            "smgpy",
-            "serve",
-            "--model",
-            model_dir,
-            "--served-model-name",
-            name,
-            "--port",
-            str(ports["smgpy"]),
-            "--log-level",
-            "warning",
-        ],
-        "mlx_lm": [
-            sys.executable,
-            "-m",
-            "mlx_lm.server",
-            "--model",
-            model_dir,
-            "--port",
-            str(ports["mlx_lm"]),
-            "--log-level",
-            "WARNING",
-        ],
+        "smgpy": smgpy_serve_cmd(model_dir, name, ports["smgpy"]),
+        "mlx_lm": mlx_lm_server_cmd(model_dir, ports["mlx_lm"]),
     }
     runs: dict[str, dict[int, list[dict[str, float]]]] = {k: {c: [] for c in CONCURRENCY} for k in cmds}
     prefix: dict[str, list[dict[str, float]]] = {k: [] for k in cmds}

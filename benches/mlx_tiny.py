@@ -40,7 +40,6 @@ import os
 import resource
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -49,8 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _blas import child_env, find_blas, preload_here
-from _servers import QUESTIONS, free_port, running
+from _blas import add_cpu_blas_argument, child_env, find_blas, preload_here
+from _servers import QUESTIONS, free_port, mlx_lm_server_cmd, running, smgpy_serve_cmd
 
 CONCURRENCY = (1, 8, 32)
 TINY = {
@@ -71,27 +70,37 @@ STARTUP_TIMEOUT = 300.0
 
 def build_tiny_model(out: Path, seed: int) -> Path:
     """Write the tiny random-weight model (config.json, model.safetensors, tokenizer) to ``out``."""
-    import mlx.core as mx
-    from mlx.utils import tree_flatten
-    from mlx_lm.models.llama import Model, ModelArgs
     from smgpy.mlx import demo_gguf_path, resolve_model
 
     src = Path(resolve_model(str(demo_gguf_path()), dtype="float32")[0])
     config = json.loads((src / "config.json").read_text())
     config.update(TINY)
+    return write_random_llama(out, config, src, seed)
+
+
+def write_random_llama(out: Path, config: dict[str, Any], tokenizer: Path, seed: int, dtype: str = "float32") -> Path:
+    """Write an mlx-lm llama of ``config`` with random weights of ``dtype`` to ``out``, with the tokenizer
+    files of the directory ``tokenizer``, the embedding rows of its special tokens zeroed (so greedy
+    decoding never ends early)."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten, tree_map
+    from mlx_lm.models.llama import Model, ModelArgs
+
     out.mkdir(parents=True, exist_ok=True)
     for name in TOKENIZER_FILES:
-        if (src / name).exists():
-            shutil.copy(src / name, out / name)
+        if (tokenizer / name).exists():
+            shutil.copy(tokenizer / name, out / name)
     mx.random.seed(seed)
     model = Model(ModelArgs.from_dict(config))
+    mx_dtype = getattr(mx, dtype)
+    model.update(tree_map(lambda p: p.astype(mx_dtype), model.parameters()))
     weights = dict(tree_flatten(model.parameters()))
-    special = sorted(
-        t["id"] for t in json.loads((src / "tokenizer.json").read_text())["added_tokens"] if t.get("special")
-    )
+    added = json.loads((tokenizer / "tokenizer.json").read_text()).get("added_tokens", [])
+    special = sorted(t["id"] for t in added if t.get("special"))
     embed = weights["model.embed_tokens.weight"]
     keep = mx.ones((embed.shape[0], 1), dtype=embed.dtype)
-    keep[mx.array(special)] = 0.0
+    if special:
+        keep[mx.array(special)] = 0.0
     weights["model.embed_tokens.weight"] = embed * keep
     mx.eval(weights)
     # mlx-lm's loader reads config.json and model*.safetensors (utils.load_model).
@@ -295,12 +304,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCY))
     parser.add_argument("--model-dir", help="where to write the tiny model (default: a temporary directory)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
-    parser.add_argument(
-        "--cpu-blas",
-        default="off",
-        help="the BLAS of both servers and the bare step: off (default: the mlx wheel's own), auto "
-        "(OpenBLAS/BLIS/MKL, first found) or a library",
-    )
+    add_cpu_blas_argument(parser, default="off", used_by="both servers and the bare step")
     parser.add_argument("--max-running", type=int, help="smgpy serve --max-running (default: smgpy's own)")
     parser.add_argument("--decode-concurrency", type=int, help="mlx_lm.server --decode-concurrency (default: its own)")
     parser.add_argument("--only", choices=("smgpy", "mlx_lm"), help="drive one server only")
@@ -324,34 +328,11 @@ def main() -> None:
 
     server_env = child_env(blas)  # the same BLAS for both servers
     ports = {"smgpy": free_port(), "mlx_lm": free_port()}
+    max_running = ["--max-running", str(args.max_running)] if args.max_running else []
+    decode_concurrency = ["--decode-concurrency", str(args.decode_concurrency)] if args.decode_concurrency else []
     cmds = {
-        "smgpy": [
-            sys.executable,
-            "-m",
-            "smgpy",
-            "serve",
-            "--model",
-            str(model_dir),
-            "--served-model-name",
-            "tiny",
-            "--port",
-            str(ports["smgpy"]),
-            "--log-level",
-            "warning",
-            *(["--max-running", str(args.max_running)] if args.max_running else []),
-        ],
-        "mlx_lm": [
-            sys.executable,
-            "-m",
-            "mlx_lm.server",
-            "--model",
-            str(model_dir),
-            "--port",
-            str(ports["mlx_lm"]),
-            "--log-level",
-            "WARNING",
-            *(["--decode-concurrency", str(args.decode_concurrency)] if args.decode_concurrency else []),
-        ],
+        "smgpy": smgpy_serve_cmd(str(model_dir), "tiny", ports["smgpy"], *max_running),
+        "mlx_lm": mlx_lm_server_cmd(str(model_dir), ports["mlx_lm"], *decode_concurrency),
     }
     keys = [args.only] if args.only else list(cmds)
     models = {"smgpy": "tiny", "mlx_lm": str(model_dir)}

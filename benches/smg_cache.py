@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
-from _blas import child_env, find_blas
+from _blas import add_cpu_blas_argument, child_env, find_blas
 
 TOPICS = ["Paris", "the sea", "volcanoes", "bread", "trains", "owls", "glaciers", "chess"]
 
@@ -145,12 +145,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--turns", type=int, default=4)
-    p.add_argument(
-        "--cpu-blas",
-        default="off",
-        help="the BLAS of both workers (LD_PRELOAD): off (default: the mlx wheel's own), auto "
-        "(OpenBLAS/BLIS/MKL, first found) or a library",
-    )
+    add_cpu_blas_argument(p, default="off", used_by="both workers (LD_PRELOAD)")
     args = p.parse_args()
     blas = find_blas(args.cpu_blas)
     workers = [start_worker(f"w{i}", blas) for i in (1, 2)]

@@ -32,7 +32,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from _blas import find_blas, preload_here
+from _blas import add_cpu_blas_argument, find_blas, preload_here
 
 CODE = "\n".join(
     f"    total_{i} = compute_value(items[{i}], factor={i % 7}) + offset_{i % 5}  # step {i}" for i in range(40)
@@ -145,7 +145,7 @@ def main() -> None:
         help="also a draft model made of the demo model's first N layers (early exit), per N",
     )
     ap.add_argument("--num-draft-tokens", type=int, default=3, help="tokens per step of the draft models")
-    ap.add_argument("--cpu-blas", default="auto", help="BLAS for MLX's CPU backend (see benches/_blas.py)")
+    add_cpu_blas_argument(ap, default="auto", used_by="MLX's CPU backend")
     args = ap.parse_args()
     preload_here(find_blas(args.cpu_blas))
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
