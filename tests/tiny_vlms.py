@@ -15,9 +15,11 @@ sliding window (RotatingKVCache) and layer 1 global attention.
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from tiny_models import demo_tokenizer_dir
 
@@ -42,24 +44,45 @@ def available() -> str | None:
     return None
 
 
-def build_qwen25_vl(out: Path, seed: int = 0) -> Path:
-    import mlx.core as mx
-    from mlx.utils import tree_flatten, tree_map
-    from mlx_vlm.models.qwen2_5_vl import Model, ModelConfig
-    from mlx_vlm.models.qwen2_5_vl.config import TextConfig, VisionConfig
+def _write_tokenizer(out: Path, special: tuple[str, ...], config: dict[str, str]) -> tuple[Any, dict[str, Any]]:
+    """Write the demo tokenizer with the ``special`` tokens added to ``out``, its tokenizer_config.json
+    updated with ``config`` (the chat template, named tokens); the tokenizer and that config."""
     from tokenizers import AddedToken, Tokenizer
 
     out.mkdir(parents=True, exist_ok=True)
     src = demo_tokenizer_dir()
     tok = Tokenizer.from_file(str(src / "tokenizer.json"))
-    base = tok.get_vocab_size()
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in VISION_TOKENS])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
     tok.save(str(out / "tokenizer.json"))
-    ids = {t: tok.token_to_id(t) for t in VISION_TOKENS}
-    tc = json.loads((src / "tokenizer_config.json").read_text())
-    tc["chat_template"] = QWEN_CHAT_TEMPLATE
-    (out / "tokenizer_config.json").write_text(json.dumps(tc))
+    tc = {**json.loads((src / "tokenizer_config.json").read_text()), **config}
+    (out / "tokenizer_config.json").write_text(json.dumps(tc, indent=1))
     shutil.copy(src / "special_tokens_map.json", out / "special_tokens_map.json")
+    return tok, tc
+
+
+def _random_weights(family: str, cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The float32 weights of mlx-vlm's model ``family`` (a module of mlx_vlm.models) of config ``cfg``,
+    randomly initialized after seeding with ``seed``, by parameter path."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten, tree_map
+
+    classes = importlib.import_module(f"mlx_vlm.models.{family}")
+    configs = importlib.import_module(f"mlx_vlm.models.{family}.config")
+    mc = classes.ModelConfig.from_dict(dict(cfg))
+    mc.vision_config = configs.VisionConfig.from_dict(cfg["vision_config"])
+    mc.text_config = configs.TextConfig.from_dict(mc.text_config)
+    mx.random.seed(seed)
+    model = classes.Model(mc)
+    model.update(tree_map(lambda p: p.astype(mx.float32), model.parameters()))
+    return dict(tree_flatten(model.parameters()))
+
+
+def build_qwen25_vl(out: Path, seed: int = 0) -> Path:
+    import mlx.core as mx
+
+    tok, _ = _write_tokenizer(out, VISION_TOKENS, {"chat_template": QWEN_CHAT_TEMPLATE})
+    base = tok.get_vocab_size() - len(VISION_TOKENS)
+    ids = {t: tok.token_to_id(t) for t in VISION_TOKENS}
     cfg = {
         "model_type": "qwen2_5_vl",
         "hidden_size": 64,
@@ -111,14 +134,8 @@ def build_qwen25_vl(out: Path, seed: int = 0) -> Path:
         "merge_size": 2,
     }
     (out / "preprocessor_config.json").write_text(json.dumps(processor, indent=1))
-    mc = ModelConfig.from_dict(dict(cfg))
-    mc.vision_config = VisionConfig.from_dict(cfg["vision_config"])
-    mc.text_config = TextConfig.from_dict(mc.text_config)
-    mx.random.seed(seed)
-    model = Model(mc)
-    model.update(tree_map(lambda p: p.astype(mx.float32), model.parameters()))
     mx.save_safetensors(
-        str(out / "model.safetensors"), dict(tree_flatten(model.parameters())), metadata={"format": "mlx"}
+        str(out / "model.safetensors"), _random_weights("qwen2_5_vl", cfg, seed), metadata={"format": "mlx"}
     )
     return out
 
@@ -145,29 +162,14 @@ GEMMA_CHAT_TEMPLATE = (
 
 def build_gemma3(out: Path, seed: int = 0) -> Path:
     import mlx.core as mx
-    from mlx.utils import tree_flatten, tree_map
-    from mlx_vlm.models.gemma3 import Model, ModelConfig
-    from mlx_vlm.models.gemma3.config import TextConfig, VisionConfig
-    from tokenizers import AddedToken, Tokenizer
 
-    out.mkdir(parents=True, exist_ok=True)
-    src = demo_tokenizer_dir()
-    tok = Tokenizer.from_file(str(src / "tokenizer.json"))
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in GEMMA_TOKENS])
-    tok.save(str(out / "tokenizer.json"))
-    ids = {t: tok.token_to_id(t) for t in GEMMA_TOKENS}
-    vocab = tok.get_vocab_size()  # 49152 + 5
-
-    tc = json.loads((src / "tokenizer_config.json").read_text())
-    tc["chat_template"] = GEMMA_CHAT_TEMPLATE
     # Gemma3Processor reads tokenizer.boi_token / eoi_token / image_token / image_token_id; in
     # transformers 5 any top-level "<name>_token" key of tokenizer_config.json becomes such a named
     # special token (with a matching "<name>_token_id"), as in the real Gemma 3 tokenizer_config.
-    tc["boi_token"] = BOI
-    tc["eoi_token"] = EOI
-    tc["image_token"] = IMAGE
-    (out / "tokenizer_config.json").write_text(json.dumps(tc, indent=1))
-    shutil.copy(src / "special_tokens_map.json", out / "special_tokens_map.json")
+    named = {"boi_token": BOI, "eoi_token": EOI, "image_token": IMAGE}
+    tok, tc = _write_tokenizer(out, GEMMA_TOKENS, {"chat_template": GEMMA_CHAT_TEMPLATE, **named})
+    ids = {t: tok.token_to_id(t) for t in GEMMA_TOKENS}
+    vocab = tok.get_vocab_size()  # 49152 + 5
     eos_id = tok.token_to_id(tc["eos_token"])
 
     text_config = {
@@ -240,13 +242,7 @@ def build_gemma3(out: Path, seed: int = 0) -> Path:
     processor = {"processor_class": "Gemma3Processor", "image_seq_length": MM_TOKENS_PER_IMAGE}
     (out / "processor_config.json").write_text(json.dumps(processor, indent=1))
 
-    mc = ModelConfig.from_dict(dict(cfg))
-    mc.vision_config = VisionConfig.from_dict(vision_config)
-    mc.text_config = TextConfig.from_dict(text_config)
-    mx.random.seed(seed)
-    model = Model(mc)
-    model.update(tree_map(lambda p: p.astype(mx.float32), model.parameters()))
-    weights = dict(tree_flatten(model.parameters()))
+    weights = _random_weights("gemma3", cfg, seed)
     # The projector's weight starts as all ones (every image token would get the same direction);
     # give it random values so the image content reaches the language model.
     key = "multi_modal_projector.mm_input_projection_weight"
