@@ -351,16 +351,7 @@ fn convert_message(i: usize, m: &Value, out: &mut Vec<Value>, images: &mut Vec<I
         }
     }
     if role == "assistant" {
-        let mut msg = Map::new();
-        msg.insert("role".into(), json!("assistant"));
-        msg.insert("content".into(), json!(text));
-        if !thinking.is_empty() {
-            msg.insert("reasoning_content".into(), json!(thinking));
-        }
-        if !calls.is_empty() {
-            msg.insert("tool_calls".into(), Value::Array(calls));
-        }
-        out.push(Value::Object(msg));
+        out.push(crate::common::assistant_message(text, thinking, calls));
     } else if parts
         .iter()
         .any(|p| p.get("type").and_then(Value::as_str) == Some("image_url"))

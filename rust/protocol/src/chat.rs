@@ -1,6 +1,6 @@
 //! OpenAI `POST /v1/chat/completions`: request, validation, responses and stream chunks.
 
-use crate::common::{FinishReason, MatchedStop, StreamOptions, TokenLogprob, Usage};
+use crate::common::{CompletionEnvelope, FinishReason, MatchedStop, StreamOptions, TokenLogprob};
 use crate::error::ProtocolError;
 use crate::sampling::{check_ranges, SamplingParams};
 use serde::{Deserialize, Serialize};
@@ -283,16 +283,8 @@ pub struct Choice {
     pub matched_stop: Option<MatchedStop>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ChatCompletionResponse {
-    pub id: String,
-    pub object: &'static str,
-    pub created: u64,
-    pub model: String,
-    pub system_fingerprint: String,
-    pub choices: Vec<Choice>,
-    pub usage: Usage,
-}
+/// `usage` is always there in a whole response.
+pub type ChatCompletionResponse = CompletionEnvelope<String, Choice>;
 
 // ---------------------------------------------------------------- stream chunks
 
@@ -335,17 +327,7 @@ pub struct ChunkChoice<'a> {
     pub matched_stop: Option<MatchedStop>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ChatCompletionChunk<'a> {
-    pub id: &'a str,
-    pub object: &'static str,
-    pub created: u64,
-    pub model: &'a str,
-    pub system_fingerprint: &'a str,
-    pub choices: Vec<ChunkChoice<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-}
+pub type ChatCompletionChunk<'a> = CompletionEnvelope<&'a str, ChunkChoice<'a>>;
 
 impl ChatCompletionRequest {
     /// Whether the rendered prompt ends with a fresh assistant turn.

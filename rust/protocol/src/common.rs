@@ -75,6 +75,21 @@ impl Usage {
     }
 }
 
+/// The envelope of an OpenAI chat or text completion, whole or one stream chunk. `S` is the
+/// string type (owned in a response, borrowed in a chunk, which is written once per token) and `C`
+/// the choice; `usage` is left out when `None` (a chunk other than the usage one).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CompletionEnvelope<S, C> {
+    pub id: S,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: S,
+    pub system_fingerprint: S,
+    pub choices: Vec<C>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
 /// `stream_options`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct StreamOptions {
@@ -104,6 +119,21 @@ pub struct TopLogprob {
     pub token: String,
     pub logprob: f32,
     pub bytes: Vec<u8>,
+}
+
+/// An assistant chat message as chat templates read it: `content`, then `reasoning_content`
+/// and `tool_calls` only when there are any.
+pub fn assistant_message(content: String, reasoning: String, calls: Vec<serde_json::Value>) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    m.insert("role".into(), "assistant".into());
+    m.insert("content".into(), content.into());
+    if !reasoning.is_empty() {
+        m.insert("reasoning_content".into(), reasoning.into());
+    }
+    if !calls.is_empty() {
+        m.insert("tool_calls".into(), serde_json::Value::Array(calls));
+    }
+    serde_json::Value::Object(m)
 }
 
 /// `stream_options` only means something for a stream (OpenAI answers 400 otherwise).

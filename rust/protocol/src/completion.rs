@@ -3,37 +3,28 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::common::{FinishReason, MatchedStop, StreamOptions, Usage};
+use crate::common::{CompletionEnvelope, FinishReason, MatchedStop, StreamOptions};
 use crate::error::ProtocolError;
 use crate::sampling::{check_ranges, SamplingParams};
 
 crate::with_sampling_fields! {
 /// The request body. Unknown fields are ignored; wrong types are errors naming the field.
 #[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default)]
 pub struct CompletionRequest {
-    #[serde(default)]
     pub model: Option<String>,
     /// A string, a list of strings, a list of token ids or a list of token-id lists: checked by
     /// [`CompletionRequest::validate`] so the error can say which shapes are accepted.
-    #[serde(default)]
     pub prompt: Value,
-    #[serde(default)]
     pub suffix: Option<String>,
-    #[serde(default)]
     pub stream: bool,
-    #[serde(default)]
     pub stream_options: Option<StreamOptions>,
     /// OpenAI's default is 16 tokens; `None` keeps that default.
-    #[serde(default)]
     pub max_tokens: Option<u32>,
-    #[serde(default)]
     pub best_of: Option<u32>,
     /// Number of top alternatives per token (0..=5); any value turns logprobs on.
-    #[serde(default)]
     pub logprobs: Option<u32>,
-    #[serde(default)]
     pub echo: bool,
-    #[serde(default)]
     pub user: Option<String>,
 }
 }
@@ -147,17 +138,7 @@ pub struct CompletionChoice {
 }
 
 /// The non-streaming response and, with one choice per chunk, each stream chunk.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct CompletionResponse {
-    pub id: String,
-    pub object: &'static str,
-    pub created: u64,
-    pub model: String,
-    pub system_fingerprint: String,
-    pub choices: Vec<CompletionChoice>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-}
+pub type CompletionResponse = CompletionEnvelope<String, CompletionChoice>;
 
 #[cfg(test)]
 mod tests {

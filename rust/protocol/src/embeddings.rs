@@ -13,18 +13,14 @@ use crate::ProtocolError;
 pub const MAX_INPUTS: usize = 2048;
 
 /// The body of `POST /v1/embeddings`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
 pub struct EmbeddingRequest {
-    #[serde(default)]
     pub model: Option<String>,
     /// A string, a list of strings, a list of token ids or a list of lists of token ids.
-    #[serde(default)]
     pub input: Option<Value>,
-    #[serde(default)]
     pub encoding_format: Option<Value>,
-    #[serde(default)]
     pub dimensions: Option<Value>,
-    #[serde(default)]
     pub user: Option<String>,
 }
 

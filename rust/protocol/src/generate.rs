@@ -8,20 +8,14 @@ use crate::sampling::{check_ranges, SamplingParams};
 
 /// The request body (one prompt; sglang's batch form is not accepted).
 #[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default)]
 pub struct GenerateBody {
-    #[serde(default)]
     pub text: Option<Value>,
-    #[serde(default)]
     pub input_ids: Option<Value>,
-    #[serde(default)]
     pub sampling_params: SamplingBody,
-    #[serde(default)]
     pub stream: bool,
-    #[serde(default)]
     pub return_logprob: bool,
-    #[serde(default)]
     pub top_logprobs_num: Option<u32>,
-    #[serde(default)]
     pub rid: Option<String>,
 }
 
@@ -29,8 +23,8 @@ crate::with_sampling_fields! {
 /// sglang `sampling_params`. Unknown keys are ignored, as sglang's own server does for ones it
 /// does not use. SGLang's `min_new_tokens` and `sampling_seed` are the shared fields' aliases.
 #[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default)]
 pub struct SamplingBody {
-    #[serde(default)]
     pub max_new_tokens: Option<u32>,
 }
 }

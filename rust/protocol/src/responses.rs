@@ -11,43 +11,28 @@ use crate::sampling::{check_ranges, SamplingParams};
 
 /// The request body. Unknown fields are ignored; wrong types are errors naming the field.
 #[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default)]
 pub struct ResponsesRequest {
-    #[serde(default)]
     pub model: Option<String>,
     /// A string or a list of input items.
-    #[serde(default)]
     pub input: Value,
-    #[serde(default)]
     pub instructions: Option<String>,
-    #[serde(default)]
     pub tools: Option<Vec<Value>>,
-    #[serde(default)]
     pub tool_choice: Option<Value>,
-    #[serde(default)]
     pub parallel_tool_calls: Option<bool>,
-    #[serde(default)]
     pub max_output_tokens: Option<u32>,
-    #[serde(default)]
     pub temperature: Option<f64>,
-    #[serde(default)]
     pub top_p: Option<f64>,
-    #[serde(default)]
     pub stream: bool,
     #[serde(default = "default_true")]
     pub store: bool,
-    #[serde(default)]
     pub previous_response_id: Option<String>,
     /// Names a conversation whose prefix the engine should keep (see `cache_hints`).
-    #[serde(default)]
     pub prompt_cache_key: Option<String>,
     /// `{"effort": "low" | "medium" | "high", ...}`.
-    #[serde(default)]
     pub reasoning: Option<Value>,
-    #[serde(default)]
     pub metadata: Option<Value>,
-    #[serde(default)]
     pub user: Option<String>,
-    #[serde(default)]
     pub text: Option<Value>,
 }
 

@@ -297,7 +297,7 @@ impl WireFormat for Chat {
             model: self.model.clone(),
             system_fingerprint: self.fingerprint.clone(),
             choices: done.into_iter().map(|(choice, _)| choice).collect(),
-            usage,
+            usage: Some(usage),
         };
         (resp, prompt, completion)
     }

@@ -400,16 +400,7 @@ impl Items {
                     .push(json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": b.text}})),
             }
         }
-        let mut m = Map::new();
-        m.insert("role".into(), json!("assistant"));
-        m.insert("content".into(), json!(content));
-        if !reasoning.is_empty() {
-            m.insert("reasoning_content".into(), json!(reasoning));
-        }
-        if !calls.is_empty() {
-            m.insert("tool_calls".into(), Value::Array(calls));
-        }
-        Value::Object(m)
+        smgpy_protocol::common::assistant_message(content, reasoning, calls)
     }
 }
 
