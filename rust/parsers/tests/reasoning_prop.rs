@@ -80,6 +80,18 @@ fn assert_stream_eq(f: ReasoningFormat, o: &ReasoningOptions, text: &str, cuts: 
     Ok(())
 }
 
+/// `assert_stream_eq` at `cuts`, then with one char per chunk: every possible boundary at once.
+fn assert_cut_and_every_char_eq(
+    f: ReasoningFormat,
+    o: &ReasoningOptions,
+    text: &str,
+    cuts: &[usize],
+) -> Result<(), TestCaseError> {
+    assert_stream_eq(f, o, text, cuts)?;
+    let every: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+    assert_stream_eq(f, o, text, &every)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: ProptestConfig::default().cases * 4, ..ProptestConfig::default() })]
 
@@ -91,11 +103,7 @@ proptest! {
         pieces in proptest::collection::vec(piece(all_markers()), 0..24),
         cuts in proptest::collection::vec(any::<usize>(), 0..24),
     ) {
-        let text: String = pieces.concat();
-        assert_stream_eq(f, &o, &text, &cuts)?;
-        // One char per chunk: every possible boundary at once.
-        let every: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-        assert_stream_eq(f, &o, &text, &every)?;
+        assert_cut_and_every_char_eq(f, &o, &pieces.concat(), &cuts)?;
     }
 
     /// Long outputs (over the engine's bulk-search threshold), complete vs big and tiny chunks.
@@ -106,10 +114,7 @@ proptest! {
         pieces in proptest::collection::vec(piece(all_markers()), 40..160),
         cuts in proptest::collection::vec(any::<usize>(), 0..6),
     ) {
-        let text: String = pieces.concat();
-        assert_stream_eq(f, &o, &text, &cuts)?;
-        let every: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-        assert_stream_eq(f, &o, &text, &every)?;
+        assert_cut_and_every_char_eq(f, &o, &pieces.concat(), &cuts)?;
     }
 
     /// Nothing lost, nothing doubled: output minus markers has exactly the input's plain text.

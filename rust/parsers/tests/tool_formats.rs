@@ -4,7 +4,7 @@
 
 mod tool_common;
 
-use smgpy_parsers::tool::{parse_complete, CallDelta, ToolDef, ToolFormat};
+use smgpy_parsers::tool::{parse_complete, CallDelta, ToolCallDelta, ToolCallParser, ToolDef, ToolFormat};
 use tool_common::{check_streaming, Case, CASES};
 
 fn run(case: &Case) {
@@ -63,6 +63,37 @@ fn every_format_has_cases() {
     }
 }
 
+/// Pushes `text` char by char up to the middle of `long` (an argument value) and returns the
+/// call deltas: the arguments they carry must be a prefix of the complete parse's, `want`,
+/// longer than `min_len` bytes and sent in more than `min_fragments` pieces.
+fn stream_partway(
+    format: &str,
+    text: &str,
+    long: &str,
+    tools: Option<Vec<ToolDef>>,
+    want: &str,
+    min_fragments: usize,
+    min_len: usize,
+) -> Vec<ToolCallDelta> {
+    let cut = text.find(long).unwrap() + long.len() / 2;
+    let mut p = ToolCallParser::new(format.parse().unwrap(), tools);
+    let mut deltas = Vec::new();
+    for ch in text[..cut].chars() {
+        deltas.extend(p.push(&ch.to_string()).calls().map(CallDelta::owned));
+    }
+    let streamed: String = deltas.iter().map(|c| c.arguments.as_str()).collect();
+    let fragments = deltas.iter().filter(|c| !c.arguments.is_empty()).count();
+    assert!(
+        fragments > min_fragments,
+        "{format}: only {fragments} argument fragments"
+    );
+    assert!(
+        want.starts_with(&streamed) && streamed.len() > min_len,
+        "{format}: {streamed:?} vs {want:?}"
+    );
+    deltas
+}
+
 /// Arguments stream while the model writes them: before the call's closing text arrives, the
 /// name has been reported and a prefix of the final arguments sent.
 #[test]
@@ -87,24 +118,13 @@ fn arguments_stream_before_the_call_ends() {
         let complete = parse_complete(&text, f, None);
         assert_eq!(complete.calls[0].name, "w", "{format}");
         let want = &complete.calls[0].arguments;
-        let cut = text.find(&long).unwrap() + long.len() / 2;
-        let mut p = smgpy_parsers::tool::ToolCallParser::new(f, None);
-        let mut streamed = String::new();
-        let mut named = false;
-        let mut fragments = 0;
-        for ch in text[..cut].chars() {
-            for c in p.push(&ch.to_string()).calls().map(CallDelta::owned) {
-                assert_eq!(c.index, 0, "{format}");
-                named |= c.name.as_deref() == Some("w");
-                fragments += usize::from(!c.arguments.is_empty());
-                streamed.push_str(&c.arguments);
-            }
+        let deltas = stream_partway(format, &text, &long, None, want, 50, 50);
+        for c in &deltas {
+            assert_eq!(c.index, 0, "{format}");
         }
-        assert!(named, "{format}: name not reported before the arguments end");
-        assert!(fragments > 50, "{format}: only {fragments} argument fragments");
         assert!(
-            want.starts_with(&streamed) && streamed.len() > 50,
-            "{format}: {streamed:?} vs {want:?}"
+            deltas.iter().any(|c| c.name.as_deref() == Some("w")),
+            "{format}: name not reported before the arguments end"
         );
     }
 }
@@ -137,21 +157,7 @@ fn qwen_xml_parameters_stream() {
             v,
             serde_json::json!({"path": "a.txt", "n": 3, "text": long.strip_suffix('\n').unwrap().to_owned() + "\n"})
         );
-        let cut = text.find(&long).unwrap() + long.len() / 2;
-        let mut p = smgpy_parsers::tool::ToolCallParser::new(f, Some(tools.clone()));
-        let mut streamed = String::new();
-        let mut fragments = 0;
-        for ch in text[..cut].chars() {
-            for c in p.push(&ch.to_string()).calls().map(CallDelta::owned) {
-                fragments += usize::from(!c.arguments.is_empty());
-                streamed.push_str(&c.arguments);
-            }
-        }
-        assert!(fragments > 50, "{format}: {fragments} fragments");
-        assert!(
-            want.starts_with(&streamed) && streamed.len() > 100,
-            "{format}: {streamed:?} vs {want:?}"
-        );
+        stream_partway(format, &text, &long, Some(tools.clone()), want, 50, 100);
         check_streaming(&text, f, Some(tools.clone()));
     }
 }
@@ -182,20 +188,7 @@ fn xml_dialects_stream() {
         // GLM's reference parser strips a value's whitespace, the others one newline.
         let want_text = want_text.strip_suffix('\n').unwrap().to_string();
         assert_eq!(v, serde_json::json!({"n": 3, "text": want_text}), "{format}");
-        let cut = text.find(&long).unwrap() + long.len() / 2;
-        let mut p = smgpy_parsers::tool::ToolCallParser::new(f, Some(tools.clone()));
-        let (mut streamed, mut fragments) = (String::new(), 0);
-        for ch in text[..cut].chars() {
-            for c in p.push(&ch.to_string()).calls().map(CallDelta::owned) {
-                fragments += usize::from(!c.arguments.is_empty());
-                streamed.push_str(&c.arguments);
-            }
-        }
-        assert!(fragments > 30, "{format}: {fragments} fragments");
-        assert!(
-            want.starts_with(&streamed) && streamed.len() > 60,
-            "{format}: {streamed:?} vs {want:?}"
-        );
+        stream_partway(format, &text, &long, Some(tools.clone()), want, 30, 60);
         check_streaming(&text, f, Some(tools.clone()));
     }
 }

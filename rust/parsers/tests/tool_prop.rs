@@ -159,14 +159,15 @@ fn input() -> impl Strategy<Value = String> {
     })
 }
 
-fn chunked(s: &str, cuts: &[proptest::sample::Index]) -> Vec<String> {
+/// `s` cut at the char boundaries that `cuts` pick.
+fn chunked<'a>(s: &'a str, cuts: &[proptest::sample::Index]) -> Vec<&'a str> {
     let b = boundaries(s);
     let mut points: Vec<usize> = cuts.iter().map(|c| b[c.index(b.len())]).collect();
     points.push(0);
     points.push(s.len());
     points.sort_unstable();
     points.dedup();
-    points.windows(2).map(|w| s[w[0]..w[1]].to_string()).collect()
+    points.windows(2).map(|w| &s[w[0]..w[1]]).collect()
 }
 
 /// The characters of plain text for the accounting property: none that markers are made of
@@ -293,9 +294,7 @@ proptest! {
         cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..16),
     ) {
         let complete = parse_complete(&text, format, None);
-        let chunks = chunked(&text, &cuts);
-        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
-        prop_assert_eq!(stream(&refs, format, None), complete);
+        prop_assert_eq!(stream(&chunked(&text, &cuts), format, None), complete);
     }
 
     /// A parser for forced output (`tool_choice` named or `required`) gives the same under any
@@ -311,9 +310,7 @@ proptest! {
         let text = format!("{lead}{text}");
         let forced = if list { Forced::List } else { Forced::Call("f".into()) };
         let whole = stream_through(ToolCallParser::forced(format, None, forced.clone()), &[&text]);
-        let chunks = chunked(&text, &cuts);
-        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
-        prop_assert_eq!(stream_through(ToolCallParser::forced(format, None, forced), &refs), whole);
+        prop_assert_eq!(stream_through(ToolCallParser::forced(format, None, forced), &chunked(&text, &cuts)), whole);
     }
 
     /// One delta cleared (`ToolDelta::clear`, which recycles argument buffers) and reused by
@@ -348,9 +345,7 @@ proptest! {
             parameters: Some(serde_json::json!({"properties": {"a": {"type": "string"}, "x": {"type": "string"}}})),
         }]);
         let complete = parse_complete(&text, format, tools.clone());
-        let chunks = chunked(&text, &cuts);
-        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
-        prop_assert_eq!(stream(&refs, format, tools), complete);
+        prop_assert_eq!(stream(&chunked(&text, &cuts), format, tools), complete);
     }
 
     #[test]
@@ -359,9 +354,7 @@ proptest! {
         cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
     ) {
         let format: ToolFormat = case.format.parse().unwrap();
-        let chunks = chunked(case.input, &cuts);
-        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
-        prop_assert_eq!(stream(&refs, format, None), parse_complete(case.input, format, None));
+        prop_assert_eq!(stream(&chunked(case.input, &cuts), format, None), parse_complete(case.input, format, None));
     }
 
     /// Truncated and malformed calls in every format: each fixture cut at any point (as
@@ -387,9 +380,7 @@ proptest! {
             _ => format!("{head}\"{tail}"),
         };
         let complete = parse_complete(&text, format, None);
-        let chunks = chunked(&text, &cuts);
-        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
-        prop_assert_eq!(stream(&refs, format, None), complete, "{} {:?}", format.name(), text);
+        prop_assert_eq!(stream(&chunked(&text, &cuts), format, None), complete, "{} {:?}", format.name(), text);
     }
 
     /// All input text is accounted for: a document of plain-text segments and well-formed call
@@ -438,9 +429,7 @@ proptest! {
             .collect();
         let complete = parse_complete(&doc, format, None);
         prop_assert_eq!(&complete, &ToolParseResult { normal_text: text, calls }, "{} {:?}", format.name(), doc);
-        let chunks = chunked(&doc, &cuts);
-        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
-        prop_assert_eq!(stream(&refs, format, None), complete);
+        prop_assert_eq!(stream(&chunked(&doc, &cuts), format, None), complete);
     }
 
     /// Fuzz: arbitrary strings, arbitrary chunking, every format; must not panic and must agree.
@@ -451,9 +440,7 @@ proptest! {
         cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..16),
     ) {
         let complete = parse_complete(&text, format, None);
-        let chunks = chunked(&text, &cuts);
-        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
-        prop_assert_eq!(stream(&refs, format, None), complete);
+        prop_assert_eq!(stream(&chunked(&text, &cuts), format, None), complete);
     }
 
     #[test]

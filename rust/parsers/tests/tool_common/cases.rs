@@ -1,26 +1,5 @@
 //! Fixtures: real-looking outputs of every format (written for these tests).
-use super::{Case, Expected};
-
-const fn c(format: &'static str, input: &'static str, text: &'static str, calls: &'static [Expected]) -> Case {
-    Case {
-        format,
-        input,
-        text,
-        calls,
-        tools: None,
-    }
-}
-
-/// Malformed: the whole input comes back as text.
-const fn bad(format: &'static str, input: &'static str) -> Case {
-    Case {
-        format,
-        input,
-        text: input,
-        calls: &[],
-        tools: None,
-    }
-}
+use super::{bad, c, Case};
 
 pub static CASES: &[Case] = &[
     // ---- hermes ----

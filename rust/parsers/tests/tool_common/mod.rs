@@ -24,7 +24,40 @@ pub struct Case {
     pub text: &'static str,
     pub calls: &'static [Expected],
     /// Declared tools: name and optional JSON schema of the parameters.
-    pub tools: Option<&'static [(&'static str, Option<&'static str>)]>,
+    pub tools: Option<Tools>,
+}
+
+/// Declared tools of a fixture: name and optional JSON schema of the parameters.
+pub type Tools = &'static [(&'static str, Option<&'static str>)];
+
+/// A fixture without declared tools.
+pub const fn c(format: &'static str, input: &'static str, text: &'static str, calls: &'static [Expected]) -> Case {
+    Case {
+        format,
+        input,
+        text,
+        calls,
+        tools: None,
+    }
+}
+
+/// Not calls (malformed, or no calls at all): the whole input comes back as text.
+pub const fn bad(format: &'static str, input: &'static str) -> Case {
+    c(format, input, input, &[])
+}
+
+/// A fixture with declared tools.
+pub const fn t(
+    format: &'static str,
+    input: &'static str,
+    text: &'static str,
+    calls: &'static [Expected],
+    tools: Tools,
+) -> Case {
+    Case {
+        tools: Some(tools),
+        ..c(format, input, text, calls)
+    }
 }
 
 /// Stream `chunks` through a parser and assemble the result like a client would.

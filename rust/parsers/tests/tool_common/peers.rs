@@ -1,40 +1,7 @@
 //! Fixtures from real model outputs as peers' parser tests record them (vLLM, SGLang, SMG,
 //! llama.cpp, vllm-mlx, openai/harmony), each with its source. The expected result is smgpy's:
 //! where a peer disagrees with a deliberate policy (the crate docs' table), the comment says so.
-use super::{Case, Expected};
-
-const fn c(format: &'static str, input: &'static str, text: &'static str, calls: &'static [Expected]) -> Case {
-    Case {
-        format,
-        input,
-        text,
-        calls,
-        tools: None,
-    }
-}
-
-/// Not calls: the whole input comes back as text.
-const fn bad(format: &'static str, input: &'static str) -> Case {
-    c(format, input, input, &[])
-}
-
-type Tools = &'static [(&'static str, Option<&'static str>)];
-
-const fn t(
-    format: &'static str,
-    input: &'static str,
-    text: &'static str,
-    calls: &'static [Expected],
-    tools: Tools,
-) -> Case {
-    Case {
-        format,
-        input,
-        text,
-        calls,
-        tools: Some(tools),
-    }
-}
+use super::{bad, c, t, Case};
 
 const WEATHER_SCHEMA: &str = r#"{"type":"object","properties":{"city":{"type":"string"},"state":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}}}"#;
 
