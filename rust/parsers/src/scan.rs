@@ -2,7 +2,21 @@
 //!
 //! Streaming parsers must never emit text that might turn out to be the start of a marker
 //! (`<tool_call>`, `</think>`, ...): such text is held back until the next delta decides it.
-//! These two functions are the only place that logic lives.
+//! These two functions are the only place that logic lives; `with_held` reads what was held
+//! back in front of the next delta.
+
+use std::borrow::Cow;
+
+/// `held + text`, taking `held`: the text a streaming parser held back, then the new delta.
+/// `text` is borrowed, not copied, when nothing is held (the common case).
+pub(crate) fn with_held<'a>(held: &mut String, text: &'a str) -> Cow<'a, str> {
+    if held.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut joined = std::mem::take(held);
+    joined.push_str(text);
+    Cow::Owned(joined)
+}
 
 /// Earliest occurrence of any marker in `buf`: `(byte_offset, marker_index)`.
 /// On a tie at the same offset, the longest marker wins (so `<tool_call>` beats `<tool`).

@@ -6,7 +6,7 @@
 use super::format::ReasoningFormat;
 use super::spec::Spec;
 use super::{ReasoningDelta, ReasoningOptions};
-use crate::scan::partial_suffix_len;
+use crate::scan::{partial_suffix_len, with_held};
 use std::sync::LazyLock;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,15 +292,8 @@ impl Engine {
             }
         }
         // Work on `held + text` without copying `text` when nothing is held (the common case).
-        let joined;
-        let buf: &str = if self.held.is_empty() {
-            text
-        } else {
-            let mut s = std::mem::take(&mut self.held);
-            s.push_str(text);
-            joined = s;
-            &joined
-        };
+        let joined = with_held(&mut self.held, text);
+        let buf: &str = &joined;
         let mut pos = 0;
         loop {
             let table = self.table();

@@ -16,7 +16,7 @@
 //! reading). Every decision depends only on the text seen, so streaming equals complete parsing.
 use super::ReasoningDelta;
 use crate::harmony::{self, Kind, CALL, CHANNEL, CONSTRAIN, END, MESSAGE, RETURN, START};
-use crate::scan::partial_suffix_len;
+use crate::scan::{partial_suffix_len, with_held};
 
 /// Every token the machine reacts to (all start with `<|`).
 const TOKENS: &[&str] = &[START, CHANNEL, MESSAGE, CONSTRAIN, END, CALL, RETURN];
@@ -109,15 +109,8 @@ impl Harmony {
     }
 
     fn run(&mut self, text: &str, finishing: bool, out: &mut ReasoningDelta) {
-        let joined;
-        let buf: &str = if self.held.is_empty() {
-            text
-        } else {
-            let mut s = std::mem::take(&mut self.held);
-            s.push_str(text);
-            joined = s;
-            &joined
-        };
+        let joined = with_held(&mut self.held, text);
+        let buf: &str = &joined;
         let mut pos = 0;
         loop {
             let rest = &buf[pos..];

@@ -24,6 +24,31 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    fn new(s: &'a str, delim: Option<&'a str>) -> Self {
+        Reader { s, pos: 0, delim }
+    }
+
+    /// One call's arguments, read by `args` from just after the call's opening bracket. Where
+    /// they do not read, the call is skipped to its `close` bracket with `skip_bad`
+    /// (`Some(None)`); without it the whole list is not calls (`None`).
+    fn call_args(
+        &mut self,
+        skip_bad: bool,
+        close: u8,
+        args: impl FnOnce(&mut Self) -> Option<String>,
+    ) -> Option<Option<String>> {
+        let open = self.pos;
+        match args(self) {
+            Some(arguments) => Some(Some(arguments)),
+            None if skip_bad => {
+                self.pos = open;
+                self.skip_group(close)?;
+                Some(None)
+            }
+            None => None,
+        }
+    }
+
     fn rest(&self) -> &'a str {
         &self.s[self.pos..]
     }
@@ -435,11 +460,7 @@ fn word_len(r: &str, extra: impl Fn(char) -> bool) -> usize {
 
 /// A whole Python literal.
 pub(crate) fn python_value(text: &str) -> Option<Value> {
-    let mut r = Reader {
-        s: text,
-        pos: 0,
-        delim: None,
-    };
+    let mut r = Reader::new(text, None);
     let v = r.value(0)?;
     r.ws();
     r.rest().is_empty().then_some(v)
@@ -467,11 +488,7 @@ fn python_args(r: &mut Reader<'_>, keys: &mut Keys) -> Option<String> {
 
 /// A Llama 3.1 built-in tool call after `<|python_tag|>`: `NAME.call(k=v, ...)`.
 pub(crate) fn builtin_call(text: &str) -> Option<Vec<Call>> {
-    let mut r = Reader {
-        s: text.trim(),
-        pos: 0,
-        delim: None,
-    };
+    let mut r = Reader::new(text.trim(), None);
     let name = valid_name(r.ident()?.strip_suffix(".call")?)?;
     if !r.eat('(') {
         return None;
@@ -508,11 +525,7 @@ fn pythonic_list(
     skip_bad: bool,
     mut args: impl FnMut(&mut Reader<'_>) -> Option<String>,
 ) -> Option<Vec<Call>> {
-    let mut r = Reader {
-        s: text,
-        pos: 0,
-        delim: None,
-    };
+    let mut r = Reader::new(text, None);
     let bracketed = r.eat('[');
     let mut out = Vec::new();
     loop {
@@ -535,18 +548,12 @@ fn pythonic_list(
         if !r.eat('(') {
             return None;
         }
-        let open = r.pos;
-        match args(&mut r) {
-            Some(arguments) => out.push(Call {
+        if let Some(arguments) = r.call_args(skip_bad, b')', &mut args)? {
+            out.push(Call {
                 id: None,
                 name,
                 arguments,
-            }),
-            None if skip_bad => {
-                r.pos = open;
-                r.skip_group(b')')?;
-            }
-            None => return None,
+            });
         }
     }
     (!out.is_empty()).then_some(out)
@@ -642,11 +649,7 @@ fn gemma_list(
     skip_bad: bool,
     mut args: impl FnMut(&mut Reader<'_>) -> Option<String>,
 ) -> Option<Vec<Call>> {
-    let mut r = Reader {
-        s: text,
-        pos: 0,
-        delim: Some(delim),
-    };
+    let mut r = Reader::new(text, Some(delim));
     let mut out = Vec::new();
     let mut keys = Keys::new();
     loop {
@@ -658,26 +661,19 @@ fn gemma_list(
         r.pos += usize::from(r.rest().starts_with(":call:"));
         r.pos += "call:".len() * usize::from(r.rest().starts_with("call:"));
         let name = valid_name(r.ident()?)?;
-        let (close, arguments) = if r.eat('{') {
-            let open = r.pos;
-            (b'}', (open, args(&mut r)))
+        let arguments = if r.eat('{') {
+            r.call_args(skip_bad, b'}', &mut args)?
         } else if r.eat('(') {
-            let open = r.pos;
-            (b')', (open, python_args(&mut r, &mut keys)))
+            r.call_args(skip_bad, b')', |r| python_args(r, &mut keys))?
         } else {
             return None;
         };
-        match arguments {
-            (_, Some(arguments)) => out.push(Call {
+        if let Some(arguments) = arguments {
+            out.push(Call {
                 id: None,
                 name,
                 arguments,
-            }),
-            (open, None) if skip_bad => {
-                r.pos = open;
-                r.skip_group(close)?;
-            }
-            (_, None) => return None,
+            });
         }
     }
     (!out.is_empty()).then_some(out)

@@ -4,6 +4,7 @@ use super::body::{compact, valid_name, Call};
 use super::ctx::Ctx;
 use super::value::{self, loose_json, marked_value, Trim, Typing};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 /// Text between `open` and `close` after `from`: `(inner, offset after close)`; an unclosed
 /// element runs to the end.
@@ -145,15 +146,18 @@ pub(crate) fn attr(tag: &str, name: &str) -> Option<String> {
     Some(value.replace("&quot;", "\"").replace("&amp;", "&"))
 }
 
-pub(crate) fn decode_entities(s: &str) -> String {
+/// `s` with XML entities decoded; borrowed when it has none.
+pub(crate) fn decode_entities(s: &str) -> Cow<'_, str> {
     if !s.contains('&') {
-        return s.to_string();
+        return Cow::Borrowed(s);
     }
-    s.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
+    Cow::Owned(
+        s.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&apos;", "'")
+            .replace("&amp;", "&"),
+    )
 }
 
 /// `<{p}invoke name="N"><{p}parameter name="K" [string="true|false"]>V</{p}parameter></{p}invoke>`.

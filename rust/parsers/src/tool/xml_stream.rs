@@ -339,13 +339,12 @@ impl XmlArgs {
                         }
                     };
                     let raw = value::trim(&rest[..p], d.trim);
-                    let decoded;
                     let raw = if entities {
-                        decoded = decode_entities(raw);
-                        decoded.as_str()
+                        decode_entities(raw)
                     } else {
-                        raw
+                        Cow::Borrowed(raw)
                     };
+                    let raw = raw.as_ref();
                     match (marked, d.typing) {
                         (Some(mark), _) => write_value(&marked_value(ctx, &self.tool, &self.key, raw, mark), out),
                         (None, Typing::Schema) => {
@@ -432,14 +431,12 @@ fn first_end(text: &str, ends: &'static [&'static str]) -> Result<(usize, &'stat
 
 /// Write string content as JSON string text, decoding XML entities first when asked.
 fn write_text(text: &str, entities: bool, out: &mut String) {
-    let decoded;
     let text = if entities {
-        decoded = decode_entities(text);
-        decoded.as_str()
+        decode_entities(text)
     } else {
-        text
+        Cow::Borrowed(text)
     };
-    write_escaped_str(text, out);
+    write_escaped_str(&text, out);
 }
 
 /// `text` as a JSON string.
