@@ -139,11 +139,7 @@ pub fn py_into_doc(obj: &Bound<'_, PyAny>, doc: &mut Doc, slot: Slot) -> PyResul
         return Ok(());
     }
     if let Ok(l) = obj.cast::<PyList>() {
-        let first = doc.set_list(slot, l.len()).map_err(crate::errors::too_large)?;
-        for (k, item) in l.iter().enumerate().take(l.len()) {
-            py_into_doc(&item, doc, first + k)?;
-        }
-        return Ok(());
+        return items_into_doc(l.len(), l.iter(), doc, slot);
     }
     if let Ok(s) = obj.cast::<PyString>() {
         return doc.set_str(slot, s.to_str()?).map_err(crate::errors::too_large);
@@ -171,16 +167,27 @@ pub fn py_into_doc(obj: &Bound<'_, PyAny>, doc: &mut Doc, slot: Slot) -> PyResul
         return Ok(());
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
-        let first = doc.set_list(slot, t.len()).map_err(crate::errors::too_large)?;
-        for (k, item) in t.iter().enumerate().take(t.len()) {
-            py_into_doc(&item, doc, first + k)?;
-        }
-        return Ok(());
+        return items_into_doc(t.len(), t.iter(), doc, slot);
     }
     Err(crate::errors::wrong_type(format!(
         "cannot pass a Python {} to a chat template: use dict, list, str, int, float, bool or None",
         obj.get_type().name()?
     )))
+}
+
+/// A list's or tuple's `len` items into a document (a list that grows while it is read writes no
+/// more than the slots reserved for it).
+fn items_into_doc<'py>(
+    len: usize,
+    items: impl Iterator<Item = Bound<'py, PyAny>>,
+    doc: &mut Doc,
+    slot: Slot,
+) -> PyResult<()> {
+    let first = doc.set_list(slot, len).map_err(crate::errors::too_large)?;
+    for (k, item) in items.enumerate().take(len) {
+        py_into_doc(&item, doc, first + k)?;
+    }
+    Ok(())
 }
 
 /// A dict into a document, keys as strings (`str(key)` for other keys).

@@ -185,26 +185,29 @@ fn request_fields<'py>(py: Python<'py>, r: &GenerateRequest) -> PyResult<Bound<'
     }
     let s = &r.sampling;
     let sp = PyDict::new(py);
-    macro_rules! opt {
-        ($k:literal, $v:expr) => {
-            if let Some(v) = &$v {
-                sp.set_item(intern!(py, $k), v)?;
-            }
+    // The optional fields that are set, each under its own name.
+    macro_rules! set_some {
+        ($($field:ident),*) => {
+            $(if let Some(v) = &s.$field {
+                sp.set_item(intern!(py, stringify!($field)), v)?;
+            })*
         };
     }
-    opt!("max_new_tokens", s.max_new_tokens);
-    opt!("min_new_tokens", s.min_new_tokens);
-    opt!("temperature", s.temperature);
-    opt!("top_p", s.top_p);
-    opt!("top_k", s.top_k);
-    opt!("min_p", s.min_p);
-    opt!("repetition_penalty", s.repetition_penalty);
-    opt!("frequency_penalty", s.frequency_penalty);
-    opt!("presence_penalty", s.presence_penalty);
-    opt!("ignore_eos", s.ignore_eos);
-    opt!("seed", s.seed);
-    opt!("n", s.n);
-    opt!("num_draft_tokens", s.num_draft_tokens);
+    set_some!(
+        max_new_tokens,
+        min_new_tokens,
+        temperature,
+        top_p,
+        top_k,
+        min_p,
+        repetition_penalty,
+        frequency_penalty,
+        presence_penalty,
+        ignore_eos,
+        seed,
+        n,
+        num_draft_tokens
+    );
     if !s.stop.is_empty() {
         sp.set_item(intern!(py, "stop"), &s.stop)?;
     }

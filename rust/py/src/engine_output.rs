@@ -53,52 +53,43 @@ fn read_fields<'py, const N: usize>(
     out
 }
 
+/// Build struct `$ty` from dict `$d` in one pass, each field read from the key of its own name.
+macro_rules! read_struct {
+    ($d:expr, $ty:ident { $($field:ident),* $(,)? }) => {{
+        let py = $d.py();
+        let [$($field),*] = read_fields($d, [$(intern!(py, stringify!($field))),*]);
+        $ty { $($field),* }
+    }};
+}
+
 impl<'py> OutputFields<'py> {
     /// Read the fields of output dict `d` (unknown keys are ignored).
     pub fn read(d: &Bound<'py, PyDict>) -> Self {
-        let py = d.py();
-        let [delta, output_ids, meta_info, text, index] = read_fields(
+        read_struct!(
             d,
-            [
-                intern!(py, "delta"),
-                intern!(py, "output_ids"),
-                intern!(py, "meta_info"),
-                intern!(py, "text"),
-                intern!(py, "index"),
-            ],
-        );
-        Self {
-            index,
-            delta,
-            text,
-            output_ids,
-            meta_info,
-        }
+            Self {
+                delta,
+                output_ids,
+                meta_info,
+                text,
+                index
+            }
+        )
     }
 }
 
 fn read_meta<'py>(d: &Bound<'py, PyDict>) -> MetaFields<'py> {
-    let py = d.py();
-    let [prompt_tokens, completion_tokens, finish_reason, cached_tokens, output_token_logprobs, output_top_logprobs] =
-        read_fields(
-            d,
-            [
-                intern!(py, "prompt_tokens"),
-                intern!(py, "completion_tokens"),
-                intern!(py, "finish_reason"),
-                intern!(py, "cached_tokens"),
-                intern!(py, "output_token_logprobs"),
-                intern!(py, "output_top_logprobs"),
-            ],
-        );
-    MetaFields {
-        prompt_tokens,
-        completion_tokens,
-        cached_tokens,
-        finish_reason,
-        output_token_logprobs,
-        output_top_logprobs,
-    }
+    read_struct!(
+        d,
+        MetaFields {
+            prompt_tokens,
+            completion_tokens,
+            finish_reason,
+            cached_tokens,
+            output_token_logprobs,
+            output_top_logprobs,
+        }
+    )
 }
 
 /// What a choice has forwarded so far, for engines that yield cumulative `text` / `output_ids`.

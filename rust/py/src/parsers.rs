@@ -8,6 +8,19 @@ use smgpy_parsers::tool::{self, Forced, ToolCallParser, ToolDef, ToolDelta, Tool
 /// Inputs larger than this are parsed with the GIL released.
 const DETACH_BYTES: usize = 1 << 16;
 
+/// Run `parse` over `text`, with the GIL released when the text is long enough for that to pay.
+pub(crate) fn parse_text<T, F>(py: Python<'_>, text: &str, parse: F) -> T
+where
+    F: pyo3::marker::Ungil + FnOnce() -> T,
+    T: pyo3::marker::Ungil,
+{
+    if text.len() > DETACH_BYTES {
+        py.detach(parse)
+    } else {
+        parse()
+    }
+}
+
 fn format_of(parser: &str) -> PyResult<ToolFormat> {
     parser.parse::<ToolFormat>().map_err(crate::errors::parser)
 }
@@ -90,11 +103,7 @@ fn parse_tool_call_complete<'py>(
         None => tool::parse_complete(text, format, defs),
         Some(forced) => tool::parse_complete_forced(text, format, defs, forced),
     };
-    let r = if text.len() > DETACH_BYTES {
-        py.detach(parse)
-    } else {
-        parse()
-    };
+    let r = parse_text(py, text, parse);
     result_to_dict(py, &r)
 }
 

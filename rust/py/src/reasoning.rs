@@ -51,11 +51,7 @@ fn parse_reasoning_complete<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let format = format_of(parser)?;
     let opts = options(format, None, prompt_opened_reasoning, thinking_disabled);
-    let d = if text.len() > 1 << 16 {
-        py.detach(|| reasoning::parse_complete(text, format, opts))
-    } else {
-        reasoning::parse_complete(text, format, opts)
-    };
+    let d = crate::parsers::parse_text(py, text, || reasoning::parse_complete(text, format, opts));
     delta_to_dict(py, &d)
 }
 

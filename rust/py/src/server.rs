@@ -140,19 +140,17 @@ pub struct Server {
     http_threads: usize,
 }
 
-fn parse_tool(name: Option<&str>) -> PyResult<Option<ToolFormat>> {
+/// The parser a `tool_parser` / `reasoning_parser` setting names: `None`, `""` or `"none"` is
+/// off, `"auto"` is whatever `detect` finds, anything else must be a known parser name.
+fn parser_setting<F>(name: Option<&str>, detect: impl FnOnce() -> Option<F>) -> PyResult<Option<F>>
+where
+    F: FromStr,
+    F::Err: std::fmt::Display,
+{
     match name {
         None | Some("") | Some("none") => Ok(None),
-        Some(n) => ToolFormat::from_str(n)
-            .map(Some)
-            .map_err(|e| crate::errors::invalid(e.to_string())),
-    }
-}
-
-fn parse_reasoning(name: Option<&str>) -> PyResult<Option<ReasoningFormat>> {
-    match name {
-        None | Some("") | Some("none") => Ok(None),
-        Some(n) => ReasoningFormat::from_str(n)
+        Some("auto") => Ok(detect()),
+        Some(n) => F::from_str(n)
             .map(Some)
             .map_err(|e| crate::errors::invalid(e.to_string())),
     }
@@ -235,24 +233,14 @@ impl Server {
             None => None,
             Some(t) => Some(crate::template::template_from_py(t, special_tokens)?),
         };
-        let tool_format = if tool_parser == Some("auto") {
-            ToolFormat::for_model(&model_name).or_else(|| {
-                template
-                    .as_ref()
-                    .and_then(|t| ToolFormat::from_chat_template(t.source()))
-            })
-        } else {
-            parse_tool(tool_parser)?
-        };
-        let reasoning_format = if reasoning_parser == Some("auto") {
-            ReasoningFormat::for_model(&model_name).or_else(|| {
-                template
-                    .as_ref()
-                    .and_then(|t| ReasoningFormat::from_chat_template(t.source()))
-            })
-        } else {
-            parse_reasoning(reasoning_parser)?
-        };
+        // "auto": by the model's name, else by what its chat template looks like.
+        let source = template.as_ref().map(|t| t.source());
+        let tool_format = parser_setting(tool_parser, || {
+            ToolFormat::for_model(&model_name).or_else(|| source.and_then(ToolFormat::from_chat_template))
+        })?;
+        let reasoning_format = parser_setting(reasoning_parser, || {
+            ReasoningFormat::for_model(&model_name).or_else(|| source.and_then(ReasoningFormat::from_chat_template))
+        })?;
         let positive = |name: &str, v: f64| {
             if v.is_finite() && v > 0.0 {
                 Ok(Duration::from_secs_f64(v))

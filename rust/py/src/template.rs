@@ -177,6 +177,17 @@ impl PyChatTemplate {
     pub fn core(&self) -> &smgpy_template::ChatTemplate {
         &self.inner
     }
+
+    /// `t`, with its clock fixed at the Python datetime `now` when one is given.
+    fn at(t: smgpy_template::ChatTemplate, now: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        match now {
+            Some(now) => t
+                .with_now(datetime_from_py(now)?)
+                .map(Self::from)
+                .map_err(crate::errors::template),
+            None => Ok(Self::from(t)),
+        }
+    }
 }
 
 #[pymethods]
@@ -186,13 +197,7 @@ impl PyChatTemplate {
     fn new(source: &str, special_tokens: Option<&Bound<'_, PyDict>>, now: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let tokens = dict_to_map(special_tokens)?;
         let t = smgpy_template::ChatTemplate::from_source_or_path(source, tokens).map_err(crate::errors::template)?;
-        match now {
-            Some(now) => t
-                .with_now(datetime_from_py(now)?)
-                .map(Self::from)
-                .map_err(crate::errors::template),
-            None => Ok(Self::from(t)),
-        }
+        Self::at(t, now)
     }
 
     /// Load the template and special tokens of a model directory, in transformers' order:
@@ -201,13 +206,7 @@ impl PyChatTemplate {
     #[pyo3(signature = (path, *, now = None))]
     fn from_model_dir(path: std::path::PathBuf, now: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let t = smgpy_template::ChatTemplate::from_model_dir(&path).map_err(crate::errors::template)?;
-        match now {
-            Some(now) => t
-                .with_now(datetime_from_py(now)?)
-                .map(Self::from)
-                .map_err(crate::errors::template),
-            None => Ok(Self::from(t)),
-        }
+        Self::at(t, now)
     }
 
     /// The template source.
