@@ -321,16 +321,7 @@ fn escape_filter(value: &Value) -> Value {
     }
     let text = py_str(value);
     let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '\'' => out.push_str("&#39;"),
-            '"' => out.push_str("&#34;"),
-            c => out.push(c),
-        }
-    }
+    crate::markup::escape_into(&text, &mut out);
     Value::from_safe_string(out)
 }
 

@@ -47,6 +47,11 @@ fn falsy(value: &Value) -> bool {
     !value.is_true()
 }
 
+/// minijinja's `select`/`reject` (value, test name, test arguments).
+type TestFilter = fn(&State, Value, Option<Cow<'_, str>>, Rest<Value>) -> Result<Vec<Value>, Error>;
+/// minijinja's `selectattr`/`rejectattr` (value, attribute, test name, test arguments).
+type AttrTestFilter = fn(&State, Value, Cow<'_, str>, Option<Cow<'_, str>>, Rest<Value>) -> Result<Vec<Value>, Error>;
+
 /// Replace the built-in filters with generator-returning versions.
 pub fn register(env: &mut Environment<'static>) {
     env.add_filter("map", |state: &State, value: Value, args: Rest<Value>| {
@@ -56,42 +61,32 @@ pub fn register(env: &mut Environment<'static>) {
         }
         filters::map(state, value, args).map(generator)
     });
-    env.add_filter(
-        "select",
-        |state: &State, value: Value, test: Option<Cow<'_, str>>, args: Rest<Value>| {
-            if falsy(&value) {
-                return Ok(generator(Vec::new()));
-            }
-            filters::select(state, value, test, args).map(generator)
-        },
-    );
-    env.add_filter(
-        "reject",
-        |state: &State, value: Value, test: Option<Cow<'_, str>>, args: Rest<Value>| {
-            if falsy(&value) {
-                return Ok(generator(Vec::new()));
-            }
-            filters::reject(state, value, test, args).map(generator)
-        },
-    );
-    env.add_filter(
-        "selectattr",
-        |state: &State, value: Value, attr: Cow<'_, str>, test: Option<Cow<'_, str>>, args: Rest<Value>| {
-            if falsy(&value) {
-                return Ok(generator(Vec::new()));
-            }
-            filters::selectattr(state, value, attr, test, args).map(generator)
-        },
-    );
-    env.add_filter(
-        "rejectattr",
-        |state: &State, value: Value, attr: Cow<'_, str>, test: Option<Cow<'_, str>>, args: Rest<Value>| {
-            if falsy(&value) {
-                return Ok(generator(Vec::new()));
-            }
-            filters::rejectattr(state, value, attr, test, args).map(generator)
-        },
-    );
+    // `select`/`reject` and their `attr` forms: nothing to test for a falsy value.
+    for (name, filter) in [("select", filters::select as TestFilter), ("reject", filters::reject)] {
+        env.add_filter(
+            name,
+            move |state: &State, value: Value, test: Option<Cow<'_, str>>, args: Rest<Value>| {
+                if falsy(&value) {
+                    return Ok(generator(Vec::new()));
+                }
+                filter(state, value, test, args).map(generator)
+            },
+        );
+    }
+    for (name, filter) in [
+        ("selectattr", filters::selectattr as AttrTestFilter),
+        ("rejectattr", filters::rejectattr),
+    ] {
+        env.add_filter(
+            name,
+            move |state: &State, value: Value, attr: Cow<'_, str>, test: Option<Cow<'_, str>>, args: Rest<Value>| {
+                if falsy(&value) {
+                    return Ok(generator(Vec::new()));
+                }
+                filter(state, value, attr, test, args).map(generator)
+            },
+        );
+    }
     env.add_filter(
         "unique",
         |state: &State, value: Value, kwargs: Kwargs| -> Result<Value, Error> {

@@ -101,45 +101,19 @@ pub(crate) fn dump_options(indent: Option<Value>, kwargs: Kwargs) -> Result<Dump
 pub(crate) fn dump_node(out: &mut String, node: NodeRef<'_>, opts: &DumpOptions, depth: usize) -> Result<(), Error> {
     match node.node() {
         Node::Str(..) => write_json_str(out, node.as_str().unwrap_or_default(), opts.ensure_ascii),
-        Node::List(first, len) => {
-            if len == 0 {
-                out.push_str("[]");
-                return Ok(());
-            }
-            out.push('[');
-            for k in 0..len {
-                if k > 0 {
-                    out.push_str(&opts.item_sep);
-                }
-                newline_indent(out, opts, depth + 1);
-                dump_node(out, node.child(first, k), opts, depth + 1)?;
-            }
-            newline_indent(out, opts, depth);
-            out.push(']');
-        }
+        Node::List(first, len) => write_items(out, opts, depth, LIST, 0..len, |out, k| {
+            dump_node(out, node.child(first, k), opts, depth + 1)
+        })?,
         Node::Dict(..) if opts.sort_keys => dump(out, &node.to_value(), opts, depth)?,
-        Node::Dict(first, len) => {
-            if len == 0 {
-                out.push_str("{}");
-                return Ok(());
+        Node::Dict(first, len) => write_items(out, opts, depth, OBJECT, 0..len, |out, k| {
+            let key = node.child(first, 2 * k);
+            match key.as_str() {
+                Some(s) => write_json_str(out, s, opts.ensure_ascii),
+                None => write_key(out, &key.to_value(), opts)?,
             }
-            out.push('{');
-            for k in 0..len {
-                if k > 0 {
-                    out.push_str(&opts.item_sep);
-                }
-                newline_indent(out, opts, depth + 1);
-                let key = node.child(first, 2 * k);
-                match key.as_str() {
-                    Some(s) => write_json_str(out, s, opts.ensure_ascii),
-                    None => write_key(out, &key.to_value(), opts)?,
-                }
-                out.push_str(&opts.key_sep);
-                dump_node(out, node.child(first, 2 * k + 1), opts, depth + 1)?;
-            }
-            newline_indent(out, opts, depth);
-            out.push('}');
-        }
+            out.push_str(&opts.key_sep);
+            dump_node(out, node.child(first, 2 * k + 1), opts, depth + 1)
+        })?,
         _ => dump(out, &node.to_value(), opts, depth)?,
     }
     Ok(())
@@ -182,22 +156,11 @@ pub fn dump(out: &mut String, value: &Value, opts: &DumpOptions, depth: usize) -
         }
         ValueKind::Map if !opts.sort_keys && value.downcast_object_ref::<PairDict>().is_some() => {
             let pairs = value.downcast_object_ref::<PairDict>().map_or(&[][..], PairDict::pairs);
-            if pairs.is_empty() {
-                out.push_str("{}");
-                return Ok(());
-            }
-            out.push('{');
-            for (i, (key, item)) in pairs.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(&opts.item_sep);
-                }
-                newline_indent(out, opts, depth + 1);
+            write_items(out, opts, depth, OBJECT, pairs, |out, (key, item)| {
                 write_key(out, key, opts)?;
                 out.push_str(&opts.key_sep);
-                dump(out, item, opts, depth + 1)?;
-            }
-            newline_indent(out, opts, depth);
-            out.push('}');
+                dump(out, item, opts, depth + 1)
+            })?;
         }
         ValueKind::Seq | ValueKind::Iterable => {
             let items: Vec<Value> = value.try_iter()?.collect();
@@ -205,25 +168,14 @@ pub fn dump(out: &mut String, value: &Value, opts: &DumpOptions, depth: usize) -
         }
         ValueKind::Map => {
             let mut keys: Vec<Value> = value.try_iter()?.collect();
-            if keys.is_empty() {
-                out.push_str("{}");
-                return Ok(());
-            }
             if opts.sort_keys {
                 keys.sort();
             }
-            out.push('{');
-            for (i, key) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(&opts.item_sep);
-                }
-                newline_indent(out, opts, depth + 1);
+            write_items(out, opts, depth, OBJECT, &keys, |out, key| {
                 write_key(out, key, opts)?;
                 out.push_str(&opts.key_sep);
-                dump(out, &value.get_item(key)?, opts, depth + 1)?;
-            }
-            newline_indent(out, opts, depth);
-            out.push('}');
+                dump(out, &value.get_item(key)?, opts, depth + 1)
+            })?;
         }
         ValueKind::Undefined => {
             return Err(Error::new(
@@ -242,20 +194,40 @@ pub fn dump(out: &mut String, value: &Value, opts: &DumpOptions, depth: usize) -
 }
 
 fn dump_seq(out: &mut String, items: &[Value], opts: &DumpOptions, depth: usize) -> Result<(), Error> {
-    if items.is_empty() {
-        out.push_str("[]");
-        return Ok(());
-    }
-    out.push('[');
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
+    write_items(out, opts, depth, LIST, items, |out, item| {
+        dump(out, item, opts, depth + 1)
+    })
+}
+
+/// The brackets of a JSON array and of an object, for [`write_items`].
+const LIST: [char; 2] = ['[', ']'];
+const OBJECT: [char; 2] = ['{', '}'];
+
+/// Write a JSON array or object (`brackets`) at `depth` as `json.dumps` lays it out: `[]`/`{}` when
+/// there are no `items`, else each item, written by `write`, after the item separator and the
+/// indentation of `depth + 1`, and the closing bracket on a line of its own when indenting.
+fn write_items<T>(
+    out: &mut String,
+    opts: &DumpOptions,
+    depth: usize,
+    [open, close]: [char; 2],
+    items: impl IntoIterator<Item = T>,
+    mut write: impl FnMut(&mut String, T) -> Result<(), Error>,
+) -> Result<(), Error> {
+    out.push(open);
+    let mut empty = true;
+    for item in items {
+        if !empty {
             out.push_str(&opts.item_sep);
         }
+        empty = false;
         newline_indent(out, opts, depth + 1);
-        dump(out, item, opts, depth + 1)?;
+        write(out, item)?;
     }
-    newline_indent(out, opts, depth);
-    out.push(']');
+    if !empty {
+        newline_indent(out, opts, depth);
+    }
+    out.push(close);
     Ok(())
 }
 

@@ -13,6 +13,8 @@
 use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, Value};
 
+use crate::source::{push_tag, split_markers};
+
 /// Name of the filter that replaces `+` in rewritten chains.
 pub const ADD_FILTER: &str = "smgpy_markup_add";
 
@@ -27,25 +29,9 @@ pub fn rewrite_markup_concat(source: &str) -> String {
         out.push_str(&rest[..start]);
         let tag = &rest[start..];
         let Some(end) = tag.find("}}") else { break };
-        let inner = &tag[2..end];
-        let (lead, body) = match inner.strip_prefix(['-', '+']) {
-            Some(b) => (&inner[..1], b),
-            None => ("", inner),
-        };
-        let (body, trail) = match body.strip_suffix(['-', '+']) {
-            Some(b) => (b, &body[body.len() - 1..]),
-            None => (body, ""),
-        };
+        let (lead, body, trail) = split_markers(&tag[2..end]);
         match rewrite_chain(body) {
-            Some(r) => {
-                out.push_str("{{");
-                out.push_str(lead);
-                out.push(' ');
-                out.push_str(&r);
-                out.push(' ');
-                out.push_str(trail);
-                out.push_str("}}");
-            }
+            Some(r) => push_tag(&mut out, ("{{", "}}"), lead, &r, trail),
             None => out.push_str(&tag[..end + 2]),
         }
         rest = &tag[end + 2..];
@@ -187,7 +173,7 @@ fn plain_add(left: &Value, right: &Value) -> Result<Value, Error> {
 }
 
 /// markupsafe's escape of `& < > ' "`.
-fn escape_into(s: &str, out: &mut String) {
+pub(crate) fn escape_into(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),

@@ -23,6 +23,24 @@ pub fn write_str(out: &mut String, value: &Value) {
     }
 }
 
+/// Append `open`, the `items` written by `write` and separated by `", "`, and `close` to `out`: a
+/// Python list's or dict's repr around its items.
+fn write_joined<T>(
+    out: &mut String,
+    [open, close]: [char; 2],
+    items: impl IntoIterator<Item = T>,
+    mut write: impl FnMut(&mut String, T),
+) {
+    out.push(open);
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        write(out, item);
+    }
+    out.push(close);
+}
+
 /// Append Python's `repr(value)` to `out`.
 pub fn write_repr(out: &mut String, value: &Value) {
     match value.kind() {
@@ -50,31 +68,16 @@ pub fn write_repr(out: &mut String, value: &Value) {
             out.push(')');
         }
         ValueKind::Seq | ValueKind::Iterable => {
-            out.push('[');
-            if let Ok(iter) = value.try_iter() {
-                for (i, item) in iter.enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    write_repr(out, &item);
-                }
-            }
-            out.push(']');
+            write_joined(out, ['[', ']'], value.try_iter().into_iter().flatten(), |out, item| {
+                write_repr(out, &item);
+            });
         }
         ValueKind::Map => {
-            out.push('{');
-            if let Ok(iter) = value.try_iter() {
-                for (i, key) in iter.enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    write_repr(out, &key);
-                    out.push_str(": ");
-                    let item = value.get_item(&key).unwrap_or_default();
-                    write_repr(out, &item);
-                }
-            }
-            out.push('}');
+            write_joined(out, ['{', '}'], value.try_iter().into_iter().flatten(), |out, key| {
+                write_repr(out, &key);
+                out.push_str(": ");
+                write_repr(out, &value.get_item(&key).unwrap_or_default());
+            });
         }
         _ => {
             let _ = write!(out, "{value}");

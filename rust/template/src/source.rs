@@ -48,15 +48,7 @@ fn rewrite_tags(source: &str) -> String {
             out.push_str(tag);
             return out;
         };
-        let inner = &tag[2..end];
-        let (lead, body) = match inner.strip_prefix(['-', '+']) {
-            Some(b) => (&inner[..1], b),
-            None => ("", inner),
-        };
-        let (body, trail) = match body.strip_suffix(['-', '+']) {
-            Some(b) => (b, &body[body.len() - 1..]),
-            None => (body, ""),
-        };
+        let (lead, body, trail) = split_markers(&tag[2..end]);
         let keyword = body.trim();
         let replacement = if in_raw {
             in_raw = keyword != "endraw";
@@ -74,21 +66,35 @@ fn rewrite_tags(source: &str) -> String {
             }
         };
         match replacement {
-            Some(r) => {
-                out.push_str("{%");
-                out.push_str(lead);
-                out.push(' ');
-                out.push_str(&r);
-                out.push(' ');
-                out.push_str(trail);
-                out.push_str("%}");
-            }
+            Some(r) => push_tag(&mut out, ("{%", "%}"), lead, &r, trail),
             None => out.push_str(&tag[..end + 2]),
         }
         rest = &tag[end + 2..];
     }
     out.push_str(rest);
     out
+}
+
+/// A tag's inner text (between `{%` and `%}`, or `{{` and `}}`) split into its leading
+/// whitespace-control marker (`-`, `+` or none), its body and its trailing marker, so that a rewrite
+/// of the body keeps the markers and `trim_blocks`/`lstrip_blocks` act as around the original.
+pub(crate) fn split_markers(inner: &str) -> (&str, &str, &str) {
+    let (lead, body) = match inner.strip_prefix(['-', '+']) {
+        Some(b) => (&inner[..1], b),
+        None => ("", inner),
+    };
+    match body.strip_suffix(['-', '+']) {
+        Some(b) => (lead, b, &body[body.len() - 1..]),
+        None => (lead, body, ""),
+    }
+}
+
+/// Append the tag `open lead body trail close` (`{%- body %}`) to `out`: a rewritten body between
+/// the markers [`split_markers`] took from the original tag.
+pub(crate) fn push_tag(out: &mut String, (open, close): (&str, &str), lead: &str, body: &str, trail: &str) {
+    for part in [open, lead, " ", body, " ", trail, close] {
+        out.push_str(part);
+    }
 }
 
 /// Byte offsets of top-level whole-word `word` in `text` (outside strings and brackets).

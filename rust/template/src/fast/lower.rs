@@ -242,6 +242,14 @@ impl Lower {
         Some(self.macros.len() - 1)
     }
 
+    /// The operands of `left op right` for an operator whose chains are flattened (`+`, `~`):
+    /// `left`'s own operands when `split` finds it is the same chain, then `right`.
+    fn chain(&mut self, b: &ast::BinOp<'_>, split: fn(Expr) -> Result<Vec<Expr>, Expr>) -> Vec<Expr> {
+        let mut items = split(self.expr(&b.left)).unwrap_or_else(|left| vec![left]);
+        items.push(self.expr(&b.right));
+        items
+    }
+
     fn boxed(&mut self, e: &ast::Expr<'_>) -> Option<Box<Expr>> {
         Some(Box::new(self.expr(e)))
     }
@@ -415,22 +423,14 @@ impl Lower {
             ast::BinOpKind::ScAnd => Expr::And(self.boxed(&b.left)?, self.boxed(&b.right)?),
             ast::BinOpKind::ScOr => Expr::Or(self.boxed(&b.left)?, self.boxed(&b.right)?),
             ast::BinOpKind::In => Expr::In(self.boxed(&b.left)?, self.boxed(&b.right)?),
-            ast::BinOpKind::Add => {
-                let mut items = match self.expr(&b.left) {
-                    Expr::Add(items) => items,
-                    left => vec![left],
-                };
-                items.push(self.expr(&b.right));
-                Expr::Add(items)
-            }
-            ast::BinOpKind::Concat => {
-                let mut items = match self.expr(&b.left) {
-                    Expr::Concat(items) => items,
-                    left => vec![left],
-                };
-                items.push(self.expr(&b.right));
-                Expr::Concat(items)
-            }
+            ast::BinOpKind::Add => Expr::Add(self.chain(b, |left| match left {
+                Expr::Add(items) => Ok(items),
+                left => Err(left),
+            })),
+            ast::BinOpKind::Concat => Expr::Concat(self.chain(b, |left| match left {
+                Expr::Concat(items) => Ok(items),
+                left => Err(left),
+            })),
             ast::BinOpKind::Sub => Expr::Arith(Arith::Sub, self.boxed(&b.left)?, self.boxed(&b.right)?),
             ast::BinOpKind::Mul => Expr::Arith(Arith::Mul, self.boxed(&b.left)?, self.boxed(&b.right)?),
             ast::BinOpKind::Rem => Expr::Arith(Arith::Rem, self.boxed(&b.left)?, self.boxed(&b.right)?),

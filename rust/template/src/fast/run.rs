@@ -505,30 +505,36 @@ impl<'a> Run<'a> {
                 _ => Err(bail!()),
             };
         }
+        self.each_in_loop(items, |this, i| {
+            if let Some(state) = this.loops.last_mut() {
+                state.index = i;
+            }
+            this.bind_target(&f.target, i)?;
+            match this.block(&f.body)? {
+                // minijinja runs `else` when a loop breaks in its first iteration; not copied here.
+                Flow::Break if i == 0 && !f.else_body.is_empty() => Err(bail!()),
+                Flow::Break => Ok(false),
+                _ => Ok(true),
+            }
+        })
+    }
+
+    /// Run `step` on each index of `items` inside a loop of its own (a scope frame, and the loop's
+    /// state that `loop.*` and [`Self::bind_target`] read), until it returns `false` or an error; the
+    /// loop and its frame are gone afterwards however it ended.
+    fn each_in_loop(&mut self, items: Items<'a>, mut step: impl FnMut(&mut Self, usize) -> R<bool>) -> R<()> {
         let start = self.scope.len();
         self.frames.push(start);
         let n = items.len();
         self.loops.push(LoopState { items, index: 0 });
         let mut result = Ok(());
         for i in 0..n {
-            if let Some(state) = self.loops.last_mut() {
-                state.index = i;
-            }
             // Each iteration starts from the loop's frame: what the previous one set is gone (jinja2
             // and minijinja alike; `{% set first = false %}` in a loop body does not carry over).
             self.scope.truncate(start);
-            if let Err(e) = self.bind_target(&f.target, i) {
-                result = Err(e);
-                break;
-            }
-            match self.block(&f.body) {
-                // minijinja runs `else` when a loop breaks in its first iteration; not copied here.
-                Ok(Flow::Break) if i == 0 && !f.else_body.is_empty() => {
-                    result = Err(bail!());
-                    break;
-                }
-                Ok(Flow::Break) => break,
-                Ok(_) => {}
+            match step(self, i) {
+                Ok(true) => {}
+                Ok(false) => break,
                 Err(e) => {
                     result = Err(e);
                     break;
@@ -641,42 +647,28 @@ impl<'a> Run<'a> {
 
     /// `for x in xs if cond`: the kept items, as jinja2 counts them.
     fn filtered(&mut self, f: &'a super::ir::For, items: Items<'a>, filter: &'a Expr) -> R<Items<'a>> {
-        let start = self.scope.len();
-        self.frames.push(start);
-        let n = items.len();
-        self.loops.push(LoopState { items, index: 0 });
         let mut kept = Vec::new();
-        let mut result = Ok(());
-        for i in 0..n {
-            self.scope.truncate(start);
-            let keep = self.bind_target(&f.target, i).and_then(|_| self.cond(filter));
-            match keep {
-                Ok(true) => {
-                    let state = self.loops.last().ok_or(bail!())?;
-                    match &state.items {
-                        Items::Pairs(p) => {
-                            let (k, v) = &p[i];
-                            kept.push(V::O(crate::tuple::pair(k.clone(), v.clone())));
-                        }
-                        Items::NodePairs(r, first, _) => {
-                            let k = r.child(*first, 2 * i as u32).to_value();
-                            let v = r.child(*first, 2 * i as u32 + 1).to_value();
-                            kept.push(V::O(crate::tuple::pair(k, v)));
-                        }
-                        items => kept.push(items.get(i).ok_or(bail!())?),
-                    }
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
+        self.each_in_loop(items, |this, i| {
+            this.bind_target(&f.target, i)?;
+            if !this.cond(filter)? {
+                return Ok(true);
             }
-        }
-        self.loops.pop();
-        self.frames.pop();
-        self.scope.truncate(start);
-        result.map(|_| Items::Owned(kept))
+            let state = this.loops.last().ok_or(bail!())?;
+            match &state.items {
+                Items::Pairs(p) => {
+                    let (k, v) = &p[i];
+                    kept.push(V::O(crate::tuple::pair(k.clone(), v.clone())));
+                }
+                Items::NodePairs(r, first, _) => {
+                    let k = r.child(*first, 2 * i as u32).to_value();
+                    let v = r.child(*first, 2 * i as u32 + 1).to_value();
+                    kept.push(V::O(crate::tuple::pair(k, v)));
+                }
+                items => kept.push(items.get(i).ok_or(bail!())?),
+            }
+            Ok(true)
+        })?;
+        Ok(Items::Owned(kept))
     }
 
     fn call_macro(&mut self, index: usize, pos: &'a [Expr], kwargs: &'a [(Box<str>, Expr)], direct: bool) -> R<V<'a>> {
