@@ -5,10 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use smgpy_parsers::tool::{parse_complete, ToolCallParser, ToolFormat};
+use smgpy_parsers::tool::{parse_complete, ToolFormat};
 use std::hint::black_box;
 use std::time::Duration;
+use tool_common::{four_bytes, stream_count};
 use tool_parser::ParserFactory;
+
+mod tool_common;
 
 /// An argument value long enough that arguments dominate, as in real agent traffic.
 const NOTE: &str = "The forecast should cover the next three days, including wind speed, humidity and the \
@@ -143,32 +146,6 @@ fn smg_name(format: ToolFormat) -> Option<&'static str> {
     })
 }
 
-/// ~4-byte chunks on char boundaries.
-fn chunks(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    for c in s.chars() {
-        cur.push(c);
-        if cur.len() >= 4 {
-            out.push(std::mem::take(&mut cur));
-        }
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
-fn smgpy_stream(chunks: &[String], format: ToolFormat) -> usize {
-    let mut p = ToolCallParser::new(format, None);
-    let mut n = 0;
-    for c in chunks {
-        let d = p.push(c);
-        n += d.normal_text.len() + d.calls().len();
-    }
-    n + p.finish().calls().len()
-}
-
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let factory = ParserFactory::new();
@@ -182,7 +159,7 @@ fn bench(c: &mut Criterion) {
     .unwrap();
     for &format in ToolFormat::ALL {
         let text = unit(format);
-        let pieces = chunks(&text);
+        let pieces = four_bytes(&text);
         let ours = parse_complete(&text, format, None);
         assert!(!ours.calls.is_empty(), "corpus of {} has no calls", format.name());
         let mut group = c.benchmark_group(format!("tool/{}", format.name()));
@@ -191,7 +168,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| parse_complete(black_box(&text), format, None))
         });
         group.bench_function(BenchmarkId::new("smgpy", "stream4"), |b| {
-            b.iter(|| smgpy_stream(black_box(&pieces), format))
+            b.iter(|| stream_count(format, black_box(&pieces)))
         });
         if let Some(name) = smg_name(format) {
             let parser = factory.registry().create_parser(name).unwrap();

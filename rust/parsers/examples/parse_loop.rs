@@ -10,6 +10,10 @@
 //! caller can check them against a complete parse.
 use smgpy_parsers::tool::{parse_complete, CallDelta, ToolCallParser, ToolDelta, ToolFormat};
 use std::time::Instant;
+use tool_common::{four_bytes, stream_count};
+
+#[path = "../benches/tool_common/mod.rs"]
+mod tool_common;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -145,17 +149,6 @@ fn stream_pieces(format: ToolFormat, pieces: &[String]) -> Vec<(String, String)>
     calls
 }
 
-/// Stream `pieces` as the criterion bench does, touching what each push returns.
-fn stream_count(format: ToolFormat, pieces: &[String]) -> usize {
-    let mut p = ToolCallParser::new(format, None);
-    let mut n = 0;
-    for piece in pieces {
-        let d = p.push(piece);
-        n += d.normal_text.len() + d.calls().len();
-    }
-    n + p.finish().calls().len()
-}
-
 /// `stream_count` through `push_into`, clearing (`ToolDelta::clear`) and reusing one delta.
 fn stream_count_reused(format: ToolFormat, pieces: &[String]) -> usize {
     let mut p = ToolCallParser::new(format, None);
@@ -167,19 +160,4 @@ fn stream_count_reused(format: ToolFormat, pieces: &[String]) -> usize {
         n += d.normal_text.len() + d.calls().len();
     }
     n + p.finish().calls().len()
-}
-
-/// ~4-byte pieces on char boundaries.
-fn four_bytes(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        let mut cut = rest.len().min(4);
-        while !rest.is_char_boundary(cut) {
-            cut += 1;
-        }
-        out.push(rest[..cut].to_string());
-        rest = &rest[cut..];
-    }
-    out
 }

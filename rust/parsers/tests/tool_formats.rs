@@ -4,7 +4,7 @@
 
 mod tool_common;
 
-use smgpy_parsers::tool::{parse_complete, CallDelta, ToolCallDelta, ToolCallParser, ToolDef, ToolFormat};
+use smgpy_parsers::tool::{parse_complete, CallDelta, Forced, ToolCallDelta, ToolCallParser, ToolDef, ToolFormat};
 use tool_common::{check_streaming, Case, CASES};
 
 fn run(case: &Case) {
@@ -265,10 +265,10 @@ fn every_format_has_every_kind_of_case() {
     assert!(missing.is_empty(), "missing fixture kinds:\n{}", missing.join("\n"));
 }
 
-/// Complete and streamed results of a forced-call parser, as (normal text, calls).
-fn forced(text: &str, pieces: &[&str]) -> (String, Vec<(String, String)>) {
-    use smgpy_parsers::tool::{Forced, ToolCallParser};
-    let mut p = ToolCallParser::forced(ToolFormat::Hermes, None, Forced::Call("get_weather".into()));
+/// `pieces` streamed through a Hermes parser for forced output, as (normal text, calls as
+/// (name, arguments)).
+fn stream_forced(forced: Forced, pieces: &[&str]) -> (String, Vec<(String, String)>) {
+    let mut p = ToolCallParser::forced(ToolFormat::Hermes, None, forced);
     let mut normal = String::new();
     let mut calls: Vec<(String, String)> = Vec::new();
     let mut deltas: Vec<_> = pieces.iter().map(|piece| p.push(piece)).collect();
@@ -282,8 +282,13 @@ fn forced(text: &str, pieces: &[&str]) -> (String, Vec<(String, String)>) {
             }
         }
     }
-    assert_eq!(pieces.concat(), text);
     (normal, calls)
+}
+
+/// Streamed results of a parser forced to call `get_weather`, as (normal text, calls).
+fn forced(text: &str, pieces: &[&str]) -> (String, Vec<(String, String)>) {
+    assert_eq!(pieces.concat(), text);
+    stream_forced(Forced::Call("get_weather".into()), pieces)
 }
 
 #[test]
@@ -306,11 +311,7 @@ fn forced_call_reads_the_whole_output_as_arguments() {
     let chars: Vec<&str> = chars.iter().map(String::as_str).collect();
     assert_eq!(forced(text, &chars), want);
     // The call is reported before its arguments end.
-    let mut p = smgpy_parsers::tool::ToolCallParser::forced(
-        ToolFormat::Hermes,
-        None,
-        smgpy_parsers::tool::Forced::Call("get_weather".into()),
-    );
+    let mut p = ToolCallParser::forced(ToolFormat::Hermes, None, Forced::Call("get_weather".into()));
     let first = p.push("{\"city\": \"Par");
     assert_eq!(first.calls().next().and_then(|c| c.name), Some("get_weather"));
     assert_eq!(first.calls().next().map(|c| c.arguments), Some("{\"city\":\"Par"));
@@ -318,25 +319,8 @@ fn forced_call_reads_the_whole_output_as_arguments() {
 
 #[test]
 fn forced_list_of_calls() {
-    use smgpy_parsers::tool::{Forced, ToolCallParser};
     let text = "\n[{\"name\": \"a\", \"parameters\": {\"x\": 1}}, {\"name\": \"b\", \"parameters\": {}}]";
-    let run = |pieces: &[&str]| {
-        let mut p = ToolCallParser::forced(ToolFormat::Hermes, None, Forced::List);
-        let mut calls: Vec<(String, String)> = Vec::new();
-        let mut normal = String::new();
-        let mut deltas: Vec<_> = pieces.iter().map(|x| p.push(x)).collect();
-        deltas.push(p.finish());
-        for d in deltas {
-            normal.push_str(&d.normal_text);
-            for c in d.calls().map(CallDelta::owned) {
-                match calls.get_mut(c.index) {
-                    Some(call) => call.1.push_str(&c.arguments),
-                    None => calls.push((c.name.unwrap_or_default(), c.arguments)),
-                }
-            }
-        }
-        (normal, calls)
-    };
+    let run = |pieces: &[&str]| stream_forced(Forced::List, pieces);
     let want = (
         String::new(),
         vec![

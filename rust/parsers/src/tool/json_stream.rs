@@ -536,6 +536,7 @@ pub(crate) fn write_escaped(c: char, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tool::json_strategy;
     use proptest::prelude::*;
 
     fn run(text: &str) -> (String, Fed) {
@@ -686,15 +687,7 @@ mod tests {
 
     fn any_json() -> impl Strategy<Value = serde_json::Value> {
         use serde_json::Value;
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::from),
-            any::<f64>()
-                .prop_filter("finite", |f| f.is_finite())
-                .prop_map(Value::from),
-            "[a-z\"\\\\/\n\t\u{1}é😀 ]{0,12}".prop_map(Value::String),
-        ];
+        let leaf = json_strategy::scalar("[a-z\"\\\\/\n\t\u{1}é😀 ]{0,12}");
         leaf.prop_recursive(3, 24, 4, |inner| {
             prop_oneof![
                 proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),

@@ -21,6 +21,8 @@ mod generic;
 mod header;
 mod heads;
 mod json_raw;
+#[cfg(test)]
+mod json_strategy;
 mod json_stream;
 mod literal;
 mod live;
