@@ -15,6 +15,44 @@ fn element<'a>(text: &'a str, close: &str) -> (&'a str, usize) {
     }
 }
 
+/// The elements `open HEAD sep BODY close` of `text`, one after another with only whitespace
+/// between them, as `(head, body)`; an item is `None` (and the last) where anything else stands.
+/// The last element may be unclosed (it runs to the end). With an empty `sep` every head is
+/// empty and a body is all of the element.
+fn elements<'a, 'p>(text: &'a str, open: &'p str, sep: &'p str, close: &'p str) -> Elements<'a, 'p> {
+    Elements {
+        rest: text,
+        open,
+        sep,
+        close,
+    }
+}
+
+struct Elements<'a, 'p> {
+    rest: &'a str,
+    open: &'p str,
+    sep: &'p str,
+    close: &'p str,
+}
+
+impl<'a> Iterator for Elements<'a, '_> {
+    type Item = Option<(&'a str, &'a str)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let t = self.rest.trim_start();
+        if t.is_empty() {
+            return None;
+        }
+        let Some((head, after)) = t.strip_prefix(self.open).and_then(|a| a.split_once(self.sep)) else {
+            self.rest = "";
+            return Some(None);
+        };
+        let (body, used) = element(after, self.close);
+        self.rest = &after[used..];
+        Some(Some((head, body)))
+    }
+}
+
 fn call(name: String, args: Map<String, Value>) -> Call {
     Call {
         id: None,
@@ -168,16 +206,10 @@ pub(crate) fn invoke(text: &str, prefix: &str, ctx: &Ctx) -> Option<Vec<Call>> {
     let open = format!("<{prefix}invoke");
     let close = format!("</{prefix}invoke>");
     let mut out = Vec::new();
-    let mut rest = text;
-    loop {
-        let t = rest.trim_start();
-        if t.is_empty() {
-            break;
-        }
-        let after_open = t.strip_prefix(open.as_str())?;
-        let (inner, used) = element(after_open, &close);
-        rest = &after_open[used..];
-        if let Some(call) = invoke_block(inner, prefix, ctx) {
+    // The head (`name="N"`) is read by `invoke_block`, where a bad one skips the block.
+    for block in elements(text, &open, "", &close) {
+        let (_, block) = block?;
+        if let Some(call) = invoke_block(block, prefix, ctx) {
             out.push(call);
         }
     }
@@ -199,15 +231,9 @@ fn invoke_block(block: &str, prefix: &str, ctx: &Ctx) -> Option<Call> {
     let popen = format!("<{prefix}parameter");
     let pclose = format!("</{prefix}parameter>");
     let mut args = Map::new();
-    let mut p = inner;
-    loop {
-        let q = p.trim_start();
-        if q.is_empty() {
-            break;
-        }
-        let (phead, after) = q.strip_prefix(popen.as_str())?.split_once('>')?;
+    for param in elements(inner, &popen, ">", &pclose) {
+        let (phead, raw) = param?;
         let key = attr(phead, "name")?;
-        let (raw, used) = element(after, &pclose);
         let value = match attr(phead, "string").as_deref() {
             Some(flag) => marked_value(ctx, &name, &key, value::trim(raw, Trim::Newline), flag == "true"),
             // MiniMax M2: entities decoded, the reference parser's types.
@@ -218,7 +244,6 @@ fn invoke_block(block: &str, prefix: &str, ctx: &Ctx) -> Option<Call> {
             None => value::typed(ctx, &name, &key, value::trim(raw, Trim::Newline), Typing::Loose),
         };
         args.insert(key, value);
-        p = &after[used..];
     }
     Some(call(name, args))
 }
@@ -229,34 +254,21 @@ pub(crate) fn kimi_k3(text: &str, ctx: &Ctx) -> Option<Vec<Call>> {
     const CLOSE: &str = "<|close|>call<|sep|>";
     const AOPEN: &str = "<|open|>argument";
     const ACLOSE: &str = "<|close|>argument<|sep|>";
+    const SEP: &str = "<|sep|>";
     let mut out = Vec::new();
-    let mut rest = text;
-    loop {
-        let t = rest.trim_start();
-        if t.is_empty() {
-            break;
-        }
-        let (head, after) = t.strip_prefix(OPEN)?.split_once("<|sep|>")?;
+    for call_element in elements(text, OPEN, SEP, CLOSE) {
+        let (head, inner) = call_element?;
         let name = valid_name(&attr(head, "tool")?)?;
-        let (inner, used) = element(after, CLOSE);
-        rest = &after[used..];
         let mut args = Map::new();
-        let mut p = inner;
-        loop {
-            let q = p.trim_start();
-            if q.is_empty() {
-                break;
-            }
-            let (ahead, after) = q.strip_prefix(AOPEN)?.split_once("<|sep|>")?;
+        for argument in elements(inner, AOPEN, SEP, ACLOSE) {
+            let (ahead, raw) = argument?;
             let key = attr(ahead, "key")?;
-            let (raw, used) = element(after, ACLOSE);
             let value = match attr(ahead, "type").as_deref() {
                 Some("string") => Value::String(raw.to_string()),
                 Some(_) => loose_json(raw),
                 None => value::typed(ctx, &name, &key, raw, Typing::Loose),
             };
             args.insert(key, value);
-            p = &after[used..];
         }
         out.push(call(name, args));
     }
@@ -289,6 +301,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c[0].arguments, r#"{"x":"hi there"}"#);
+    }
+
+    #[test]
+    fn elements_split_heads_and_bodies() {
+        let got: Vec<_> = elements(" <a x>1</a>\n<a y>2", "<a", ">", "</a>").collect();
+        assert_eq!(got, [Some((" x", "1")), Some((" y", "2"))]);
+        let got: Vec<_> = elements("<a>1</a> junk <a>2</a>", "<a", "", "</a>").collect();
+        assert_eq!(got, [Some(("", ">1")), None]);
     }
 
     #[test]
