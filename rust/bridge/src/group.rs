@@ -55,23 +55,11 @@ impl Drop for Choice {
 
 #[cfg(test)]
 mod tests {
-    use smgpy_server::engine::{EngineEvent, EngineFinish, EngineOutput, GenerateRequest};
-
     use super::*;
-
-    fn finish() -> EngineEvent {
-        EngineEvent::Output(EngineOutput {
-            finish: Some(EngineFinish::Length),
-            ..EngineOutput::default()
-        })
-    }
+    use crate::inbox::tests::{finish, request};
 
     fn started(inbox: &Arc<Inbox>, n: u32) -> (Vec<smgpy_server::engine::EngineStream>, crate::Start) {
-        let req = GenerateRequest {
-            rid: "g".into(),
-            ..GenerateRequest::default()
-        };
-        let streams = inbox.generate_group(req, n).expect("queued");
+        let streams = inbox.generate_group(request("g"), n).expect("queued");
         let start = inbox.take().starts.pop().expect("one engine request");
         assert_eq!(start.txs.len(), n as usize, "one channel per choice");
         (streams, start)

@@ -178,13 +178,14 @@ impl Abort for CancelOnDrop {
     }
 }
 
+/// Also the fixtures of the other modules' tests that queue requests.
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use smgpy_server::engine::{EngineFinish, EngineOutput};
 
     use super::*;
 
-    fn request(rid: &str) -> GenerateRequest {
+    pub(crate) fn request(rid: &str) -> GenerateRequest {
         GenerateRequest {
             rid: rid.into(),
             ..GenerateRequest::default()
@@ -196,7 +197,8 @@ mod tests {
         crate::bell::pending_bytes(&inbox.bell)
     }
 
-    fn finish() -> EngineEvent {
+    /// A choice's last output.
+    pub(crate) fn finish() -> EngineEvent {
         EngineEvent::Output(EngineOutput {
             finish: Some(EngineFinish::Length),
             ..EngineOutput::default()

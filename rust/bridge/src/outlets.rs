@@ -271,9 +271,20 @@ mod tests {
         out
     }
 
+    /// Outlets over one channel per choice, of these capacities, and the channels' readers.
+    fn outlets<const N: usize>(capacities: [usize; N]) -> (Outlets<u32>, [mpsc::Receiver<u32>; N]) {
+        let mut txs = Vec::with_capacity(N);
+        let rxs = capacities.map(|c| {
+            let (tx, rx) = mpsc::channel(c);
+            txs.push(tx);
+            rx
+        });
+        (Outlets::new(txs), rxs)
+    }
+
     fn one(capacity: usize) -> (Outlets<u32>, mpsc::Receiver<u32>) {
-        let (tx, rx) = mpsc::channel(capacity);
-        (Outlets::new(vec![tx]), rx)
+        let (o, [rx]) = outlets([capacity]);
+        (o, rx)
     }
 
     #[test]
@@ -365,9 +376,7 @@ mod tests {
 
     #[test]
     fn a_full_choice_does_not_hold_back_its_siblings() {
-        let (tx0, mut rx0) = mpsc::channel(1);
-        let (tx1, mut rx1) = mpsc::channel(8);
-        let mut o = Outlets::new(vec![tx0, tx1]);
+        let (mut o, [mut rx0, mut rx1]) = outlets([1, 8]);
         o.push(0, 10, false, || false);
         o.push(0, 11, false, || false); // choice 0 is full: held
         o.push(1, 20, false, || false); // held too (something is held), but its channel has room
@@ -380,9 +389,7 @@ mod tests {
 
     #[test]
     fn closed_only_while_the_engine_still_has_something_to_say() {
-        let (tx0, rx0) = mpsc::channel(8);
-        let (tx1, rx1) = mpsc::channel(8);
-        let mut o = Outlets::new(vec![tx0, tx1]);
+        let (mut o, [rx0, rx1]) = outlets([8, 8]);
         drop(rx0);
         assert_eq!(o.push(1, 1, false, || false).0, Status::Taken, "choice 1 still listens");
         drop(rx1);
@@ -405,9 +412,7 @@ mod tests {
 
     #[test]
     fn a_failure_goes_after_the_outputs_before_it_to_every_choice() {
-        let (tx0, mut rx0) = mpsc::channel(8);
-        let (tx1, mut rx1) = mpsc::channel(8);
-        let mut o = Outlets::new(vec![tx0, tx1]);
+        let (mut o, [mut rx0, mut rx1]) = outlets([8, 8]);
         o.push(0, 1, false, || true);
         o.flush_scheduled(true);
         assert_eq!(o.fail(|| 99), Status::Taken);

@@ -38,10 +38,7 @@ impl SamplingParams {
     /// call (`tool_choice` `required` or named) must be the call. `param` names the request
     /// field a 400 about it points at (`tools`).
     pub fn force(&mut self, constraint: Constraint, param: &str) {
-        self.structured = Some(Structured {
-            constraint,
-            param: param.to_string(),
-        });
+        self.structured = Some(Structured::new(constraint, param));
         self.response_format = None;
     }
 }

@@ -38,6 +38,15 @@ pub struct Structured {
     pub param: String,
 }
 
+impl Structured {
+    pub fn new(constraint: Constraint, param: impl Into<String>) -> Self {
+        Self {
+            constraint,
+            param: param.into(),
+        }
+    }
+}
+
 impl Constraint {
     /// The engine key and text this constraint is sent as. A choice becomes a regular
     /// expression, which every structured-output backend understands.
@@ -123,10 +132,7 @@ pub fn from_responses(text: Option<&Value>) -> Result<Option<Structured>, Protoc
     };
     match type_of(format, "text.format")? {
         "text" => Ok(None),
-        "json_object" => Ok(Some(Structured {
-            constraint: Constraint::JsonObject,
-            param: "text.format".into(),
-        })),
+        "json_object" => Ok(Some(Structured::new(Constraint::JsonObject, "text.format"))),
         "json_schema" => {
             let schema = format
                 .get("schema")
@@ -227,10 +233,7 @@ impl Kind {
                 Constraint::Choice(options)
             }
         };
-        Ok(Structured {
-            constraint,
-            param: param.to_string(),
-        })
+        Ok(Structured::new(constraint, param))
     }
 }
 
@@ -239,10 +242,7 @@ fn response_format(rf: &Value) -> Result<Option<Structured>, ProtocolError> {
     let at = |p: &str| format!("response_format.{p}");
     match type_of(rf, "response_format")? {
         "text" => Ok(None),
-        "json_object" => Ok(Some(Structured {
-            constraint: Constraint::JsonObject,
-            param: "response_format".into(),
-        })),
+        "json_object" => Ok(Some(Structured::new(Constraint::JsonObject, "response_format"))),
         "json_schema" => {
             let spec = rf.get("json_schema").filter(|s| s.is_object()).ok_or_else(|| {
                 ProtocolError::new(
@@ -252,17 +252,11 @@ fn response_format(rf: &Value) -> Result<Option<Structured>, ProtocolError> {
             })?;
             match spec.get("schema") {
                 // OpenAI allows leaving the schema out: any JSON value then.
-                None | Some(Value::Null) => Ok(Some(Structured {
-                    constraint: Constraint::Json { schema: json!({}) },
-                    param: at("json_schema"),
-                })),
+                None | Some(Value::Null) => Ok(Some(Structured::new(Constraint::Json { schema: json!({}) }, at("json_schema")))),
                 Some(schema) => Kind::Json.read(schema, &at("json_schema.schema")).map(Some),
             }
         }
-        "structural_tag" => Ok(Some(Structured {
-            constraint: Constraint::StructuralTag(rf.clone()),
-            param: "response_format".into(),
-        })),
+        "structural_tag" => Ok(Some(Structured::new(Constraint::StructuralTag(rf.clone()), "response_format"))),
         other => Err(ProtocolError::new(
             at("type"),
             format!(
@@ -291,10 +285,10 @@ fn structured_outputs(so: &Value) -> Result<Vec<Structured>, ProtocolError> {
         }
     }
     if obj.get("json_object").and_then(Value::as_bool) == Some(true) {
-        found.push(Structured {
-            constraint: Constraint::JsonObject,
-            param: "structured_outputs.json_object".into(),
-        });
+        found.push(Structured::new(
+            Constraint::JsonObject,
+            "structured_outputs.json_object",
+        ));
     }
     Ok(found)
 }

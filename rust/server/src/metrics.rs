@@ -31,7 +31,7 @@ impl Histogram {
     }
 
     fn render(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        family(out, name, "histogram", help, &[]);
         let mut cum = 0;
         for (b, c) in self.bounds.iter().zip(&self.counts) {
             cum += c.load(Ordering::Relaxed);
@@ -45,6 +45,15 @@ impl Histogram {
             self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
         );
         let _ = writeln!(out, "{name}_count {total}");
+    }
+}
+
+/// One metric family in Prometheus text: its `HELP` and `TYPE` lines, then a line per sample
+/// (`labels` in Prometheus' `{k="v"}` form, or empty).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(&str, u64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, v) in samples {
+        let _ = writeln!(out, "{name}{labels} {v}");
     }
 }
 
@@ -140,8 +149,6 @@ impl Metrics {
     /// series of several workers behind one router can be told apart.
     pub fn render(&self, waiting: Option<u64>, labels: &[(&str, &str)]) -> String {
         let mut out = String::with_capacity(4096);
-        let _ = writeln!(out, "# HELP smgpy_info The served model and this worker's id.");
-        let _ = writeln!(out, "# TYPE smgpy_info gauge");
         let shown: Vec<String> = labels
             .iter()
             .map(|(k, v)| {
@@ -151,69 +158,68 @@ impl Metrics {
                 )
             })
             .collect();
-        let _ = writeln!(out, "smgpy_info{{{}}} 1", shown.join(","));
-        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-        };
-        let _ = writeln!(
-            out,
-            "# HELP smgpy_requests_total Finished generation requests by outcome."
-        );
-        let _ = writeln!(out, "# TYPE smgpy_requests_total counter");
-        let _ = writeln!(
-            out,
-            "smgpy_requests_total{{outcome=\"ok\"}} {}",
-            self.requests_ok.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "smgpy_requests_total{{outcome=\"error\"}} {}",
-            self.requests_err.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "smgpy_requests_total{{outcome=\"cancelled\"}} {}",
-            self.requests_cancelled.load(Ordering::Relaxed)
-        );
-        counter(
+        let info = format!("{{{}}}", shown.join(","));
+        let load = |v: &AtomicU64| v.load(Ordering::Relaxed);
+        family(
             &mut out,
-            "smgpy_prompt_tokens_total",
-            "Prompt tokens processed.",
-            self.prompt_tokens.load(Ordering::Relaxed),
+            "smgpy_info",
+            "gauge",
+            "The served model and this worker's id.",
+            &[(&info, 1)],
         );
-        counter(
+        family(
             &mut out,
-            "smgpy_generation_tokens_total",
-            "Tokens generated.",
-            self.generation_tokens.load(Ordering::Relaxed),
+            "smgpy_requests_total",
+            "counter",
+            "Finished generation requests by outcome.",
+            &[
+                ("{outcome=\"ok\"}", load(&self.requests_ok)),
+                ("{outcome=\"error\"}", load(&self.requests_err)),
+                ("{outcome=\"cancelled\"}", load(&self.requests_cancelled)),
+            ],
         );
-        counter(
+        let counters = [
+            (
+                "smgpy_prompt_tokens_total",
+                "Prompt tokens processed.",
+                &self.prompt_tokens,
+            ),
+            (
+                "smgpy_generation_tokens_total",
+                "Tokens generated.",
+                &self.generation_tokens,
+            ),
+            (
+                "smgpy_cached_prompt_tokens_total",
+                "Prompt tokens served from the prefix cache.",
+                &self.cached_tokens,
+            ),
+        ];
+        for (name, help, v) in counters {
+            family(&mut out, name, "counter", help, &[("", load(v))]);
+        }
+        family(
             &mut out,
-            "smgpy_cached_prompt_tokens_total",
-            "Prompt tokens served from the prefix cache.",
-            self.cached_tokens.load(Ordering::Relaxed),
+            "smgpy_num_requests_running",
+            "gauge",
+            "Requests being generated.",
+            &[("", load(&self.running))],
         );
-        let _ = writeln!(out, "# HELP smgpy_num_requests_running Requests being generated.");
-        let _ = writeln!(out, "# TYPE smgpy_num_requests_running gauge");
-        let _ = writeln!(
-            out,
-            "smgpy_num_requests_running {}",
-            self.running.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP smgpy_structured_check_cache_bytes Bytes held by the structured-output check cache."
-        );
-        let _ = writeln!(out, "# TYPE smgpy_structured_check_cache_bytes gauge");
-        let _ = writeln!(
-            out,
-            "smgpy_structured_check_cache_bytes {}",
-            smgpy_structured::check::cache_bytes()
+        family(
+            &mut out,
+            "smgpy_structured_check_cache_bytes",
+            "gauge",
+            "Bytes held by the structured-output check cache.",
+            &[("", smgpy_structured::check::cache_bytes() as u64)],
         );
         if let Some(w) = waiting {
-            let _ = writeln!(out, "# HELP smgpy_num_requests_waiting Requests queued in the engine.");
-            let _ = writeln!(out, "# TYPE smgpy_num_requests_waiting gauge");
-            let _ = writeln!(out, "smgpy_num_requests_waiting {w}");
+            family(
+                &mut out,
+                "smgpy_num_requests_waiting",
+                "gauge",
+                "Requests queued in the engine.",
+                &[("", w)],
+            );
         }
         self.ttft
             .render(&mut out, "smgpy_time_to_first_token_seconds", "Time to first token.");
@@ -225,5 +231,58 @@ impl Metrics {
         self.e2e
             .render(&mut out, "smgpy_e2e_request_latency_seconds", "Whole-request latency.");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_writes_each_family_with_its_help_and_type() {
+        let m = Metrics::default();
+        m.requests_ok.store(3, Ordering::Relaxed);
+        m.requests_cancelled.store(1, Ordering::Relaxed);
+        m.generation_tokens.store(42, Ordering::Relaxed);
+        let text = m.render(Some(2), &[("model", "a\"b")]);
+        let head = "\
+# HELP smgpy_info The served model and this worker's id.
+# TYPE smgpy_info gauge
+smgpy_info{model=\"a\\\"b\"} 1
+# HELP smgpy_requests_total Finished generation requests by outcome.
+# TYPE smgpy_requests_total counter
+smgpy_requests_total{outcome=\"ok\"} 3
+smgpy_requests_total{outcome=\"error\"} 0
+smgpy_requests_total{outcome=\"cancelled\"} 1
+# HELP smgpy_prompt_tokens_total Prompt tokens processed.
+# TYPE smgpy_prompt_tokens_total counter
+smgpy_prompt_tokens_total 0
+# HELP smgpy_generation_tokens_total Tokens generated.
+# TYPE smgpy_generation_tokens_total counter
+smgpy_generation_tokens_total 42
+# HELP smgpy_cached_prompt_tokens_total Prompt tokens served from the prefix cache.
+# TYPE smgpy_cached_prompt_tokens_total counter
+smgpy_cached_prompt_tokens_total 0
+# HELP smgpy_num_requests_running Requests being generated.
+# TYPE smgpy_num_requests_running gauge
+smgpy_num_requests_running 0
+# HELP smgpy_structured_check_cache_bytes Bytes held by the structured-output check cache.
+# TYPE smgpy_structured_check_cache_bytes gauge
+smgpy_structured_check_cache_bytes ";
+        assert!(text.starts_with(head), "{text}");
+        let rest = text[head.len()..].split_once('\n').map(|(_, r)| r).unwrap();
+        assert!(
+            rest.starts_with(
+                "\
+# HELP smgpy_num_requests_waiting Requests queued in the engine.
+# TYPE smgpy_num_requests_waiting gauge
+smgpy_num_requests_waiting 2
+# HELP smgpy_time_to_first_token_seconds Time to first token.
+# TYPE smgpy_time_to_first_token_seconds histogram
+smgpy_time_to_first_token_seconds_bucket{le=\"0.01\"} 0
+"
+            ),
+            "{rest}"
+        );
     }
 }

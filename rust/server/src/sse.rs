@@ -25,20 +25,7 @@ const MAX_BATCH: usize = 256;
 pub fn data<T: serde::Serialize>(v: &T) -> Bytes {
     let mut buf = Vec::with_capacity(256);
     buf.extend_from_slice(b"data: ");
-    match serde_json::to_writer(&mut buf, v) {
-        Ok(()) => {
-            buf.extend_from_slice(b"\n\n");
-            Bytes::from(buf)
-        }
-        Err(e) => unencodable(&e),
-    }
-}
-
-/// The error event that replaces an event serde could not encode (logged: it is a bug).
-fn unencodable(e: &serde_json::Error) -> Bytes {
-    let e = ApiError::Internal(format!("cannot encode an event: {e}"));
-    tracing::error!(error = %e, "error in stream");
-    error(&e)
+    finish_data(buf, v)
 }
 
 /// `event: <name>\ndata: <json>\n\n` (Anthropic and Responses streams name their events).
@@ -47,12 +34,22 @@ pub fn named<T: serde::Serialize>(name: &str, v: &T) -> Bytes {
     buf.extend_from_slice(b"event: ");
     buf.extend_from_slice(name.as_bytes());
     buf.extend_from_slice(b"\ndata: ");
+    finish_data(buf, v)
+}
+
+/// `buf` (an event up to its `data: `), then `<json>\n\n`; or, when serde cannot encode `v`,
+/// the error event instead (logged: it is a bug).
+fn finish_data<T: serde::Serialize>(mut buf: Vec<u8>, v: &T) -> Bytes {
     match serde_json::to_writer(&mut buf, v) {
         Ok(()) => {
             buf.extend_from_slice(b"\n\n");
             Bytes::from(buf)
         }
-        Err(e) => unencodable(&e),
+        Err(e) => {
+            let e = ApiError::Internal(format!("cannot encode an event: {e}"));
+            tracing::error!(error = %e, "error in stream");
+            error(&e)
+        }
     }
 }
 

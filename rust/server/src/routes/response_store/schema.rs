@@ -161,10 +161,21 @@ fn opening(path: &str, e: rusqlite::Error) -> StoreError {
 mod tests {
     use super::*;
 
+    /// A path named `name` in a fresh folder (kept while the returned guard lives).
+    fn scratch(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        (dir, path)
+    }
+
+    /// Make a store at `path` and change it with `sql` behind its back.
+    fn alter(path: &Path, sql: &str) {
+        open(path).unwrap().execute_batch(sql).unwrap();
+    }
+
     #[test]
     fn a_new_file_becomes_a_store_in_wal_mode() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("new.db");
+        let (dir, path) = scratch("new.db");
         let conn = open(&path).unwrap();
         let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
         assert_eq!(mode, "wal");
@@ -180,8 +191,7 @@ mod tests {
 
     #[test]
     fn a_file_that_is_not_sqlite_is_refused_and_left_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("junk.db");
+        let (_dir, path) = scratch("junk.db");
         let junk = b"this is not a database, just some text that is long enough to be a header ".repeat(20);
         std::fs::write(&path, &junk).unwrap();
         let err = open(&path).unwrap_err();
@@ -196,8 +206,7 @@ mod tests {
 
     #[test]
     fn another_programs_database_is_refused_and_left_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("other.db");
+        let (_dir, path) = scratch("other.db");
         let other = Connection::open(&path).unwrap();
         other
             .execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);")
@@ -223,12 +232,8 @@ mod tests {
 
     #[test]
     fn a_newer_schema_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("newer.db");
-        let conn = open(&path).unwrap();
-        conn.execute_batch(&format!("PRAGMA user_version = {}", VERSION + 1))
-            .unwrap();
-        drop(conn);
+        let (_dir, path) = scratch("newer.db");
+        alter(&path, &format!("PRAGMA user_version = {}", VERSION + 1));
         let err = open(&path).unwrap_err();
         assert!(
             matches!(err, StoreError::Newer { found, .. } if found == VERSION + 1),
@@ -239,18 +244,14 @@ mod tests {
 
     #[test]
     fn a_store_missing_its_tables_is_damaged() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.db");
-        let conn = open(&path).unwrap();
-        conn.execute_batch("DROP TABLE totals").unwrap();
-        drop(conn);
+        let (_dir, path) = scratch("s.db");
+        alter(&path, "DROP TABLE totals");
         assert!(matches!(open(&path), Err(StoreError::Damaged { .. })));
     }
 
     #[test]
     fn a_missing_folder_is_an_open_error_naming_the_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("no/such/folder/s.db");
+        let (_dir, path) = scratch("no/such/folder/s.db");
         let err = open(&path).unwrap_err();
         assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
         assert!(err.to_string().contains("no/such/folder/s.db"));

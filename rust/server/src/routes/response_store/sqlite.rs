@@ -179,16 +179,19 @@ impl Db {
     /// Bytes held now (as the budget counts them).
     #[cfg(test)]
     pub fn bytes(&self) -> Result<usize, StoreError> {
-        self.conn
-            .query_row("SELECT bytes FROM totals", [], |r| r.get::<_, i64>(0))
-            .map(|n| usize::try_from(n).unwrap_or(0))
-            .map_err(|e| self.failed(e))
+        self.count("SELECT bytes FROM totals")
     }
 
     #[cfg(test)]
     pub fn len(&self) -> Result<usize, StoreError> {
+        self.count("SELECT count(*) FROM responses")
+    }
+
+    /// The one number a query answers (0 if it is negative).
+    #[cfg(test)]
+    fn count(&self, sql: &str) -> Result<usize, StoreError> {
         self.conn
-            .query_row("SELECT count(*) FROM responses", [], |r| r.get::<_, i64>(0))
+            .query_row(sql, [], |r| r.get::<_, i64>(0))
             .map(|n| usize::try_from(n).unwrap_or(0))
             .map_err(|e| self.failed(e))
     }
