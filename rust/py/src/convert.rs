@@ -44,23 +44,23 @@ pub fn py_to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(Value::Object(map));
     }
     if let Ok(l) = obj.cast::<PyList>() {
-        return l
-            .iter()
-            .map(|v| py_to_value(&v))
-            .collect::<PyResult<Vec<_>>>()
-            .map(Value::Array);
+        return seq_to_value(l.iter());
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
-        return t
-            .iter()
-            .map(|v| py_to_value(&v))
-            .collect::<PyResult<Vec<_>>>()
-            .map(Value::Array);
+        return seq_to_value(t.iter());
     }
     Err(crate::errors::wrong_type(format!(
         "cannot convert a Python {} to JSON: use dict, list, str, int, float, bool or None",
         obj.get_type().name()?
     )))
+}
+
+/// A list's or tuple's items as a JSON array.
+fn seq_to_value<'py>(items: impl Iterator<Item = Bound<'py, PyAny>>) -> PyResult<Value> {
+    items
+        .map(|v| py_to_value(&v))
+        .collect::<PyResult<_>>()
+        .map(Value::Array)
 }
 
 /// Convert a Python object straight into a template value (no JSON in between). Integers of any
@@ -88,11 +88,7 @@ pub fn py_to_host(obj: &Bound<'_, PyAny>) -> PyResult<HostValue> {
         return Ok(HostValue::dict(dict_pairs(d)?));
     }
     if let Ok(l) = obj.cast::<PyList>() {
-        return l
-            .iter()
-            .map(|v| py_to_host(&v))
-            .collect::<PyResult<_>>()
-            .map(HostValue::list);
+        return seq_to_host(l.iter());
     }
     if let Ok(b) = obj.cast::<PyBool>() {
         return Ok(HostValue::bool(b.is_true()));
@@ -110,16 +106,20 @@ pub fn py_to_host(obj: &Bound<'_, PyAny>) -> PyResult<HostValue> {
         return Ok(HostValue::float(f.value()));
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
-        return t
-            .iter()
-            .map(|v| py_to_host(&v))
-            .collect::<PyResult<_>>()
-            .map(HostValue::list);
+        return seq_to_host(t.iter());
     }
     Err(crate::errors::wrong_type(format!(
         "cannot pass a Python {} to a chat template: use dict, list, str, int, float, bool or None",
         obj.get_type().name()?
     )))
+}
+
+/// A list's or tuple's items as a template list.
+fn seq_to_host<'py>(items: impl Iterator<Item = Bound<'py, PyAny>>) -> PyResult<HostValue> {
+    items
+        .map(|v| py_to_host(&v))
+        .collect::<PyResult<_>>()
+        .map(HostValue::list)
 }
 
 /// Write a Python object into a template document at `slot` (same rules as [`py_to_host`]).

@@ -59,15 +59,36 @@ fn message_into_doc(d: &Bound<'_, PyDict>, doc: &mut Doc, slot: Slot) -> PyResul
     Ok(true)
 }
 
+/// `render`'s arguments as Python passed them, for the two paths that read them without going
+/// through JSON values ([`doc_args`], then [`host_args`]).
+#[derive(Clone, Copy)]
+struct RenderInput<'a, 'py> {
+    messages: &'a Bound<'py, PyList>,
+    tools: Option<&'a Bound<'py, PyAny>>,
+    add_generation_prompt: bool,
+    documents: Option<&'a Bound<'py, PyAny>>,
+    kwargs: Option<&'a Bound<'py, PyDict>>,
+}
+
+impl RenderInput<'_, '_> {
+    /// The extra template variables as (name, value) pairs.
+    fn kwarg_pairs(&self) -> PyResult<Vec<(String, HostValue)>> {
+        match self.kwargs {
+            Some(k) => str_key_pairs(k),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
 /// The render input written into one template document, or `None` when a message is not a dict or
 /// carries a reasoning field (then [`host_args`] and the value path handle it).
-fn doc_args(
-    messages: &Bound<'_, PyList>,
-    tools: Option<&Bound<'_, PyAny>>,
-    add_generation_prompt: bool,
-    documents: Option<&Bound<'_, PyAny>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Option<DocRenderArgs>> {
+fn doc_args(input: RenderInput<'_, '_>) -> PyResult<Option<DocRenderArgs>> {
+    let RenderInput {
+        messages,
+        tools,
+        documents,
+        ..
+    } = input;
     let mut doc = Doc::with_capacity(16 * messages.len() + 64, 4096);
     let root = doc.reserve(1).map_err(crate::errors::too_large)?;
     let first = doc.set_list(root, messages.len()).map_err(crate::errors::too_large)?;
@@ -96,23 +117,20 @@ fn doc_args(
         messages: root,
         tools,
         documents,
-        add_generation_prompt,
-        kwargs: match kwargs {
-            Some(k) => str_key_pairs(k)?,
-            None => Vec::new(),
-        },
+        add_generation_prompt: input.add_generation_prompt,
+        kwargs: input.kwarg_pairs()?,
     }))
 }
 
 /// The render input straight from Python objects, or `None` when a message is not a dict (the JSON
 /// path then reports it).
-fn host_args(
-    messages: &Bound<'_, PyList>,
-    tools: Option<&Bound<'_, PyAny>>,
-    add_generation_prompt: bool,
-    documents: Option<&Bound<'_, PyAny>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Option<HostRenderArgs>> {
+fn host_args(input: RenderInput<'_, '_>) -> PyResult<Option<HostRenderArgs>> {
+    let RenderInput {
+        messages,
+        tools,
+        documents,
+        ..
+    } = input;
     let mut converted = Vec::with_capacity(messages.len());
     for m in messages.iter() {
         let Ok(d) = m.cast::<PyDict>() else { return Ok(None) };
@@ -122,11 +140,8 @@ fn host_args(
         messages: converted,
         tools: host_list(tools, "tools")?,
         documents: host_list(documents, "documents")?,
-        add_generation_prompt,
-        kwargs: match kwargs {
-            Some(k) => str_key_pairs(k)?,
-            None => Vec::new(),
-        },
+        add_generation_prompt: input.add_generation_prompt,
+        kwargs: input.kwarg_pairs()?,
     }))
 }
 
@@ -249,13 +264,20 @@ impl PyChatTemplate {
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<String> {
         if !normalize && !continue_final_message {
-            if let Some(args) = doc_args(messages, tools, add_generation_prompt, documents, kwargs)? {
+            let input = RenderInput {
+                messages,
+                tools,
+                add_generation_prompt,
+                documents,
+                kwargs,
+            };
+            if let Some(args) = doc_args(input)? {
                 let inner = &self.inner;
                 return py
                     .detach(move || inner.render_doc(args))
                     .map_err(crate::errors::template);
             }
-            if let Some(args) = host_args(messages, tools, add_generation_prompt, documents, kwargs)? {
+            if let Some(args) = host_args(input)? {
                 let inner = &self.inner;
                 return py
                     .detach(move || inner.render_host(args))
