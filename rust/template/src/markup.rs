@@ -13,7 +13,7 @@
 use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, Value};
 
-use crate::source::{push_tag, split_markers};
+use crate::source::{push_tag, split_markers, TopLevel};
 
 /// Name of the filter that replaces `+` in rewritten chains.
 pub const ADD_FILTER: &str = "smgpy_markup_add";
@@ -59,44 +59,31 @@ fn rewrite_chain(expr: &str) -> Option<String> {
 fn split_plus(expr: &str) -> Option<Vec<&str>> {
     let bytes = expr.as_bytes();
     let mut parts = Vec::new();
-    let (mut depth, mut quote, mut start, mut i) = (0i32, None::<u8>, 0usize, 0usize);
-    while i < bytes.len() {
-        let b = bytes[i];
-        if let Some(q) = quote {
-            if b == b'\\' {
-                i += 2;
-                continue;
-            }
-            if b == q {
-                quote = None;
-            }
-            i += 1;
+    let mut start = 0;
+    let mut scan = TopLevel::new(expr, 0);
+    while let Some((i, b, depth)) = scan.next() {
+        if depth != 0 {
             continue;
         }
         match b {
-            b'\'' | b'"' => quote = Some(b),
-            b'(' | b'[' | b'{' => depth += 1,
-            b')' | b']' | b'}' => depth -= 1,
-            b'+' if depth == 0 => {
+            b'+' => {
                 parts.push(&expr[start..i]);
                 start = i + 1;
             }
-            b'-' | b'*' | b'/' | b'%' | b'~' | b'=' | b'!' | b'<' | b'>' if depth == 0 => return None,
-            _ if depth == 0 && b.is_ascii_alphabetic() && (i == 0 || !is_ident(bytes[i - 1])) => {
+            b'-' | b'*' | b'/' | b'%' | b'~' | b'=' | b'!' | b'<' | b'>' => return None,
+            _ if b.is_ascii_alphabetic() && (i == 0 || !is_ident(bytes[i - 1])) => {
                 let word_end = expr[i..]
                     .find(|c: char| !is_ident_char(c))
                     .map_or(expr.len(), |e| i + e);
                 if matches!(&expr[i..word_end], "and" | "or" | "not" | "if" | "else" | "in" | "is") {
                     return None;
                 }
-                i = word_end;
-                continue;
+                scan.skip_to(word_end);
             }
             _ => {}
         }
-        i += 1;
     }
-    if depth != 0 || quote.is_some() {
+    if !scan.balanced() {
         return None;
     }
     parts.push(&expr[start..]);

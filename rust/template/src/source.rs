@@ -97,41 +97,76 @@ pub(crate) fn push_tag(out: &mut String, (open, close): (&str, &str), lead: &str
     }
 }
 
+/// A walk over the bytes of a template expression that skips string literals (and the escapes in
+/// them) and counts brackets: each byte outside strings that is not a quote or a bracket, with its
+/// offset and the depth of the brackets around it.
+pub(crate) struct TopLevel<'a> {
+    bytes: &'a [u8],
+    i: usize,
+    depth: i32,
+    quote: Option<u8>,
+}
+
+impl<'a> TopLevel<'a> {
+    /// The walk over `text` from byte offset `from`.
+    pub(crate) fn new(text: &'a str, from: usize) -> Self {
+        Self {
+            bytes: text.as_bytes(),
+            i: from,
+            depth: 0,
+            quote: None,
+        }
+    }
+
+    /// Continue at byte offset `i` (past a word the caller has read).
+    pub(crate) fn skip_to(&mut self, i: usize) {
+        self.i = i;
+    }
+
+    /// Whether every bracket and string opened so far is closed.
+    pub(crate) fn balanced(&self) -> bool {
+        self.depth == 0 && self.quote.is_none()
+    }
+}
+
+impl Iterator for TopLevel<'_> {
+    type Item = (usize, u8, i32);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while let Some(&b) = self.bytes.get(self.i) {
+            let i = self.i;
+            self.i += 1;
+            if let Some(q) = self.quote {
+                if b == b'\\' {
+                    self.i += 1;
+                } else if b == q {
+                    self.quote = None;
+                }
+                continue;
+            }
+            match b {
+                b'\'' | b'"' => self.quote = Some(b),
+                b'(' | b'[' | b'{' => self.depth += 1,
+                b')' | b']' | b'}' => self.depth -= 1,
+                _ => return Some((i, b, self.depth)),
+            }
+        }
+        None
+    }
+}
+
 /// Byte offsets of top-level whole-word `word` in `text` (outside strings and brackets).
 fn top_level_word(text: &str, word: &str, from: usize) -> Option<usize> {
     let bytes = text.as_bytes();
-    let mut depth = 0i32;
-    let mut quote: Option<u8> = None;
-    let mut i = from;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if let Some(q) = quote {
-            if b == b'\\' {
-                i += 2;
-                continue;
-            }
-            if b == q {
-                quote = None;
-            }
-        } else {
-            match b {
-                b'\'' | b'"' => quote = Some(b),
-                b'(' | b'[' | b'{' => depth += 1,
-                b')' | b']' | b'}' => depth -= 1,
-                _ if depth == 0 && text[i..].starts_with(word) => {
-                    let before_ok = i == 0 || bytes[i - 1].is_ascii_whitespace() || bytes[i - 1] == b')';
-                    let after = i + word.len();
-                    let after_ok = after == bytes.len() || bytes[after].is_ascii_whitespace() || bytes[after] == b'(';
-                    if before_ok && after_ok {
-                        return Some(i);
-                    }
-                }
-                _ => {}
-            }
-        }
-        i += 1;
-    }
-    None
+    TopLevel::new(text, from)
+        .find(|&(i, _, depth)| {
+            let after = i + word.len();
+            depth == 0
+                && bytes[i..].starts_with(word.as_bytes())
+                && (i == 0 || bytes[i - 1].is_ascii_whitespace() || bytes[i - 1] == b')')
+                && (after == bytes.len() || bytes[after].is_ascii_whitespace() || bytes[after] == b'(')
+        })
+        .map(|(i, ..)| i)
 }
 
 /// `for TARGET in EXPR [if COND] [recursive]` -> `for TARGET in (EXPR)|smgpy_iter [if COND] [recursive]`.

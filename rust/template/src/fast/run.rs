@@ -1509,18 +1509,12 @@ fn filter<'a>(kind: FilterKind, input: V<'a>, pos: Vec<V<'a>>, kwargs: Vec<(&str
             }
         }
         FilterKind::ToJson => {
-            let indent = match pos.into_iter().next() {
-                Some(v) => Some(v.into_value()?),
-                None => None,
-            };
+            let indent = pos.into_iter().next().map(V::into_value).transpose()?;
             let kwargs: Kwargs = kwargs.into_iter().collect();
             V::O(crate::json::tojson_filter(&*input.val()?, indent, kwargs).map_err(err)?)
         }
         FilterKind::Join => {
-            let sep = match pos.into_iter().next() {
-                Some(v) => Some(v.into_value()?),
-                None => None,
-            };
+            let sep = pos.into_iter().next().map(V::into_value).transpose()?;
             let kwargs: Kwargs = kwargs.into_iter().collect();
             V::O(crate::environment::join_filter(&*input.val()?, sep, kwargs).map_err(err)?)
         }
