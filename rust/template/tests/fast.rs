@@ -328,6 +328,24 @@ fn engine_panics_become_errors() {
     assert!(err.to_string().contains("internal error"), "{err}");
 }
 
+/// Render each of `sources` with `args` and assert that the default renderer gives what minijinja
+/// alone gives (the text or the error's message); with `fast_only`, also that the fast renderer,
+/// where it renders at all, gives minijinja's text.
+fn assert_renders_as_minijinja(sources: &[&str], args: &RenderArgs, fast_only: bool) {
+    for source in sources {
+        let template = ChatTemplate::new(source, tokens()).unwrap();
+        let reference = template
+            .render_with(args, Renderer::Minijinja)
+            .map_err(|e| e.to_string());
+        if fast_only {
+            if let Ok(text) = template.render_with(args, Renderer::FastOnly) {
+                assert_eq!(Ok(text), reference, "fast: {source}");
+            }
+        }
+        assert_eq!(template.render(args).map_err(|e| e.to_string()), reference, "{source}");
+    }
+}
+
 #[test]
 fn recursive_macros_and_errors_match_minijinja() {
     let args = RenderArgs {
@@ -344,13 +362,7 @@ fn recursive_macros_and_errors_match_minijinja() {
         "{{ messages[0].content }}{{ messages[0].content.nosuchmethod() }}",
         "{{ undefined_name.attr }}",
     ];
-    for source in sources {
-        let template = ChatTemplate::new(source, tokens()).unwrap();
-        let reference = template
-            .render_with(&args, Renderer::Minijinja)
-            .map_err(|e| e.to_string());
-        assert_eq!(template.render(&args).map_err(|e| e.to_string()), reference, "{source}");
-    }
+    assert_renders_as_minijinja(&sources, &args, false);
     let raised = ChatTemplate::new(sources[2], tokens()).unwrap().render(&args);
     assert_eq!(raised.unwrap_err().to_string(), "no user turns");
 }
@@ -388,14 +400,5 @@ fn reviewed_corners_match_minijinja() {
         // An absurd indent is an error, not an allocation failure.
         "{{ messages|tojson(indent=100000) }}",
     ];
-    for source in sources {
-        let template = ChatTemplate::new(source, tokens()).unwrap();
-        let reference = template
-            .render_with(&args, Renderer::Minijinja)
-            .map_err(|e| e.to_string());
-        if let Ok(text) = template.render_with(&args, Renderer::FastOnly) {
-            assert_eq!(Ok(text), reference, "fast: {source}");
-        }
-        assert_eq!(template.render(&args).map_err(|e| e.to_string()), reference, "{source}");
-    }
+    assert_renders_as_minijinja(&sources, &args, true);
 }

@@ -153,6 +153,14 @@ fn continue_final_message_cuts_after_the_message() {
     assert_eq!(t.render(&args).unwrap(), "<user>hi</user><assistant>Sure, ");
 }
 
+/// The template that `dir` gives, rendered with no messages.
+fn render_dir(dir: &std::path::Path) -> String {
+    ChatTemplate::from_model_dir(dir)
+        .unwrap()
+        .render(&RenderArgs::default())
+        .unwrap()
+}
+
 #[test]
 fn model_dir_discovery_order_and_special_tokens() {
     let dir = std::env::temp_dir().join(format!("smgpy-template-test-{}", std::process::id()));
@@ -163,8 +171,8 @@ fn model_dir_discovery_order_and_special_tokens() {
         "chat_template": [{"name": "default", "template": "D{{ bos_token }}"}, {"name": "tool_use", "template": "T{{ eos_token }}"}]
     });
     std::fs::write(dir.join("tokenizer_config.json"), config.to_string()).unwrap();
+    assert_eq!(render_dir(&dir), "D<|begin|>");
     let t = ChatTemplate::from_model_dir(&dir).unwrap();
-    assert_eq!(t.render(&RenderArgs::default()).unwrap(), "D<|begin|>");
     assert_eq!(
         t.render(&RenderArgs {
             tools: Some(vec![]),
@@ -179,21 +187,9 @@ fn model_dir_discovery_order_and_special_tokens() {
         json!({"chat_template": "J"}).to_string(),
     )
     .unwrap();
-    assert_eq!(
-        ChatTemplate::from_model_dir(&dir)
-            .unwrap()
-            .render(&RenderArgs::default())
-            .unwrap(),
-        "J"
-    );
+    assert_eq!(render_dir(&dir), "J");
     std::fs::write(dir.join("chat_template.jinja"), "F{{ eos_token }}\n").unwrap();
-    assert_eq!(
-        ChatTemplate::from_model_dir(&dir)
-            .unwrap()
-            .render(&RenderArgs::default())
-            .unwrap(),
-        "F<|end|>"
-    );
+    assert_eq!(render_dir(&dir), "F<|end|>");
     std::fs::remove_dir_all(&dir).unwrap();
 
     let missing = std::env::temp_dir().join("smgpy-template-test-missing-dir");
