@@ -186,7 +186,14 @@ pub fn grammar(format: ToolFormat, tools: &[ToolSpec<'_>], mode: Mode<'_>) -> Re
     for (i, tool) in chosen.iter().enumerate() {
         let (schema, lenient) = arguments_schema(tool)?;
         let name = format!("call_{i}");
-        let body = call_body(shape, tool.name, &schema, lenient, tool.strict, &name, &mut rules)?;
+        let call = Call {
+            name: tool.name,
+            schema: &schema,
+            lenient,
+            strict: tool.strict,
+            rule: &name,
+        };
+        let body = call_body(shape, call, &mut rules)?;
         rules.push(format!("{name}: {body}"));
         calls.push(name);
     }
@@ -280,16 +287,30 @@ fn calls_block(shape: Shape, parallel: bool) -> (&'static str, String) {
     }
 }
 
-/// One call to `name`; may add helper rules (named after `rule`).
-fn call_body(
-    shape: Shape,
-    name: &str,
-    schema: &Value,
+/// One tool's call, as the rules of its body need it.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    /// The tool's name.
+    name: &'a str,
+    /// The schema of its arguments.
+    schema: &'a Value,
+    /// The schema needs llguidance's `lenient` mode (it has keywords that cannot be enforced).
     lenient: bool,
+    /// The tool is strict: a keyword that cannot be enforced is an error.
     strict: bool,
-    rule: &str,
-    rules: &mut Vec<String>,
-) -> Result<String, StructuredError> {
+    /// The name of the call's rule; its helper rules are named after it.
+    rule: &'a str,
+}
+
+/// One call's body; may add helper rules to `rules`.
+fn call_body(shape: Shape, call: Call<'_>, rules: &mut Vec<String>) -> Result<String, StructuredError> {
+    let Call {
+        name,
+        schema,
+        lenient,
+        rule,
+        ..
+    } = call;
     // The arguments sit under `properties.<args>` of the call object: their local `$ref`s
     // (`#/$defs/...`) are rewritten to point there.
     let object = |args: &str, extra: Option<Value>| {
@@ -320,20 +341,20 @@ fn call_body(
             lit(name),
             json_expr(schema, lenient)?
         ),
-        Shape::QwenXml => qwen_xml(name, schema, lenient, strict, rule, rules)?,
+        Shape::QwenXml => qwen_xml(call, rules)?,
     })
 }
 
 /// Qwen3-Coder XML: parameters in the schema's order (required ones present, optional ones
 /// optional); a string parameter is raw text up to `\n</parameter>`, others are JSON.
-fn qwen_xml(
-    name: &str,
-    schema: &Value,
-    lenient: bool,
-    strict: bool,
-    rule: &str,
-    rules: &mut Vec<String>,
-) -> Result<String, StructuredError> {
+fn qwen_xml(call: Call<'_>, rules: &mut Vec<String>) -> Result<String, StructuredError> {
+    let Call {
+        name,
+        schema,
+        lenient,
+        strict,
+        rule,
+    } = call;
     const CLOSE: &str = "\n</parameter>\n";
     let required: Vec<&str> = schema
         .get("required")

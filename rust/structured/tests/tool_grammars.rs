@@ -58,6 +58,13 @@ fn specs<'a>(w: &'a Value, c: &'a Value) -> Vec<ToolSpec<'a>> {
     ]
 }
 
+/// The grammar of `format` in `mode` for the two tools of [`specs`]; `None` where the format has
+/// none for that mode.
+fn two_tools(format: ToolFormat, mode: Mode<'_>) -> Option<String> {
+    let (w, c) = (weather(), clock());
+    grammar(format, &specs(&w, &c), mode).unwrap()
+}
+
 fn defs() -> Vec<ToolDef> {
     vec![
         ToolDef {
@@ -103,12 +110,9 @@ fn cases() -> Vec<(ToolFormat, String)> {
 
 #[test]
 fn each_format_accepts_its_own_calls_and_the_parser_reads_them() {
-    let (w, c) = (weather(), clock());
     for (format, text) in cases() {
         assert!(supports(format), "{format:?}");
-        let lark = grammar(format, &specs(&w, &c), Mode::Required { parallel: true })
-            .unwrap()
-            .unwrap();
+        let lark = two_tools(format, Mode::Required { parallel: true }).unwrap();
         assert!(
             accepts(&mut matcher(lark.clone()), &text),
             "{format:?} rejects\n{text}\n{lark}"
@@ -133,10 +137,7 @@ fn each_format_accepts_its_own_calls_and_the_parser_reads_them() {
 
 #[test]
 fn arguments_follow_each_tools_schema() {
-    let (w, c) = (weather(), clock());
-    let lark = grammar(ToolFormat::Hermes, &specs(&w, &c), Mode::Required { parallel: false })
-        .unwrap()
-        .unwrap();
+    let lark = two_tools(ToolFormat::Hermes, Mode::Required { parallel: false }).unwrap();
     let bad_unit = r#"<tool_call>
 {"name": "get_weather", "arguments": {"city": "Paris", "unit": "kelvin"}}
 </tool_call>"#;
@@ -158,25 +159,17 @@ fn arguments_follow_each_tools_schema() {
 
 #[test]
 fn a_named_function_is_that_call_only() {
-    let (w, c) = (weather(), clock());
-    let lark = grammar(ToolFormat::Qwen3Coder, &specs(&w, &c), Mode::Named("get_time"))
-        .unwrap()
-        .unwrap();
+    let lark = two_tools(ToolFormat::Qwen3Coder, Mode::Named("get_time")).unwrap();
     let time = "<tool_call>\n<function=get_time>\n<parameter=timezone>\nCET\n</parameter>\n</function>\n</tool_call>";
     assert!(accepts(&mut matcher(lark.clone()), time));
     let weather = "<tool_call>\n<function=get_weather>\n";
     assert!(!accepts(&mut matcher(lark), weather));
-    assert!(grammar(ToolFormat::Hermes, &specs(&w, &c), Mode::Named("nope"))
-        .unwrap()
-        .is_none());
+    assert!(two_tools(ToolFormat::Hermes, Mode::Named("nope")).is_none());
 }
 
 #[test]
 fn auto_leaves_text_free_until_a_call_opens() {
-    let (w, c) = (weather(), clock());
-    let lark = grammar(ToolFormat::Hermes, &specs(&w, &c), Mode::Auto { parallel: true })
-        .unwrap()
-        .unwrap();
+    let lark = two_tools(ToolFormat::Hermes, Mode::Auto { parallel: true }).unwrap();
     assert!(accepts(&mut matcher(lark.clone()), "Just text, no call."));
     let (_, calls) = &cases()[0];
     assert!(accepts(&mut matcher(lark.clone()), &format!("Let me check.\n{calls}")));
@@ -184,11 +177,7 @@ fn auto_leaves_text_free_until_a_call_opens() {
     let mut m = matcher(lark);
     assert!(!accepts(&mut m, "Hm <tool_call>\nnot json"));
     // A format with no opening marker cannot wait for one.
-    assert!(
-        grammar(ToolFormat::Llama3Json, &specs(&w, &c), Mode::Auto { parallel: true })
-            .unwrap()
-            .is_none()
-    );
+    assert!(two_tools(ToolFormat::Llama3Json, Mode::Auto { parallel: true }).is_none());
 }
 
 #[test]
