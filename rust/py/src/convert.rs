@@ -49,8 +49,13 @@ pub fn py_to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
     if let Ok(t) = obj.cast::<PyTuple>() {
         return seq_to_value(t.iter());
     }
+    unsupported(obj, "convert", "to JSON")
+}
+
+/// The error for an object of a type no conversion takes: "cannot {verb} a Python {type} {to}".
+fn unsupported<T>(obj: &Bound<'_, PyAny>, verb: &str, to: &str) -> PyResult<T> {
     Err(crate::errors::wrong_type(format!(
-        "cannot convert a Python {} to JSON: use dict, list, str, int, float, bool or None",
+        "cannot {verb} a Python {} {to}: use dict, list, str, int, float, bool or None",
         obj.get_type().name()?
     )))
 }
@@ -108,10 +113,7 @@ pub fn py_to_host(obj: &Bound<'_, PyAny>) -> PyResult<HostValue> {
     if let Ok(t) = obj.cast::<PyTuple>() {
         return seq_to_host(t.iter());
     }
-    Err(crate::errors::wrong_type(format!(
-        "cannot pass a Python {} to a chat template: use dict, list, str, int, float, bool or None",
-        obj.get_type().name()?
-    )))
+    unsupported(obj, "pass", "to a chat template")
 }
 
 /// A list's or tuple's items as a template list.
@@ -169,10 +171,7 @@ pub fn py_into_doc(obj: &Bound<'_, PyAny>, doc: &mut Doc, slot: Slot) -> PyResul
     if let Ok(t) = obj.cast::<PyTuple>() {
         return items_into_doc(t.len(), t.iter(), doc, slot);
     }
-    Err(crate::errors::wrong_type(format!(
-        "cannot pass a Python {} to a chat template: use dict, list, str, int, float, bool or None",
-        obj.get_type().name()?
-    )))
+    unsupported(obj, "pass", "to a chat template")
 }
 
 /// A list's or tuple's `len` items into a document (a list that grows while it is read writes no

@@ -28,7 +28,8 @@ fn list_to_values(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option
     }
 }
 
-/// Message fields transformers aliases into each other; messages with one go through [`host_args`].
+/// Message fields transformers aliases into each other; messages with one go through
+/// [`RenderInput::host_args`].
 const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
 
 /// One message into a document as transformers passes it (None-valued keys left out), in one pass over
@@ -60,8 +61,7 @@ fn message_into_doc(d: &Bound<'_, PyDict>, doc: &mut Doc, slot: Slot) -> PyResul
 }
 
 /// `render`'s arguments as Python passed them, for the two paths that read them without going
-/// through JSON values ([`doc_args`], then [`host_args`]).
-#[derive(Clone, Copy)]
+/// through JSON values ([`RenderInput::doc_args`], then [`RenderInput::host_args`]).
 struct RenderInput<'a, 'py> {
     messages: &'a Bound<'py, PyList>,
     tools: Option<&'a Bound<'py, PyAny>>,
@@ -78,71 +78,60 @@ impl RenderInput<'_, '_> {
             None => Ok(Vec::new()),
         }
     }
-}
 
-/// The render input written into one template document, or `None` when a message is not a dict or
-/// carries a reasoning field (then [`host_args`] and the value path handle it).
-fn doc_args(input: RenderInput<'_, '_>) -> PyResult<Option<DocRenderArgs>> {
-    let RenderInput {
-        messages,
-        tools,
-        documents,
-        ..
-    } = input;
-    let mut doc = Doc::with_capacity(16 * messages.len() + 64, 4096);
-    let root = doc.reserve(1).map_err(crate::errors::too_large)?;
-    let first = doc.set_list(root, messages.len()).map_err(crate::errors::too_large)?;
-    for (k, m) in messages.iter().enumerate().take(messages.len()) {
-        let Ok(d) = m.cast::<PyDict>() else { return Ok(None) };
-        if !message_into_doc(d, &mut doc, first + k)? {
-            return Ok(None);
-        }
-    }
-    let mut list = |obj: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<Option<Slot>> {
-        match obj {
-            None => Ok(None),
-            Some(o) if o.is_none() => Ok(None),
-            Some(o) if o.is_instance_of::<PyList>() || o.is_instance_of::<pyo3::types::PyTuple>() => {
-                let slot = doc.reserve(1).map_err(crate::errors::too_large)?;
-                py_into_doc(o, &mut doc, slot)?;
-                Ok(Some(slot))
+    /// The render input written into one template document, or `None` when a message is not a
+    /// dict or carries a reasoning field (then [`Self::host_args`] and the value path handle it).
+    fn doc_args(&self) -> PyResult<Option<DocRenderArgs>> {
+        let messages = self.messages;
+        let mut doc = Doc::with_capacity(16 * messages.len() + 64, 4096);
+        let root = doc.reserve(1).map_err(crate::errors::too_large)?;
+        let first = doc.set_list(root, messages.len()).map_err(crate::errors::too_large)?;
+        for (k, m) in messages.iter().enumerate().take(messages.len()) {
+            let Ok(d) = m.cast::<PyDict>() else { return Ok(None) };
+            if !message_into_doc(d, &mut doc, first + k)? {
+                return Ok(None);
             }
-            Some(_) => Err(crate::errors::wrong_type(format!("{what} must be a list of dicts"))),
         }
-    };
-    let tools = list(tools, "tools")?;
-    let documents = list(documents, "documents")?;
-    Ok(Some(DocRenderArgs {
-        doc,
-        messages: root,
-        tools,
-        documents,
-        add_generation_prompt: input.add_generation_prompt,
-        kwargs: input.kwarg_pairs()?,
-    }))
-}
-
-/// The render input straight from Python objects, or `None` when a message is not a dict (the JSON
-/// path then reports it).
-fn host_args(input: RenderInput<'_, '_>) -> PyResult<Option<HostRenderArgs>> {
-    let RenderInput {
-        messages,
-        tools,
-        documents,
-        ..
-    } = input;
-    let mut converted = Vec::with_capacity(messages.len());
-    for m in messages.iter() {
-        let Ok(d) = m.cast::<PyDict>() else { return Ok(None) };
-        converted.push(dict_pairs(d)?);
+        let mut list = |obj: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<Option<Slot>> {
+            match obj {
+                None => Ok(None),
+                Some(o) if o.is_none() => Ok(None),
+                Some(o) if o.is_instance_of::<PyList>() || o.is_instance_of::<pyo3::types::PyTuple>() => {
+                    let slot = doc.reserve(1).map_err(crate::errors::too_large)?;
+                    py_into_doc(o, &mut doc, slot)?;
+                    Ok(Some(slot))
+                }
+                Some(_) => Err(crate::errors::wrong_type(format!("{what} must be a list of dicts"))),
+            }
+        };
+        let tools = list(self.tools, "tools")?;
+        let documents = list(self.documents, "documents")?;
+        Ok(Some(DocRenderArgs {
+            doc,
+            messages: root,
+            tools,
+            documents,
+            add_generation_prompt: self.add_generation_prompt,
+            kwargs: self.kwarg_pairs()?,
+        }))
     }
-    Ok(Some(HostRenderArgs {
-        messages: converted,
-        tools: host_list(tools, "tools")?,
-        documents: host_list(documents, "documents")?,
-        add_generation_prompt: input.add_generation_prompt,
-        kwargs: input.kwarg_pairs()?,
-    }))
+
+    /// The render input straight from Python objects, or `None` when a message is not a dict (the
+    /// JSON path then reports it).
+    fn host_args(&self) -> PyResult<Option<HostRenderArgs>> {
+        let mut converted = Vec::with_capacity(self.messages.len());
+        for m in self.messages.iter() {
+            let Ok(d) = m.cast::<PyDict>() else { return Ok(None) };
+            converted.push(dict_pairs(d)?);
+        }
+        Ok(Some(HostRenderArgs {
+            messages: converted,
+            tools: host_list(self.tools, "tools")?,
+            documents: host_list(self.documents, "documents")?,
+            add_generation_prompt: self.add_generation_prompt,
+            kwargs: self.kwarg_pairs()?,
+        }))
+    }
 }
 
 /// An optional list argument (`None` stays Python's `None` in the template).
@@ -271,13 +260,13 @@ impl PyChatTemplate {
                 documents,
                 kwargs,
             };
-            if let Some(args) = doc_args(input)? {
+            if let Some(args) = input.doc_args()? {
                 let inner = &self.inner;
                 return py
                     .detach(move || inner.render_doc(args))
                     .map_err(crate::errors::template);
             }
-            if let Some(args) = host_args(input)? {
+            if let Some(args) = input.host_args()? {
                 let inner = &self.inner;
                 return py
                     .detach(move || inner.render_host(args))
