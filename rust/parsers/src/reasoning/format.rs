@@ -364,57 +364,51 @@ mod tests {
         for f in ReasoningFormat::ALL {
             assert_eq!(f.name().parse::<ReasoningFormat>(), Ok(*f));
         }
-        assert_eq!("deepseek-r1".parse::<ReasoningFormat>(), Ok(F::DeepseekR1));
-        assert_eq!("qwen3-thinking".parse::<ReasoningFormat>(), Ok(F::DeepseekR1));
-        assert_eq!("gpt-oss".parse::<ReasoningFormat>(), Ok(F::OpenaiGptoss));
-        assert_eq!("nano_v3".parse::<ReasoningFormat>(), Ok(F::NemotronV3));
+        for (name, f) in [
+            ("deepseek-r1", F::DeepseekR1),
+            ("qwen3-thinking", F::DeepseekR1),
+            ("gpt-oss", F::OpenaiGptoss),
+            ("nano_v3", F::NemotronV3),
+        ] {
+            assert_eq!(name.parse::<ReasoningFormat>(), Ok(f), "{name}");
+        }
         let err = "nope".parse::<ReasoningFormat>().unwrap_err().to_string();
         assert!(err.contains("deepseek_r1") && err.contains("nope"), "{err}");
     }
 
     #[test]
     fn model_mapping_most_specific_wins() {
-        assert_eq!(
-            ReasoningFormat::for_model("deepseek-ai/DeepSeek-R1"),
-            Some(F::DeepseekR1)
-        );
-        assert_eq!(
-            ReasoningFormat::for_model("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"),
-            Some(F::DeepseekR1)
-        );
-        assert_eq!(ReasoningFormat::for_model("Qwen/Qwen3-8B"), Some(F::Qwen3));
-        assert_eq!(
-            ReasoningFormat::for_model("Qwen/Qwen3-30B-A3B-Thinking-2507"),
-            Some(F::DeepseekR1)
-        );
-        assert_eq!(ReasoningFormat::for_model("Qwen/Qwen3-Coder-30B-A3B-Instruct"), None);
-        assert_eq!(ReasoningFormat::for_model("Qwen/QwQ-32B"), Some(F::DeepseekR1));
-        assert_eq!(ReasoningFormat::for_model("moonshotai/Kimi-K3"), Some(F::KimiK3));
-        assert_eq!(
-            ReasoningFormat::for_model("moonshotai/Kimi-VL-A3B-Thinking"),
-            Some(F::Kimi)
-        );
-        assert_eq!(ReasoningFormat::for_model("openai/gpt-oss-20b"), Some(F::OpenaiGptoss));
-        assert_eq!(ReasoningFormat::for_model("zai-org/GLM-4.6"), Some(F::Glm45));
-        assert_eq!(ReasoningFormat::for_model("zai-org/GLM-4.7-Flash"), Some(F::Glm47));
-        assert_eq!(ReasoningFormat::for_model("swiss-ai/Apertus-8B-2509"), Some(F::Apertus));
-        assert_eq!(ReasoningFormat::for_model("moonshotai/Kimi-K2-Instruct"), None);
-        assert_eq!(ReasoningFormat::for_model("MiniMaxAI/MiniMax-M2"), Some(F::MinimaxM2));
-        assert_eq!(ReasoningFormat::for_model("meta-llama/Llama-3.1-8B"), None);
+        for (model, want) in [
+            ("deepseek-ai/DeepSeek-R1", Some(F::DeepseekR1)),
+            ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", Some(F::DeepseekR1)),
+            ("Qwen/Qwen3-8B", Some(F::Qwen3)),
+            ("Qwen/Qwen3-30B-A3B-Thinking-2507", Some(F::DeepseekR1)),
+            ("Qwen/Qwen3-Coder-30B-A3B-Instruct", None),
+            ("Qwen/QwQ-32B", Some(F::DeepseekR1)),
+            ("moonshotai/Kimi-K3", Some(F::KimiK3)),
+            ("moonshotai/Kimi-VL-A3B-Thinking", Some(F::Kimi)),
+            ("openai/gpt-oss-20b", Some(F::OpenaiGptoss)),
+            ("zai-org/GLM-4.6", Some(F::Glm45)),
+            ("zai-org/GLM-4.7-Flash", Some(F::Glm47)),
+            ("swiss-ai/Apertus-8B-2509", Some(F::Apertus)),
+            ("moonshotai/Kimi-K2-Instruct", None),
+            ("MiniMaxAI/MiniMax-M2", Some(F::MinimaxM2)),
+            ("meta-llama/Llama-3.1-8B", None),
+        ] {
+            assert_eq!(ReasoningFormat::for_model(model), want, "{model}");
+        }
     }
 
     #[test]
     fn template_detection() {
-        assert_eq!(
-            ReasoningFormat::from_chat_template("{{'<|channel|>analysis'}}"),
-            Some(F::OpenaiGptoss)
-        );
-        assert_eq!(
-            ReasoningFormat::from_chat_template("x <seed:think> y"),
-            Some(F::SeedOss)
-        );
-        assert_eq!(ReasoningFormat::from_chat_template("[THINK]"), Some(F::Mistral));
-        assert_eq!(ReasoningFormat::from_chat_template("'<think>\\n'"), Some(F::Qwen3));
-        assert_eq!(ReasoningFormat::from_chat_template("{{ messages }}"), None);
+        for (template, want) in [
+            ("{{'<|channel|>analysis'}}", Some(F::OpenaiGptoss)),
+            ("x <seed:think> y", Some(F::SeedOss)),
+            ("[THINK]", Some(F::Mistral)),
+            ("'<think>\\n'", Some(F::Qwen3)),
+            ("{{ messages }}", None),
+        ] {
+            assert_eq!(ReasoningFormat::from_chat_template(template), want, "{template}");
+        }
     }
 }

@@ -42,21 +42,28 @@ mod tests {
 
     #[test]
     fn template_tails() {
-        assert_eq!(st(F::Qwen3, "<|im_start|>assistant\n"), (false, false));
-        assert_eq!(st(F::Qwen3, "<|im_start|>assistant\n<think>\n"), (true, false));
-        assert_eq!(
-            st(F::Qwen3, "<|im_start|>assistant\n<think>\n\n</think>\n\n"),
-            (false, true)
-        );
-        assert_eq!(st(F::Glm45, "<|assistant|>\n<think></think>"), (false, true));
-        assert_eq!(st(F::DeepseekV3, "<｜Assistant｜></think>"), (false, true));
-        assert_eq!(st(F::DeepseekV3, "<｜Assistant｜><think>"), (true, false));
-        assert_eq!(
-            st(F::Apriel, "<|begin_assistant|>\nHere are my reasoning steps:\n"),
-            (true, false)
-        );
-        assert_eq!(st(F::OpenaiGptoss, "<|end|><|start|>assistant"), (false, false));
-        assert_eq!(st(F::Inkling, "hi<|end_message|>"), (false, false));
-        assert_eq!(st(F::SeedOss, "assistant\n<seed:think>"), (true, false));
+        // (format, prompt tail, (prompt opened reasoning, thinking disabled))
+        for (f, prompt, want) in [
+            (F::Qwen3, "<|im_start|>assistant\n", (false, false)),
+            (F::Qwen3, "<|im_start|>assistant\n<think>\n", (true, false)),
+            (
+                F::Qwen3,
+                "<|im_start|>assistant\n<think>\n\n</think>\n\n",
+                (false, true),
+            ),
+            (F::Glm45, "<|assistant|>\n<think></think>", (false, true)),
+            (F::DeepseekV3, "<｜Assistant｜></think>", (false, true)),
+            (F::DeepseekV3, "<｜Assistant｜><think>", (true, false)),
+            (
+                F::Apriel,
+                "<|begin_assistant|>\nHere are my reasoning steps:\n",
+                (true, false),
+            ),
+            (F::OpenaiGptoss, "<|end|><|start|>assistant", (false, false)),
+            (F::Inkling, "hi<|end_message|>", (false, false)),
+            (F::SeedOss, "assistant\n<seed:think>", (true, false)),
+        ] {
+            assert_eq!(st(f, prompt), want, "{f} {prompt:?}");
+        }
     }
 }

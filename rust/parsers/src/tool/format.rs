@@ -304,28 +304,29 @@ impl FromStr for ToolFormat {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ToolFormat as F;
 
     #[test]
     fn names_round_trip_and_aliases() {
         for f in ToolFormat::ALL {
             assert_eq!(f.name().parse::<ToolFormat>(), Ok(*f));
         }
-        assert_eq!("QWEN25".parse::<ToolFormat>(), Ok(ToolFormat::Hermes));
-        assert_eq!("qwen_xml".parse::<ToolFormat>(), Ok(ToolFormat::Qwen3Coder));
-        // SGLang's `llama4` is the pythonic Llama 4 format, not the JSON one.
-        assert_eq!("llama4".parse::<ToolFormat>(), Ok(ToolFormat::Pythonic));
-        assert_eq!("llama4_json".parse::<ToolFormat>(), Ok(ToolFormat::Llama3Json));
-        // Peers' names: SGLang's hyphenated ones, vLLM's and llama.cpp's.
         for (name, f) in [
-            ("minimax-m2", ToolFormat::MinimaxM2),
-            ("deepseekv4", ToolFormat::DeepSeekV4),
-            ("hunyuan", ToolFormat::HyV3),
-            ("interns1", ToolFormat::InternLm),
-            ("apertus2509", ToolFormat::Apertus),
-            ("firefunction_v2", ToolFormat::Phi4Mini),
-            ("ernie45", ToolFormat::Hermes),
-            ("gpt-oss", ToolFormat::Harmony),
-            ("granite-20b-fc", ToolFormat::Granite20bFc),
+            ("QWEN25", F::Hermes),
+            ("qwen_xml", F::Qwen3Coder),
+            // SGLang's `llama4` is the pythonic Llama 4 format, not the JSON one.
+            ("llama4", F::Pythonic),
+            ("llama4_json", F::Llama3Json),
+            // Peers' names: SGLang's hyphenated ones, vLLM's and llama.cpp's.
+            ("minimax-m2", F::MinimaxM2),
+            ("deepseekv4", F::DeepSeekV4),
+            ("hunyuan", F::HyV3),
+            ("interns1", F::InternLm),
+            ("apertus2509", F::Apertus),
+            ("firefunction_v2", F::Phi4Mini),
+            ("ernie45", F::Hermes),
+            ("gpt-oss", F::Harmony),
+            ("granite-20b-fc", F::Granite20bFc),
         ] {
             assert_eq!(name.parse::<ToolFormat>(), Ok(f), "{name}");
         }
@@ -337,65 +338,37 @@ mod tests {
 
     #[test]
     fn model_mapping_most_specific_wins() {
-        assert_eq!(
-            ToolFormat::for_model("Qwen/Qwen3-Coder-30B"),
-            Some(ToolFormat::Qwen3Coder)
-        );
-        assert_eq!(
-            ToolFormat::for_model("Qwen/Qwen2.5-7B-Instruct"),
-            Some(ToolFormat::Hermes)
-        );
-        assert_eq!(ToolFormat::for_model("moonshotai/Kimi-K3"), Some(ToolFormat::KimiK3));
-        assert_eq!(
-            ToolFormat::for_model("deepseek-ai/DeepSeek-V3.1"),
-            Some(ToolFormat::DeepSeekV31)
-        );
-        assert_eq!(
-            ToolFormat::for_model("meta-llama/Llama-3.1-8B-Instruct"),
-            Some(ToolFormat::Llama3Json)
-        );
-        assert_eq!(ToolFormat::for_model("openai/gpt-oss-20b"), Some(ToolFormat::Harmony));
-        assert_eq!(
-            ToolFormat::for_model("deepseek-ai/DeepSeek-V4-Flash"),
-            Some(ToolFormat::DeepSeekV4)
-        );
-        assert_eq!(
-            ToolFormat::for_model("deepseek-ai/DeepSeek-V3.2"),
-            Some(ToolFormat::DeepSeekV32)
-        );
-        assert_eq!(
-            ToolFormat::for_model("CohereForAI/c4ai-command-r-plus"),
-            Some(ToolFormat::CommandR)
-        );
-        assert_eq!(
-            ToolFormat::for_model("CohereLabs/c4ai-command-r7b-12-2024"),
-            Some(ToolFormat::Cohere)
-        );
-        assert_eq!(
-            ToolFormat::for_model("fireworks-ai/llama-3-firefunction-v2"),
-            Some(ToolFormat::Phi4Mini)
-        );
-        assert_eq!(ToolFormat::for_model("unknown/model"), None);
+        for (model, want) in [
+            ("Qwen/Qwen3-Coder-30B", Some(F::Qwen3Coder)),
+            ("Qwen/Qwen2.5-7B-Instruct", Some(F::Hermes)),
+            ("moonshotai/Kimi-K3", Some(F::KimiK3)),
+            ("deepseek-ai/DeepSeek-V3.1", Some(F::DeepSeekV31)),
+            ("meta-llama/Llama-3.1-8B-Instruct", Some(F::Llama3Json)),
+            ("openai/gpt-oss-20b", Some(F::Harmony)),
+            ("deepseek-ai/DeepSeek-V4-Flash", Some(F::DeepSeekV4)),
+            ("deepseek-ai/DeepSeek-V3.2", Some(F::DeepSeekV32)),
+            ("CohereForAI/c4ai-command-r-plus", Some(F::CommandR)),
+            ("CohereLabs/c4ai-command-r7b-12-2024", Some(F::Cohere)),
+            ("fireworks-ai/llama-3-firefunction-v2", Some(F::Phi4Mini)),
+            ("unknown/model", None),
+        ] {
+            assert_eq!(ToolFormat::for_model(model), want, "{model}");
+        }
     }
 
     #[test]
     fn template_detection() {
-        assert_eq!(
-            ToolFormat::from_chat_template("{{ '<tool_call>\\n<function=' }}{{ '<parameter=' }}"),
-            Some(ToolFormat::Qwen3Coder)
-        );
-        assert_eq!(
-            ToolFormat::from_chat_template("'<tool_call>' + tojson"),
-            Some(ToolFormat::Hermes)
-        );
-        assert_eq!(
-            ToolFormat::from_chat_template("{{ '<｜DSML｜tool_calls>' }}"),
-            Some(ToolFormat::DeepSeekV4)
-        );
-        assert_eq!(
-            ToolFormat::from_chat_template("{{ '<｜DSML｜function_calls>' }}"),
-            Some(ToolFormat::DeepSeekV32)
-        );
-        assert_eq!(ToolFormat::from_chat_template("plain"), None);
+        for (template, want) in [
+            (
+                "{{ '<tool_call>\\n<function=' }}{{ '<parameter=' }}",
+                Some(F::Qwen3Coder),
+            ),
+            ("'<tool_call>' + tojson", Some(F::Hermes)),
+            ("{{ '<｜DSML｜tool_calls>' }}", Some(F::DeepSeekV4)),
+            ("{{ '<｜DSML｜function_calls>' }}", Some(F::DeepSeekV32)),
+            ("plain", None),
+        ] {
+            assert_eq!(ToolFormat::from_chat_template(template), want, "{template}");
+        }
     }
 }
