@@ -3,8 +3,8 @@
 
 mod reasoning_common;
 
-use reasoning_common::stream_chars;
-use smgpy_parsers::reasoning::{self, prompt_state, ReasoningFormat, ReasoningOptions, ReasoningParser};
+use reasoning_common::{check, run};
+use smgpy_parsers::reasoning::{prompt_state, ReasoningFormat, ReasoningOptions, ReasoningParser};
 
 fn opts(opened: bool, disabled: bool) -> ReasoningOptions {
     ReasoningOptions {
@@ -12,27 +12,6 @@ fn opts(opened: bool, disabled: bool) -> ReasoningOptions {
         thinking_disabled: disabled,
         reasoning_not_started: false,
     }
-}
-
-/// Parse completely and streamed one char at a time; both must agree. Returns (reasoning, content).
-fn run(name: &str, text: &str, o: ReasoningOptions) -> (String, String) {
-    let f: ReasoningFormat = name.parse().unwrap();
-    let full = reasoning::parse_complete(text, f, o.clone());
-    let (r, c) = stream_chars(ReasoningParser::new(f, o), text);
-    assert_eq!(
-        (&full.reasoning, &full.content),
-        (&r, &c),
-        "streamed != complete for {name}: {text:?}"
-    );
-    (r, c)
-}
-
-fn check(name: &str, text: &str, reasoning: &str, content: &str) {
-    assert_eq!(
-        run(name, text, ReasoningOptions::default()),
-        (reasoning.into(), content.into()),
-        "{name}: {text:?}"
-    );
 }
 
 #[test]

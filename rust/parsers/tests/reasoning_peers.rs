@@ -6,24 +6,14 @@
 mod reasoning_common;
 mod tool_common;
 
-use reasoning_common::stream_chars;
-use smgpy_parsers::reasoning::{self, ReasoningFormat, ReasoningOptions, ReasoningParser};
+use reasoning_common::{check, run};
+use smgpy_parsers::reasoning::{self, ReasoningFormat, ReasoningOptions};
 use smgpy_parsers::tool::{ToolCallParser, ToolFormat};
 use tool_common::stream_through;
 
-/// Complete and char by char, which must agree: `(reasoning, content)`.
-fn run(name: &str, text: &str) -> (String, String) {
-    let f: ReasoningFormat = name.parse().unwrap();
-    let full = reasoning::parse_complete(text, f, ReasoningOptions::default());
-    let streamed = stream_chars(ReasoningParser::new(f, ReasoningOptions::default()), text);
-    assert_eq!((full.reasoning, full.content), streamed, "{name}: {text:?}");
-    let full = reasoning::parse_complete(text, f, ReasoningOptions::default());
-    (full.reasoning, full.content)
-}
-
 /// Reasoning then tool calls, as the server chains them: `(reasoning, content, calls)`.
 fn chain(reasoning: &str, tools: &str, text: &str) -> (String, String, Vec<(String, String)>) {
-    let (r, content) = run(reasoning, text);
+    let (r, content) = run(reasoning, text, ReasoningOptions::default());
     let f: ToolFormat = tools.parse().unwrap();
     let out = stream_through(ToolCallParser::new(f, None), &[&content]);
     (
@@ -40,9 +30,11 @@ fn s(x: &str) -> String {
 #[test]
 fn tool_calls_opened_inside_reasoning() {
     // vLLM tests/reasoning/test_kimi_k2_reasoning_parser.py::test_extract_reasoning_tool_section_ends_reasoning
-    assert_eq!(
-        run("kimi_k2", "some reasoning<|tool_calls_section_begin|>tool call data"),
-        (s("some reasoning"), s("<|tool_calls_section_begin|>tool call data"))
+    check(
+        "kimi_k2",
+        "some reasoning<|tool_calls_section_begin|>tool call data",
+        "some reasoning",
+        "<|tool_calls_section_begin|>tool call data",
     );
     // Kimi K2-Thinking writes the call before `</think>` (llama.cpp tests/test-chat.cpp KIMI_K2,
     // the case its TODO describes): the call reaches the tool parser, nothing of it is reasoning.
@@ -84,7 +76,7 @@ fn tool_calls_opened_inside_reasoning() {
     // vLLM tests/reasoning/test_qwen3_tool_call_recovery.py: Qwen3.5 opens `<tool_call>` without
     // closing `</think>` (the prompt opened it).
     let qwen = "verify result\n<tool_call>\n<function=Finish>\n<parameter=answer>\n204\n</parameter>\n</function>\n</tool_call>";
-    let (r, content) = run("qwen3-thinking", qwen);
+    let (r, content) = run("qwen3-thinking", qwen, ReasoningOptions::default());
     assert_eq!(r, "verify result\n");
     let out = stream_through(ToolCallParser::new(ToolFormat::Qwen3Coder, None), &[&content]);
     assert_eq!(
@@ -97,13 +89,11 @@ fn tool_calls_opened_inside_reasoning() {
     // SGLang python/sglang/srt/parser/reasoning_parser.py HunyuanDetector: `<tool_calls>` ends
     // reasoning (Hunyuan-A13B and Hy3).
     for name in ["hunyuan_a13b", "hunyuan", "hy_v3"] {
-        assert_eq!(
-            run(name, "<think>\nI need the weather.\n<tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</tool_calls>"),
-            (
-                s("\nI need the weather.\n"),
-                s("<tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</tool_calls>")
-            ),
-            "{name}"
+        check(
+            name,
+            "<think>\nI need the weather.\n<tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</tool_calls>",
+            "\nI need the weather.\n",
+            "<tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</tool_calls>",
         );
     }
     assert_eq!(
@@ -119,25 +109,28 @@ fn tool_calls_opened_inside_reasoning() {
 #[test]
 fn implied_reasoning_of_peers_parsers() {
     // vLLM tests/reasoning/test_kimi_k2_reasoning_parser.py::test_extract_reasoning_implicit_start
-    assert_eq!(
-        run("kimi_k2", "implicit reasoning with no tags"),
-        (s("implicit reasoning with no tags"), s(""))
+    check(
+        "kimi_k2",
+        "implicit reasoning with no tags",
+        "implicit reasoning with no tags",
+        "",
     );
-    assert_eq!(
-        run("kimi_k2", "<think>step by step reasoning</think>final answer"),
-        (s("step by step reasoning"), s("final answer"))
+    check(
+        "kimi_k2",
+        "<think>step by step reasoning</think>final answer",
+        "step by step reasoning",
+        "final answer",
     );
-    assert_eq!(
-        run("kimi_k2", "<think></think>final answer"),
-        (s(""), s("final answer"))
-    );
+    check("kimi_k2", "<think></think>final answer", "", "final answer");
     // vLLM tests/reasoning/test_glm47_reasoning_parser.py
-    assert_eq!(
-        run("glm47", "This is a reasoning section</think>This is the rest"),
-        (s("This is a reasoning section"), s("This is the rest"))
+    check(
+        "glm47",
+        "This is a reasoning section</think>This is the rest",
+        "This is a reasoning section",
+        "This is the rest",
     );
-    assert_eq!(run("glm47", "This is content"), (s("This is content"), s("")));
-    assert_eq!(run("glm47", "</think>This is the rest"), (s(""), s("This is the rest")));
+    check("glm47", "This is content", "This is content", "");
+    check("glm47", "</think>This is the rest", "", "This is the rest");
     // Thinking switched off by the template (its prompt ends with `</think>`): all content.
     let off = ReasoningOptions {
         prompt_opened_reasoning: false,
@@ -177,11 +170,10 @@ fn peers_names_and_apertus() {
         ),
         (s("I'm\nthinking"), s("Hello, world!\nWhat's up?"), vec![(s("special_function"), s(r#"{"arg1":1}"#))])
     );
-    assert_eq!(
-        run(
-            "apertus",
-            "<|inner_prefix|>plan<|tools_prefix|>[{\"f\": {}}]<|tools_suffix|>"
-        ),
-        (s("plan"), s("<|tools_prefix|>[{\"f\": {}}]<|tools_suffix|>"))
+    check(
+        "apertus",
+        "<|inner_prefix|>plan<|tools_prefix|>[{\"f\": {}}]<|tools_suffix|>",
+        "plan",
+        "<|tools_prefix|>[{\"f\": {}}]<|tools_suffix|>",
     );
 }
