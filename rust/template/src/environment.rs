@@ -6,6 +6,7 @@
 //! Python's `str()`. This module reproduces each of those pieces.
 
 use crate::clock::DateTime;
+use crate::filters::invalid;
 use crate::json::tojson_filter;
 use crate::methods::call_method;
 use crate::none::is_py_none;
@@ -78,7 +79,7 @@ pub fn build(now: Option<DateTime>) -> Environment<'static> {
 
     env.add_function("raise_exception", |message: Option<Value>| -> Result<Value, Error> {
         let message = message.map(|m| py_str(&m)).unwrap_or_default();
-        Err(Error::new(ErrorKind::InvalidOperation, message.clone()).with_source(RaisedByTemplate(message)))
+        Err(invalid(message.clone()).with_source(RaisedByTemplate(message)))
     });
     env.add_function("strftime_now", move |format: &str| {
         Value::from(now.unwrap_or_else(DateTime::now_utc).strftime(format))
@@ -92,10 +93,7 @@ pub fn build(now: Option<DateTime>) -> Environment<'static> {
 fn dict_function(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     let mut pairs: Vec<(Value, Value)> = Vec::new();
     if args.len() > 1 {
-        return Err(Error::new(
-            ErrorKind::InvalidOperation,
-            "dict expected at most 1 positional argument",
-        ));
+        return Err(invalid("dict expected at most 1 positional argument"));
     }
     if let Some(first) = args.first() {
         match first.kind() {
@@ -111,20 +109,12 @@ fn dict_function(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
                     match <[Value; 2]>::try_from(items) {
                         Ok([k, v]) => pairs.push((k, v)),
                         Err(_) => {
-                            return Err(Error::new(
-                                ErrorKind::InvalidOperation,
-                                "dict update sequence element must have length 2",
-                            ));
+                            return Err(invalid("dict update sequence element must have length 2"));
                         }
                     }
                 }
             }
-            _ => {
-                return Err(Error::new(
-                    ErrorKind::InvalidOperation,
-                    format!("{} is not iterable", first.kind()),
-                ))
-            }
+            _ => return Err(invalid(format!("{} is not iterable", first.kind()))),
         }
     }
     for key in kwargs.args() {
@@ -156,13 +146,10 @@ fn namespace_function(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error>
         .iter()
         .find(|(k, _)| k.as_str().is_some_and(|k| k.starts_with('_')))
     {
-        return Err(Error::new(
-            ErrorKind::InvalidOperation,
-            format!(
+        return Err(invalid(format!(
                 "Chat templates cannot store underscore-prefixed attributes on a namespace, but got '{}'. Please rename the attribute.",
                 py_str(bad)
-            ),
-        ));
+            )));
     }
     minijinja::functions::namespace(Some(pairs.into_iter().collect()))
 }
@@ -224,10 +211,7 @@ fn format_filter(fmt: &str, args: Rest<Value>) -> Result<Value, Error> {
             Some('%') => out.push('%'),
             Some(spec @ ('s' | 'd' | 'i' | 'r')) => {
                 let Some(arg) = args.next() else {
-                    return Err(Error::new(
-                        ErrorKind::InvalidOperation,
-                        "not enough arguments for format string",
-                    ));
+                    return Err(invalid("not enough arguments for format string"));
                 };
                 match spec {
                     'r' => crate::pyrepr::write_repr(&mut out, arg),
@@ -239,10 +223,7 @@ fn format_filter(fmt: &str, args: Rest<Value>) -> Result<Value, Error> {
                 }
             }
             other => {
-                return Err(Error::new(
-                    ErrorKind::InvalidOperation,
-                    format!("unsupported format character {other:?}"),
-                ));
+                return Err(invalid(format!("unsupported format character {other:?}")));
             }
         }
     }
@@ -254,16 +235,10 @@ pub(crate) fn length_filter(value: &Value) -> Result<Value, Error> {
     match value.kind() {
         ValueKind::Undefined => Ok(Value::from(0)),
         ValueKind::String => Ok(Value::from(value.as_str().unwrap_or_default().chars().count())),
-        _ if crate::generators::is_generator(value) => Err(Error::new(
-            ErrorKind::InvalidOperation,
-            "object of type 'generator' has no len()",
-        )),
+        _ if crate::generators::is_generator(value) => Err(invalid("object of type 'generator' has no len()")),
         _ => match value.len() {
             Some(n) => Ok(Value::from(n)),
-            None => Err(Error::new(
-                ErrorKind::InvalidOperation,
-                format!("object of type {} has no len()", value.kind()),
-            )),
+            None => Err(invalid(format!("object of type {} has no len()", value.kind()))),
         },
     }
 }

@@ -26,7 +26,9 @@ pub(crate) fn register(env: &mut Environment<'static>) {
     env.add_filter("max", |v: &Value, kwargs: Kwargs| min_or_max(v, kwargs, true));
 }
 
-fn invalid(message: impl Into<String>) -> Error {
+/// The error of an operation the template applies to values it cannot take (Python's `TypeError`
+/// and `ValueError` alike).
+pub(crate) fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, message.into())
 }
 

@@ -7,9 +7,10 @@
 
 use crate::dict::PairDict;
 use crate::doc::{Node, NodeRef};
+use crate::filters::invalid;
 use crate::pyrepr::write_float;
 use minijinja::value::{Kwargs, Value, ValueKind};
-use minijinja::{Error, ErrorKind};
+use minijinja::Error;
 use std::fmt::Write;
 
 /// Options of Python's `json.dumps` that templates pass.
@@ -59,10 +60,7 @@ pub(crate) fn dump_options(indent: Option<Value>, kwargs: Kwargs) -> Result<Dump
                 let n = i64::try_from(indent.clone())?;
                 // An absurd indent would exhaust memory at the first nested value; refuse it.
                 if n > MAX_INDENT {
-                    return Err(Error::new(
-                        ErrorKind::InvalidOperation,
-                        format!("tojson indent {n} is larger than {MAX_INDENT}"),
-                    ));
+                    return Err(invalid(format!("tojson indent {n} is larger than {MAX_INDENT}")));
                 }
                 " ".repeat(n.max(0) as usize)
             }
@@ -84,10 +82,7 @@ pub(crate) fn dump_options(indent: Option<Value>, kwargs: Kwargs) -> Result<Dump
                     opts.key_sep = b.as_str().unwrap_or_default().to_string();
                 }
                 _ => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidOperation,
-                        "separators must be a (item, key) pair",
-                    ));
+                    return Err(invalid("separators must be a (item, key) pair"));
                 }
             }
         }
@@ -126,10 +121,7 @@ pub fn dump(out: &mut String, value: &Value, opts: &DumpOptions, depth: usize) -
         return Ok(());
     }
     if crate::generators::is_generator(value) {
-        return Err(Error::new(
-            ErrorKind::InvalidOperation,
-            "Object of type generator is not JSON serializable",
-        ));
+        return Err(invalid("Object of type generator is not JSON serializable"));
     }
     match value.kind() {
         ValueKind::None => out.push_str("null"),
@@ -178,16 +170,10 @@ pub fn dump(out: &mut String, value: &Value, opts: &DumpOptions, depth: usize) -
             })?;
         }
         ValueKind::Undefined => {
-            return Err(Error::new(
-                ErrorKind::InvalidOperation,
-                "Object of type Undefined is not JSON serializable",
-            ));
+            return Err(invalid("Object of type Undefined is not JSON serializable"));
         }
         other => {
-            return Err(Error::new(
-                ErrorKind::InvalidOperation,
-                format!("Object of type {other} is not JSON serializable"),
-            ));
+            return Err(invalid(format!("Object of type {other} is not JSON serializable")));
         }
     }
     Ok(())
@@ -243,10 +229,9 @@ fn write_key(out: &mut String, key: &Value, opts: &DumpOptions) -> Result<(), Er
             out.push('"');
         }
         other => {
-            return Err(Error::new(
-                ErrorKind::InvalidOperation,
-                format!("keys must be str, int, float, bool or None, not {other}"),
-            ));
+            return Err(invalid(format!(
+                "keys must be str, int, float, bool or None, not {other}"
+            )));
         }
     }
     Ok(())

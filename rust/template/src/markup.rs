@@ -11,8 +11,9 @@
 //! right as Python would. `smgpy_markup_add` applies markupsafe's rule when either side is safe, and
 //! plain `+` otherwise. Expressions with any other top-level operator are left alone.
 use minijinja::value::ValueKind;
-use minijinja::{Error, ErrorKind, Value};
+use minijinja::{Error, Value};
 
+use crate::filters::invalid;
 use crate::source::{push_tag, split_markers, TopLevel};
 
 /// Name of the filter that replaces `+` in rewritten chains.
@@ -144,7 +145,7 @@ fn plain_add(left: &Value, right: &Value) -> Result<Value, Error> {
             (Ok(a), Ok(b)) if left.is_integer() && right.is_integer() => a
                 .checked_add(b)
                 .map(Value::from)
-                .ok_or_else(|| Error::new(ErrorKind::InvalidOperation, "integer overflow in +")),
+                .ok_or_else(|| invalid("integer overflow in +")),
             _ => Ok(Value::from(
                 f64::try_from(left.clone())? + f64::try_from(right.clone())?,
             )),
@@ -152,10 +153,7 @@ fn plain_add(left: &Value, right: &Value) -> Result<Value, Error> {
         (ValueKind::Seq, ValueKind::Seq) => Ok(Value::from(
             left.try_iter()?.chain(right.try_iter()?).collect::<Vec<_>>(),
         )),
-        (l, r) => Err(Error::new(
-            ErrorKind::InvalidOperation,
-            format!("unsupported operand types for +: {l} and {r}"),
-        )),
+        (l, r) => Err(invalid(format!("unsupported operand types for +: {l} and {r}"))),
     }
 }
 

@@ -6,6 +6,7 @@
 //! Mutating methods (`append`, `pop`, `update`) stay unknown on purpose: jinja2's immutable sandbox refuses
 //! them too, so templates that rely on them fail on both sides.
 
+use crate::filters::invalid;
 use crate::pyrepr::py_str;
 use minijinja::value::{from_args, Value, ValueKind};
 use minijinja::{Error, ErrorKind, State};
@@ -58,7 +59,7 @@ fn strip_set<'a>(s: &'a str, chars: Option<&str>, left: bool, right: bool) -> &'
 fn split(s: &str, sep: Option<&str>, maxsplit: i64, from_right: bool) -> Result<Vec<String>, Error> {
     let limit = if maxsplit < 0 { usize::MAX } else { maxsplit as usize };
     match sep {
-        Some("") => Err(Error::new(ErrorKind::InvalidOperation, "empty separator")),
+        Some("") => Err(invalid("empty separator")),
         Some(sep) => {
             let parts: Vec<String> = if from_right {
                 let mut v: Vec<String> = s.rsplitn(limit.saturating_add(1), sep).map(str::to_string).collect();
@@ -125,20 +126,12 @@ fn affix_matches(s: &str, arg: &Value, prefix: bool) -> Result<bool, Error> {
             match item.as_str() {
                 Some(a) if test(a) => return Ok(true),
                 Some(_) => {}
-                None => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidOperation,
-                        "tuple must contain only strings",
-                    ))
-                }
+                None => return Err(invalid("tuple must contain only strings")),
             }
         }
         return Ok(false);
     }
-    Err(Error::new(
-        ErrorKind::InvalidOperation,
-        "argument must be str or a tuple of str",
-    ))
+    Err(invalid("argument must be str or a tuple of str"))
 }
 
 /// Char index of a byte offset, as Python counts positions in code points.
@@ -205,7 +198,7 @@ fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>,
             match found {
                 Some(i) => Value::from(char_pos(s, i)),
                 None if method.ends_with("index") => {
-                    return Err(Error::new(ErrorKind::InvalidOperation, "substring not found"));
+                    return Err(invalid("substring not found"));
                 }
                 None => Value::from(-1),
             }
@@ -227,12 +220,7 @@ fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>,
                 }
                 match item.as_str() {
                     Some(t) => out.push_str(t),
-                    None => {
-                        return Err(Error::new(
-                            ErrorKind::InvalidOperation,
-                            "sequence item: expected str instance",
-                        ))
-                    }
+                    None => return Err(invalid("sequence item: expected str instance")),
                 }
             }
             Value::from(out)
@@ -316,12 +304,7 @@ fn seq_method(value: &Value, method: &str, args: &[Value]) -> Result<Option<Valu
             let (needle,): (Value,) = from_args(args)?;
             match value.try_iter()?.position(|x| x == needle) {
                 Some(i) => Value::from(i),
-                None => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidOperation,
-                        format!("{} is not in list", py_str(&needle)),
-                    ))
-                }
+                None => return Err(invalid(format!("{} is not in list", py_str(&needle)))),
             }
         }
         "copy" => value.clone(),

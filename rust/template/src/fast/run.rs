@@ -426,10 +426,7 @@ impl<'a> Run<'a> {
                     .map(|(k, x)| Ok((&**k, self.eval(x)?.plain()?.into_value()?)))
                     .collect::<R<Vec<_>>>()?;
                 let opts = crate::json::dump_options(indent, kwargs.into_iter().collect()).map_err(|_| bail!())?;
-                if let V::N(r) = v {
-                    return crate::json::dump_node(&mut self.out, r, &opts, 0).map_err(|_| bail!());
-                }
-                return crate::json::dump(&mut self.out, &*v.val()?, &opts, 0).map_err(|_| bail!());
+                return self.write_json(v, &opts);
             }
             Expr::CallName(sym, _, pos, kwargs) => {
                 if let V::Macro(index) = self.lookup(*sym)? {
@@ -457,14 +454,20 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// Write `v` as JSON with `opts`: a document value read in place, any other through its value.
+    fn write_json(&mut self, v: V<'a>, opts: &crate::json::DumpOptions) -> R<()> {
+        if let V::N(r) = v {
+            return crate::json::dump_node(&mut self.out, r, opts, 0).map_err(|_| bail!());
+        }
+        crate::json::dump(&mut self.out, &*v.val()?, opts, 0).map_err(|_| bail!())
+    }
+
     /// One operand of `~` in an emitted expression: JSON is written straight to the output.
     fn emit_part(&mut self, e: &'a Expr) -> R<()> {
         if let Some(input) = plain_tojson(e) {
             let v = self.eval(input)?.plain()?;
-            if let V::N(r) = v {
-                return crate::json::dump_node(&mut self.out, r, &self.prog.json, 0).map_err(|_| bail!());
-            }
-            return crate::json::dump(&mut self.out, &*v.val()?, &self.prog.json, 0).map_err(|_| bail!());
+            let prog = self.prog;
+            return self.write_json(v, &prog.json);
         }
         let v = self.eval(e)?;
         self.write_concat_part(&v)
