@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import tiny_models
-from conftest import collect, demo_gguf
+from conftest import collect
 from smgpy.engine import GenerateReqInput
 
 PROMPT_LENGTHS = (5, 13, 29, 47)
@@ -31,19 +31,8 @@ def prompts(seed: int = 0) -> list[list[int]]:
 
 
 @pytest.fixture(scope="module")
-def model_dirs() -> dict[str, Path]:
-    """A cache of built model directories, one per model type, for this module."""
-    return {}
-
-
-def model_dir(cache: dict[str, Path], name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    why = tiny_models.available(name)
-    if why is not None:
-        pytest.skip(why)
-    demo_gguf()  # skips (or fails under CI) when the demo tokenizer is unavailable
-    if name not in cache:
-        cache[name] = tiny_models.build(name, tmp_path_factory.mktemp(name))
-    return cache[name]
+def built(tmp_path_factory: pytest.TempPathFactory) -> tiny_models.Built:
+    return tiny_models.Built(tmp_path_factory)
 
 
 def mlx_lm_greedy(path: Path, prompt_ids: list[list[int]]) -> list[list[int]]:
@@ -94,10 +83,8 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 
 
 @pytest.mark.parametrize("name", tiny_models.MODEL_TYPES)
-def test_batched_greedy_equals_mlx_lm_alone(
-    name: str, model_dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    path = model_dir(model_dirs, name, tmp_path_factory)
+def test_batched_greedy_equals_mlx_lm_alone(name: str, built: tiny_models.Built) -> None:
+    path = built(name)
     ids = prompts()
     want = mlx_lm_greedy(path, ids)
     # A model whose greedy output ignores its prompt would make the comparison vacuous.

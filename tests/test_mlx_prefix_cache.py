@@ -27,18 +27,8 @@ TIMEOUT = 60.0
 
 
 @pytest.fixture(scope="module")
-def built() -> dict[str, Path]:
-    return {}
-
-
-def model_dir(cache: dict[str, Path], name: str, factory: pytest.TempPathFactory) -> Path:
-    why = tiny_models.available(name)
-    if why is not None:
-        pytest.skip(why)
-    demo_gguf()
-    if name not in cache:
-        cache[name] = tiny_models.build(name, factory.mktemp(name))
-    return cache[name]
+def built(tmp_path_factory: pytest.TempPathFactory) -> tiny_models.Built:
+    return tiny_models.Built(tmp_path_factory)
 
 
 def ids(n: int, seed: int) -> list[int]:
@@ -79,10 +69,8 @@ def run(eng: Any, prompt: list[int], n: int) -> tuple[list[int], int]:
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_follow_up_diverging_inside_the_answer_reuses_the_prompt(
-    name: str, built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    path = model_dir(built, name, tmp_path_factory)
+def test_follow_up_diverging_inside_the_answer_reuses_the_prompt(name: str, built: tiny_models.Built) -> None:
+    path = built(name)
     first = ids(50, seed=1)
     eng = engine(path)
     try:
@@ -101,9 +89,9 @@ def test_follow_up_diverging_inside_the_answer_reuses_the_prompt(
 
 @pytest.mark.parametrize("name", ("qwen3_next", "mamba2"))
 def test_untrimmable_state_is_snapshotted_where_prompts_diverge_and_at_blocks(
-    name: str, built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+    name: str, built: tiny_models.Built
 ) -> None:
-    path = model_dir(built, name, tmp_path_factory)
+    path = built(name)
     shared = ids(30, seed=3)
     eng = engine(path)
     eng._sched._cache.checkpoint_block = 16
@@ -125,10 +113,8 @@ def test_untrimmable_state_is_snapshotted_where_prompts_diverge_and_at_blocks(
 
 
 @pytest.mark.parametrize("name", ("llama", "qwen3_next"))
-def test_disk_tier_serves_the_next_turn_after_a_restart(
-    name: str, built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
-) -> None:
-    path = model_dir(built, name, tmp_path_factory)
+def test_disk_tier_serves_the_next_turn_after_a_restart(name: str, built: tiny_models.Built, tmp_path: Path) -> None:
+    path = built(name)
     store = tmp_path / "prefix"
     first = ids(40, seed=7)
     eng = engine(path, prefix_cache_dir=str(store))
@@ -152,11 +138,11 @@ def test_disk_tier_serves_the_next_turn_after_a_restart(
 
 
 def test_disk_tier_skips_corrupt_and_foreign_files(
-    built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    built: tiny_models.Built, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from smgpy.mlx.prefix_disk import DiskStore, model_identity
 
-    path = model_dir(built, "llama", tmp_path_factory)
+    path = built("llama")
     store = tmp_path / "prefix"
     first = ids(40, seed=9)
     eng = engine(path, prefix_cache_dir=str(store))
@@ -181,10 +167,8 @@ def test_disk_tier_skips_corrupt_and_foreign_files(
     assert not data.exists()
 
 
-def test_disk_tier_is_byte_bounded(
-    built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
-) -> None:
-    path = model_dir(built, "llama", tmp_path_factory)
+def test_disk_tier_is_byte_bounded(built: tiny_models.Built, tmp_path: Path) -> None:
+    path = built("llama")
     store = tmp_path / "prefix"
     eng = engine(path, prefix_cache_dir=str(store), prefix_cache_disk_bytes=200_000)
     try:
@@ -237,11 +221,9 @@ def test_disk_files_are_mlx_lm_prompt_cache_files(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ("llama", "mamba2"))
-def test_a_cache_key_keeps_its_prefix_ahead_of_plain_entries(
-    name: str, built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def test_a_cache_key_keeps_its_prefix_ahead_of_plain_entries(name: str, built: tiny_models.Built) -> None:
     """Under a byte budget that holds two conversations, a keyed one outlives later plain ones."""
-    path = model_dir(built, name, tmp_path_factory)
+    path = built(name)
     keyed = ids(50, seed=30)
 
     def play(pin: bool) -> int:

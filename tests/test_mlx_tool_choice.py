@@ -72,15 +72,7 @@ def formatted(request: Any, engine: Any) -> Iterator[Any]:
 
 def test_required_in_the_models_own_format(formatted: Any) -> None:
     # One call: the demo model, which knows none of these formats, would otherwise repeat it.
-    r = formatted.chat.completions.create(
-        model="m",
-        messages=ASK,
-        tools=TOOLS,
-        tool_choice="required",
-        parallel_tool_calls=False,
-        max_tokens=120,
-        temperature=0,
-    )
+    r = chat(formatted, tools=TOOLS, tool_choice="required", parallel_tool_calls=False, max_tokens=120)
     choice = r.choices[0]
     assert choice.finish_reason == "tool_calls", choice
     calls = choice.message.tool_calls
@@ -88,9 +80,7 @@ def test_required_in_the_models_own_format(formatted: Any) -> None:
     for c in calls:
         follows(c.function.name, c.function.arguments)
     assert calls[0].function.name == "get_weather"
-    r = formatted.chat.completions.create(
-        model="m", messages=ASK, tools=TOOLS, tool_choice=NAMED, max_tokens=120, temperature=0
-    )
+    r = chat(formatted, tools=TOOLS, tool_choice=NAMED, max_tokens=120)
     calls = r.choices[0].message.tool_calls
     assert calls is not None and [c.function.name for c in calls] == ["get_time"]
     follows("get_time", calls[0].function.arguments)
@@ -100,7 +90,7 @@ def test_strict_tools_under_auto_follow_their_schema_once_called(formatted: Any)
     """A `strict` tool under `auto`: free text until the model opens a call, then the call is
     held to the tool's schema (formats with an opening marker)."""
     strict = [{"type": "function", "function": {**WEATHER["function"], "strict": True}}]
-    r = formatted.chat.completions.create(model="m", messages=ASK, tools=strict, max_tokens=60, temperature=0)
+    r = chat(formatted, tools=strict, max_tokens=60)
     for c in r.choices[0].message.tool_calls or []:
         follows(c.function.name, c.function.arguments)
 
@@ -108,6 +98,11 @@ def test_strict_tools_under_auto_follow_their_schema_once_called(formatted: Any)
 @pytest.fixture(scope="module")
 def client(mlx_url: str) -> Any:
     return openai.OpenAI(base_url=mlx_url + "/v1", api_key="x", max_retries=0, timeout=120)
+
+
+def chat(client: Any, messages: list[dict[str, Any]] = ASK, **kwargs: Any) -> Any:
+    """The served model's greedy chat completion of ``messages`` (by default ASK)."""
+    return client.chat.completions.create(model="m", messages=messages, temperature=0, **kwargs)
 
 
 def follows(name: str, arguments: str) -> dict[str, Any]:
@@ -124,15 +119,13 @@ def follows(name: str, arguments: str) -> dict[str, Any]:
 
 
 def test_without_a_forced_choice_the_model_answers_in_prose(client: Any) -> None:
-    r = client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=30, temperature=0)
+    r = chat(client, tools=TOOLS, max_tokens=30)
     assert r.choices[0].message.tool_calls is None
     assert r.choices[0].message.content
 
 
 def test_required_makes_calls_that_follow_their_tools_schemas(client: Any) -> None:
-    r = client.chat.completions.create(
-        model="m", messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=80, temperature=0
-    )
+    r = chat(client, tools=TOOLS, tool_choice="required", max_tokens=80)
     choice = r.choices[0]
     assert choice.finish_reason == "tool_calls"
     assert choice.message.content is None
@@ -146,9 +139,7 @@ def test_required_makes_calls_that_follow_their_tools_schemas(client: Any) -> No
 
 
 def test_a_named_function_is_the_one_called(client: Any) -> None:
-    r = client.chat.completions.create(
-        model="m", messages=ASK, tools=TOOLS, tool_choice=NAMED, max_tokens=80, temperature=0
-    )
+    r = chat(client, tools=TOOLS, tool_choice=NAMED, max_tokens=80)
     calls = r.choices[0].message.tool_calls
     assert calls is not None and len(calls) == 1
     assert calls[0].function.name == "get_time"
@@ -173,28 +164,12 @@ def test_streamed_calls_equal_complete(client: Any, choice: Any) -> None:
 
 def test_parallel_tool_calls_false_makes_one_call(client: Any) -> None:
     two = [{"role": "user", "content": "What is the weather in Paris, and what time is it in Tokyo?"}]
-    r = client.chat.completions.create(
-        model="m",
-        messages=two,
-        tools=TOOLS,
-        tool_choice="required",
-        parallel_tool_calls=False,
-        max_tokens=120,
-        temperature=0,
-    )
+    r = chat(client, two, tools=TOOLS, tool_choice="required", parallel_tool_calls=False, max_tokens=120)
     assert len(r.choices[0].message.tool_calls) == 1
 
 
 def test_the_forced_choice_wins_over_response_format(client: Any) -> None:
-    r = client.chat.completions.create(
-        model="m",
-        messages=ASK,
-        tools=TOOLS,
-        tool_choice=NAMED,
-        response_format={"type": "json_object"},
-        max_tokens=80,
-        temperature=0,
-    )
+    r = chat(client, tools=TOOLS, tool_choice=NAMED, response_format={"type": "json_object"}, max_tokens=80)
     assert r.choices[0].message.tool_calls[0].function.name == "get_time"
 
 
@@ -210,13 +185,12 @@ def test_a_schema_the_engine_cannot_enforce_still_gives_a_call_to_that_tool(clie
             },
         },
     }
-    r = client.chat.completions.create(
-        model="m",
-        messages=[{"role": "user", "content": "Book a table for tomorrow."}],
+    r = chat(
+        client,
+        [{"role": "user", "content": "Book a table for tomorrow."}],
         tools=[dated],
         tool_choice="required",
         max_tokens=60,
-        temperature=0,
     )
     calls = r.choices[0].message.tool_calls
     assert calls and all(c.function.name == "book" for c in calls)
@@ -226,9 +200,7 @@ def test_a_schema_the_engine_cannot_enforce_still_gives_a_call_to_that_tool(clie
 def test_a_truncated_call_is_reported_as_far_as_it_was_written(client: Any) -> None:
     """Cut by max_tokens: finish_reason `length`, and the arguments as the model wrote them, never
     closed up into JSON that looks whole (the stream could not take them back either)."""
-    r = client.chat.completions.create(
-        model="m", messages=ASK, tools=TOOLS, tool_choice=NAMED, max_tokens=5, temperature=0
-    )
+    r = chat(client, tools=TOOLS, tool_choice=NAMED, max_tokens=5)
     choice = r.choices[0]
     assert choice.finish_reason == "length"
     assert choice.message.tool_calls[0].function.name == "get_time"

@@ -19,7 +19,10 @@ import importlib
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pytest
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 VOCAB = 49152
@@ -318,6 +321,28 @@ def available(name: str) -> str | None:
     except ImportError as e:
         return f"mlx_lm.models.{model_type} is not in the installed mlx-lm ({e})"
     return None
+
+
+class Built:
+    """The tiny models of one test module, each built on first use: a module-scoped fixture holds
+    one, and a test calls it with a model name. Skips the test where the installed mlx-lm lacks
+    the model or the demo tokenizer is unavailable."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self._factory = factory
+        self._dirs: dict[str, Path] = {}
+
+    def __call__(self, name: str) -> Path:
+        import pytest
+        from conftest import demo_gguf
+
+        why = available(name)
+        if why is not None:
+            pytest.skip(why)
+        demo_gguf()  # skips (or fails under CI) when the demo tokenizer is unavailable
+        if name not in self._dirs:
+            self._dirs[name] = build(name, self._factory.mktemp(name))
+        return self._dirs[name]
 
 
 def demo_tokenizer_dir() -> Path:
