@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,11 +101,16 @@ class Router:
         return {w["url"] for w in self.workers() if w.get("status") == "ready" and w.get("is_healthy")}
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc, 10)
+
+
+def stop_process(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """Terminate ``proc``, and kill it if it has not exited ``grace`` seconds later."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 @pytest.fixture(scope="module")
@@ -196,14 +202,32 @@ def _stream(url: str, results: list[str], i: int) -> None:
         results.append(f"error: {type(e).__name__}")
 
 
-def test_killing_a_worker_mid_stream_ends_every_request_and_the_router_recovers() -> None:
-    a, b = Worker("KA", delay=0.03).start(), Worker("KB", delay=0.03).start()
+@contextmanager
+def slow_pair(prefix: str) -> Iterator[tuple[Worker, Worker, Router]]:
+    """Two slow scripted workers (``prefix`` A and B) behind a round-robin router, stopped afterwards."""
+    a, b = Worker(prefix + "A", delay=0.03).start(), Worker(prefix + "B", delay=0.03).start()
     router = Router([a, b], "round_robin")
     try:
-        results: list[str] = []
-        threads = [threading.Thread(target=_stream, args=(router.url, results, i)) for i in range(50)]
-        for t in threads:
-            t.start()
+        yield a, b, router
+    finally:
+        router.stop()
+        a.stop()
+        b.stop()
+
+
+def start_streams(url: str, n: int) -> tuple[list[str], list[threading.Thread]]:
+    """``n`` streamed requests to ``url``, each on a thread of its own (started), and the list where
+    each appends its outcome."""
+    results: list[str] = []
+    threads = [threading.Thread(target=_stream, args=(url, results, i)) for i in range(n)]
+    for t in threads:
+        t.start()
+    return results, threads
+
+
+def test_killing_a_worker_mid_stream_ends_every_request_and_the_router_recovers() -> None:
+    with slow_pair("K") as (a, b, router):
+        results, threads = start_streams(router.url, 50)
         time.sleep(1.0)
         a.signal(signal.SIGKILL)
         for t in threads:
@@ -222,10 +246,6 @@ def test_killing_a_worker_mid_stream_ends_every_request_and_the_router_recovers(
         a.start()
         wait_until(lambda: a.url in router.ready_workers(), 60, "the restarted worker to rejoin")
         wait_until(lambda: a.url in {_one(router.url) for _ in range(6)}, 30, "requests to reach it again")
-    finally:
-        router.stop()
-        a.stop()
-        b.stop()
 
 
 def _one(url: str) -> str:
@@ -236,13 +256,8 @@ def _one(url: str) -> str:
 
 
 def test_sigterm_drains_a_worker_while_the_router_routes_around_it() -> None:
-    a, b = Worker("DA", delay=0.03).start(), Worker("DB", delay=0.03).start()
-    router = Router([a, b], "round_robin")
-    try:
-        results: list[str] = []
-        threads = [threading.Thread(target=_stream, args=(router.url, results, i)) for i in range(10)]
-        for t in threads:
-            t.start()
+    with slow_pair("D") as (a, b, router):
+        results, threads = start_streams(router.url, 10)
         time.sleep(0.8)
         a.signal(signal.SIGTERM)  # streams on A get 20 s to finish; they need about 2 s
         time.sleep(0.3)
@@ -253,7 +268,3 @@ def test_sigterm_drains_a_worker_while_the_router_routes_around_it() -> None:
             t.join(60)
         assert results.count("completed") == 10, results
         assert a.proc is not None and a.proc.wait(30) == 0  # A exits once its streams are done
-    finally:
-        router.stop()
-        a.stop()
-        b.stop()
