@@ -182,57 +182,61 @@ mod tests {
     // vllm-mlx tests/test_harmony_parsers.py).
     #[test]
     fn header_variants() {
-        for (header, want) in [
-            ("<|channel|>analysis", Kind::Analysis),
-            ("<|channel|>analysis\n", Kind::Analysis),
-            ("<|start|>assistant<|channel|>final", Kind::Content),
-            ("<|channel|>final<|constrain|> JSON ", Kind::Content),
-            ("<|channel|>final <|constrain|>ReplyAction ", Kind::Content),
-            ("<|channel|>commentary", Kind::Content),
-            ("<|start|>assistant", Kind::Content),
+        for (want, headers) in [
+            (Kind::Analysis, &["<|channel|>analysis", "<|channel|>analysis\n"][..]),
+            (
+                Kind::Content,
+                &[
+                    "<|start|>assistant<|channel|>final",
+                    "<|channel|>final<|constrain|> JSON ",
+                    "<|channel|>final <|constrain|>ReplyAction ",
+                    "<|channel|>commentary",
+                    "<|start|>assistant",
+                    "<|channel|>unknown",
+                    "",
+                ],
+            ),
+            (
+                Kind::Hidden,
+                &[
+                    "<|channel|>analysis to=browser.search",
+                    "<|channel|>analysis to=python code",
+                    "<|start|>user",
+                    "<|start|>functions.get_weather to=assistant<|channel|>commentary",
+                ],
+            ),
+        ] {
+            for header in headers {
+                assert_eq!(classify(header), want, "{header:?}");
+            }
+        }
+        // A call of a client function: the recipient's last dotted part, wherever it stands.
+        for (header, name) in [
             (
                 "<|channel|>commentary to=functions.get_weather <|constrain|>json",
-                Kind::Call("get_weather"),
+                "get_weather",
             ),
             (
                 "<|channel|>commentary to=functions.get_weather<|constrain|>json",
-                Kind::Call("get_weather"),
+                "get_weather",
             ),
-            (
-                "<|start|>assistant to=functions.f<|channel|>commentary json",
-                Kind::Call("f"),
-            ),
+            ("<|start|>assistant to=functions.f<|channel|>commentary json", "f"),
             (
                 " to=functions.special_function<|channel|>commentary <|constrain|>json",
-                Kind::Call("special_function"),
+                "special_function",
             ),
             (
                 " to=functions.special_function<|channel|>analysis <|constrain|>json",
-                Kind::Call("special_function"),
+                "special_function",
             ),
             (
                 "<|channel|>commentary to=functions.get_weather\n<|constrain|>json\n",
-                Kind::Call("get_weather"),
+                "get_weather",
             ),
-            (
-                "<|channel|>analysis to=lookup_weather code",
-                Kind::Call("lookup_weather"),
-            ),
-            (
-                "<|channel|>commentary to=api.users.create<|constrain|>json",
-                Kind::Call("create"),
-            ),
-            ("<|channel|>analysis to=browser.search", Kind::Hidden),
-            ("<|channel|>analysis to=python code", Kind::Hidden),
-            ("<|start|>user", Kind::Hidden),
-            (
-                "<|start|>functions.get_weather to=assistant<|channel|>commentary",
-                Kind::Hidden,
-            ),
-            ("<|channel|>unknown", Kind::Content),
-            ("", Kind::Content),
+            ("<|channel|>analysis to=lookup_weather code", "lookup_weather"),
+            ("<|channel|>commentary to=api.users.create<|constrain|>json", "create"),
         ] {
-            assert_eq!(classify(header), want, "{header:?}");
+            assert_eq!(classify(header), Kind::Call(name), "{header:?}");
         }
     }
 }
