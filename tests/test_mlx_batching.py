@@ -77,6 +77,20 @@ async def generate(engine: Any, prompt: list[int], max_new: int, stamps: list[in
     return (by_index[0] if len(by_index) == 1 else by_index), meta
 
 
+def arriving(engine: Any, plan: list[tuple[float, list[int], int]]) -> list[list[int]]:
+    """The greedy tokens of each ``(delay, prompt, max_new)`` of ``plan``, every request sent
+    ``delay`` seconds after the start, all of them running together."""
+
+    async def one(delay: float, prompt: list[int], n: int) -> list[int]:
+        await asyncio.sleep(delay)
+        return list((await generate(engine, prompt, n))[0])
+
+    async def main() -> list[list[int]]:
+        return await asyncio.gather(*(one(*p) for p in plan))
+
+    return asyncio.run(main())
+
+
 def test_prompts_of_every_length_at_once_equal_mlx_lm_alone(engine: Any, reference: Any) -> None:
     """1 to 700 tokens together: chunked prefills (64), a shared padded prefill of the short ones,
     and joiners longer than the batch (every row is shifted right)."""
@@ -96,15 +110,7 @@ def test_random_arrivals_and_departures_equal_mlx_lm_alone(engine: Any, referenc
     refilled while others decode, and more requests wait than rows exist."""
     rng = random.Random(2)
     plan = [(rng.uniform(0, 0.3), ids(rng, rng.randrange(1, 90)), rng.randrange(1, 24)) for _ in range(24)]
-
-    async def one(delay: float, prompt: list[int], n: int) -> list[int]:
-        await asyncio.sleep(delay)
-        return list((await generate(engine, prompt, n))[0])
-
-    async def main() -> list[list[int]]:
-        return await asyncio.gather(*(one(*p) for p in plan))
-
-    for (_, prompt, n), got in zip(plan, asyncio.run(main()), strict=True):
+    for (_, prompt, n), got in zip(plan, arriving(engine, plan), strict=True):
         assert got == reference(prompt, n)
     assert engine.get_load()["num_running_reqs"] == 0
 
@@ -433,15 +439,7 @@ def test_speculating_rows_of_a_batch_give_mlx_lm_tokens(model_dir: Path, referen
             (rng.uniform(0, 0.4), phrases[i % 6] * rng.randrange(2, 7) + ids(rng, rng.randrange(0, 5)), 40)
             for i in range(16)
         ]
-
-        async def one(delay: float, prompt: list[int], n: int) -> list[int]:
-            await asyncio.sleep(delay)
-            return list((await generate(eng, prompt, n))[0])
-
-        async def main() -> list[list[int]]:
-            return await asyncio.gather(*(one(*p) for p in plan))
-
-        for (_, prompt, n), got in zip(plan, asyncio.run(main()), strict=True):
+        for (_, prompt, n), got in zip(plan, arriving(eng, plan), strict=True):
             assert got == reference(prompt, n)
         # Rows that may not draft (penalties, a seed) take their token from a speculative step's
         # first column: the same tokens as in the engine without speculation.

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from conftest import demo_gguf
-from test_smg import Router, free_port, wait_until
+from test_smg import Router, free_port, stop_process, wait_until
 
 demo_gguf()
 
@@ -27,11 +27,7 @@ class ServeWorker:
         wait_until(lambda: httpx.get(self.url + "/health").status_code == 200, 240, f"worker {name}")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc, 30)
 
 
 @pytest.fixture(scope="module")
