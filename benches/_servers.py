@@ -17,6 +17,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 # The prompts the MLX serving benches cycle through.
 QUESTIONS = [
@@ -29,6 +30,27 @@ QUESTIONS = [
     "Describe a day in the life of a farmer.",
     "How do computers store data?",
 ]
+
+
+def streamed_chat(model: str, messages: list[dict[str, Any]], max_tokens: int, **extra: Any) -> dict[str, Any]:
+    """The body of a greedy, streamed chat completion whose last chunk carries the usage."""
+    return {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **extra,
+    }
+
+
+def sse_chunk(line: str) -> dict[str, Any] | None:
+    """The chunk that a line of a chat completion's event stream carries: None for other lines and
+    for the closing ``[DONE]``."""
+    if not line.startswith("data: ") or line == "data: [DONE]":
+        return None
+    return dict(json.loads(line[6:]))
 
 
 def free_port() -> int:

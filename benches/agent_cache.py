@@ -39,7 +39,7 @@ from typing import Any
 
 import httpx
 from _blas import add_cpu_blas_argument, child_env, find_blas
-from _servers import free_port, mlx_lm_server_cmd, running, smgpy_serve_cmd
+from _servers import free_port, mlx_lm_server_cmd, running, smgpy_serve_cmd, sse_chunk, streamed_chat
 
 ANSWER_TOKENS = 32
 REQUEST_TIMEOUT = 900.0
@@ -78,15 +78,7 @@ def tool_output(turn: int) -> str:
 
 
 def turn(client: httpx.Client, base: str, model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    body = {
-        "model": model,
-        "messages": messages,
-        "tools": TOOLS,
-        "max_tokens": ANSWER_TOKENS,
-        "temperature": 0.0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    body = streamed_chat(model, messages, ANSWER_TOKENS, tools=TOOLS)
     t0 = time.perf_counter()
     first = 0.0
     text = ""
@@ -94,9 +86,9 @@ def turn(client: httpx.Client, base: str, model: str, messages: list[dict[str, A
     with client.stream("POST", base + "/v1/chat/completions", json=body, timeout=REQUEST_TIMEOUT) as r:
         r.raise_for_status()
         for line in r.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
+            data = sse_chunk(line)
+            if data is None:
                 continue
-            data = json.loads(line[6:])
             if data.get("usage"):
                 usage = data["usage"]
             for choice in data.get("choices") or []:

@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 from _blas import add_cpu_blas_argument, child_env, find_blas, preload_here
-from _servers import QUESTIONS, free_port, mlx_lm_server_cmd, running, smgpy_serve_cmd
+from _servers import QUESTIONS, free_port, mlx_lm_server_cmd, running, smgpy_serve_cmd, sse_chunk, streamed_chat
 
 MAX_TOKENS = 64
 CONCURRENCY = (1, 4, 8)
@@ -64,14 +64,7 @@ class Result:
 async def chat(
     client: httpx.AsyncClient, base: str, model: str, messages: list[dict[str, Any]], max_tokens: int
 ) -> Result:
-    body = {
-        "model": model,
-        "messages": messages,
-        "max_tokens": max_tokens,
-        "temperature": 0.0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    body = streamed_chat(model, messages, max_tokens)
     t0 = time.perf_counter()
     first = last = 0.0
     chunks = 0
@@ -79,9 +72,9 @@ async def chat(
     async with client.stream("POST", base + "/v1/chat/completions", json=body, timeout=REQUEST_TIMEOUT) as r:
         r.raise_for_status()
         async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
+            data = sse_chunk(line)
+            if data is None:
                 continue
-            data = json.loads(line[6:])
             if data.get("usage"):
                 usage_tokens = data["usage"].get("completion_tokens")
             for choice in data.get("choices") or []:

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from _blas import add_cpu_blas_argument, child_env, find_blas, preload_here
-from _servers import QUESTIONS, free_port, mlx_lm_server_cmd, running, smgpy_serve_cmd
+from _servers import QUESTIONS, free_port, mlx_lm_server_cmd, running, smgpy_serve_cmd, streamed_chat
 
 CONCURRENCY = (1, 8, 32)
 TINY = {
@@ -190,16 +190,7 @@ async def _read_body(reader: asyncio.StreamReader, chunked: bool) -> Any:
 
 
 async def chat(port: int, model: str, prompt: str, max_tokens: int) -> Reply:
-    body = json.dumps(
-        {
-            "model": model,
-            "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": max_tokens,
-            "temperature": 0.0,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-    ).encode()
+    body = json.dumps(streamed_chat(model, [{"role": "user", "content": prompt}], max_tokens)).encode()
     head = (
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"

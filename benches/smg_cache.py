@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 from _blas import add_cpu_blas_argument, child_env, find_blas
+from _servers import sse_chunk, streamed_chat
 
 TOPICS = ["Paris", "the sea", "volcanoes", "bread", "trains", "owls", "glaciers", "chess"]
 
@@ -82,14 +83,7 @@ def start_router(workers: list[str], policy: str) -> tuple[subprocess.Popen[byte
 
 
 def turn(router: str, messages: list[dict[str, str]]) -> dict[str, Any]:
-    body = {
-        "model": "SmolLM2-135M-Instruct",
-        "messages": messages,
-        "max_tokens": 16,
-        "temperature": 0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    body = streamed_chat("SmolLM2-135M-Instruct", messages, 16)
     t0 = time.monotonic()
     ttft = None
     text = ""
@@ -97,9 +91,9 @@ def turn(router: str, messages: list[dict[str, str]]) -> dict[str, Any]:
     with httpx.stream("POST", router + "/v1/chat/completions", json=body, timeout=600) as r:
         worker = r.headers.get("x-smg-routed-worker-id")
         for line in r.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
+            chunk = sse_chunk(line)
+            if chunk is None:
                 continue
-            chunk = json.loads(line[6:])
             for c in chunk.get("choices") or []:
                 piece = c["delta"].get("content") or ""
                 if piece and ttft is None:
