@@ -4,7 +4,7 @@ The peer is not vendored: point ``--peer-src`` at a checkout of waybarrios/vllm-
 ``4b654c0``); its ``vllm_mlx/reasoning`` package is imported directly, because importing
 ``vllm_mlx`` itself needs MLX (Apple silicon). Its streaming API is vLLM's
 ``extract_reasoning_streaming(previous_text, current_text, delta_text)``, driven here the way vLLM's
-server drives it. Same corpus and ~4-byte chunks as ``rust/parsers/benches/reasoning.rs``.
+server drives it. Same corpus and ~4-byte chunks as ``rust/parsers/smg-peer/benches/reasoning.rs``.
 
     python benches/reasoning_python_peer.py --peer-src /path/to/vllm-mlx
 """

@@ -12,7 +12,6 @@ use smgpy_parsers::tool::{parse_complete, CallDelta, ToolCallParser, ToolDelta, 
 use std::time::Instant;
 use tool_common::{four_bytes, stream_count};
 
-#[path = "../benches/tool_common/mod.rs"]
 mod tool_common;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tool_common::{four_bytes, stream_count};
 use tool_parser::ParserFactory;
 
+#[path = "../../examples/tool_common/mod.rs"]
 mod tool_common;
 
 /// An argument value long enough that arguments dominate, as in real agent traffic.

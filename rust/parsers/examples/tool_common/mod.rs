@@ -1,5 +1,5 @@
-//! What the tool-call bench and the `parse_loop` example both time: a response cut in ~4-byte
-//! pieces and streamed, each push's result looked at (not accumulated).
+//! What the tool-call bench (`smg-peer/benches/tool.rs`) and the `parse_loop` example both time:
+//! a response cut in ~4-byte pieces and streamed, each push's result looked at (not accumulated).
 use smgpy_parsers::tool::{ToolCallParser, ToolFormat};
 
 /// ~4-byte pieces on char boundaries.
