@@ -1,0 +1,1 @@
+//! Nothing to build: this package exists for its benches (`benches/`).
