@@ -105,6 +105,13 @@ def chat(client: Any, messages: list[dict[str, Any]] = ASK, **kwargs: Any) -> An
     return client.chat.completions.create(model="m", messages=messages, temperature=0, **kwargs)
 
 
+def greedy_message(tools: list[dict[str, Any]], tool_choice: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a greedy Anthropic Messages request for ASK (80 tokens at most)."""
+    return dict(
+        model="m", max_tokens=80, messages=ASK, tools=tools, tool_choice=tool_choice, extra_body={"temperature": 0}
+    )
+
+
 def follows(name: str, arguments: str) -> dict[str, Any]:
     """The arguments, checked against the schema of tool `name` (the keys this test's tools use)."""
     args = json.loads(arguments)
@@ -216,21 +223,12 @@ def test_anthropic_any_and_tool(mlx_url: str) -> None:
         {"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
         for f in (t["function"] for t in TOOLS)
     ]
-    r = client.messages.create(
-        model="m", max_tokens=80, messages=ASK, tools=tools, tool_choice={"type": "any"}, extra_body={"temperature": 0}
-    )
+    r = client.messages.create(**greedy_message(tools, {"type": "any"}))
     assert r.stop_reason == "tool_use"
     uses = [b for b in r.content if b.type == "tool_use"]
     assert uses and uses[0].name == "get_weather"
     follows("get_weather", json.dumps(uses[0].input))
-    r = client.messages.create(
-        model="m",
-        max_tokens=80,
-        messages=ASK,
-        tools=tools,
-        tool_choice={"type": "tool", "name": "get_time"},
-        extra_body={"temperature": 0},
-    )
+    r = client.messages.create(**greedy_message(tools, {"type": "tool", "name": "get_time"}))
     uses = [b for b in r.content if b.type == "tool_use"]
     assert [u.name for u in uses] == ["get_time"]
     follows("get_time", json.dumps(uses[0].input))
@@ -259,14 +257,7 @@ def test_required_without_tools_is_a_400(mlx_url: str) -> None:
 def test_anthropic_streamed_forced_call_equals_complete(mlx_url: str) -> None:
     client = anthropic.Anthropic(base_url=mlx_url, api_key="x", max_retries=0, timeout=120)
     tools = [{"name": f["name"], "input_schema": f["parameters"]} for f in (t["function"] for t in TOOLS)]
-    args: dict[str, Any] = dict(
-        model="m",
-        max_tokens=80,
-        messages=ASK,
-        tools=tools,
-        tool_choice={"type": "tool", "name": "get_weather"},
-        extra_body={"temperature": 0},
-    )
+    args = greedy_message(tools, {"type": "tool", "name": "get_weather"})
     full = client.messages.create(**args)
     with client.messages.stream(**args) as s:
         final = s.get_final_message()
