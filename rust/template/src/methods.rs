@@ -71,48 +71,46 @@ fn split(s: &str, sep: Option<&str>, maxsplit: i64, from_right: bool) -> Result<
             Ok(parts)
         }
         None => {
+            // Words are taken from the side the split starts at; at `limit` words the rest stays whole.
             let mut parts = Vec::new();
-            if from_right {
-                let mut rest = s.trim_end_matches(is_py_space);
-                while !rest.is_empty() {
-                    if parts.len() == limit {
-                        parts.push(rest.to_string());
-                        break;
-                    }
-                    match rest.rfind(is_py_space) {
-                        Some(i) => {
-                            let ch = rest[i..].chars().next().map_or(1, char::len_utf8);
-                            parts.push(rest[i + ch..].to_string());
-                            rest = rest[..i].trim_end_matches(is_py_space);
-                        }
-                        None => {
-                            parts.push(rest.to_string());
-                            break;
-                        }
-                    }
-                }
-                parts.reverse();
+            let mut rest = if from_right {
+                s.trim_end_matches(is_py_space)
             } else {
-                let mut rest = s.trim_start_matches(is_py_space);
-                while !rest.is_empty() {
-                    if parts.len() == limit {
-                        parts.push(rest.to_string());
-                        break;
-                    }
-                    match rest.find(is_py_space) {
-                        Some(i) => {
-                            parts.push(rest[..i].to_string());
-                            rest = rest[i..].trim_start_matches(is_py_space);
-                        }
-                        None => {
-                            parts.push(rest.to_string());
-                            break;
-                        }
-                    }
+                s.trim_start_matches(is_py_space)
+            };
+            while !rest.is_empty() {
+                if parts.len() == limit {
+                    parts.push(rest.to_string());
+                    break;
                 }
+                let (word, after) = if from_right { last_word(rest) } else { first_word(rest) };
+                parts.push(word.to_string());
+                rest = after;
+            }
+            if from_right {
+                parts.reverse();
             }
             Ok(parts)
         }
+    }
+}
+
+/// The first word of `s` (which starts with one) and what follows it, without its leading white space.
+fn first_word(s: &str) -> (&str, &str) {
+    match s.find(is_py_space) {
+        Some(i) => (&s[..i], s[i..].trim_start_matches(is_py_space)),
+        None => (s, ""),
+    }
+}
+
+/// The last word of `s` (which ends with one) and what precedes it, without its trailing white space.
+fn last_word(s: &str) -> (&str, &str) {
+    match s.rfind(is_py_space) {
+        Some(i) => {
+            let ch = s[i..].chars().next().map_or(1, char::len_utf8);
+            (&s[i + ch..], s[..i].trim_end_matches(is_py_space))
+        }
+        None => (s, ""),
     }
 }
 
