@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Map, Value};
+use smgpy_template::DateTime;
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -119,24 +120,13 @@ pub fn rfc3339_now() -> String {
     rfc3339(now.as_secs(), now.subsec_micros())
 }
 
+/// `secs` since the Unix epoch, in UTC; the calendar date is the template clock's
+/// ([`DateTime::from_unix`]), so the server has one date conversion.
 fn rfc3339(secs: u64, micros: u32) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let t = DateTime::from_unix(i64::try_from(secs).unwrap_or(i64::MAX));
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}+00:00",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{micros:06}+00:00",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
 }
 
