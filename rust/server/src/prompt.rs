@@ -1,7 +1,7 @@
 //! From API request to prompt text: tool filtering by `tool_choice`, message normalisation and
 //! chat-template rendering. Shared by chat completions, responses and messages.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use smgpy_parsers::{Forced, ReasoningOptions, ToolDef, ToolFormat};
 use smgpy_protocol::structured::Constraint;
 use smgpy_structured::refs::relocate_refs;
@@ -15,18 +15,6 @@ use crate::error::ApiError;
 use crate::literal::{Masker, Rendered};
 use crate::pipeline::ToolStage;
 use crate::state::AppState;
-
-/// A chat-style request reduced to what the template needs.
-#[derive(Debug, Clone, Default)]
-pub struct ChatPrompt {
-    pub messages: Vec<Value>,
-    pub tools: Option<Vec<Value>>,
-    /// `documents` for retrieval-augmented templates.
-    pub documents: Option<Vec<Value>>,
-    pub add_generation_prompt: bool,
-    pub continue_final_message: bool,
-    pub kwargs: Map<String, Value>,
-}
 
 /// Tools the template sees: with a named `tool_choice` only that tool, otherwise all of them
 /// (`none` still shows them to the template, as vLLM does; it only disables parsing).
@@ -267,8 +255,9 @@ fn json_form(specs: &[ToolSpec<'_>], choice: &ToolChoice, parallel: bool) -> Res
 
 /// Render with the server's chat template. When the server tokenizes prompts itself, special
 /// tokens spelled inside the request's content come back as literal spans (see
-/// [`crate::literal`]), so that only the template's markup produces special tokens.
-pub fn render(state: &AppState, p: ChatPrompt) -> Result<Rendered, ApiError> {
+/// [`crate::literal`]), so that only the template's markup produces special tokens. `args` come
+/// as the request wrote them: masked and normalised here.
+pub fn render(state: &AppState, mut args: RenderArgs) -> Result<Rendered, ApiError> {
     let template = state.config().chat_template.as_ref().ok_or_else(|| {
         ApiError::bad_request(
             None,
@@ -282,24 +271,15 @@ pub fn render(state: &AppState, p: ChatPrompt) -> Result<Rendered, ApiError> {
         .as_ref()
         .filter(|_| cfg.prompt_ids)
         .map(|t| Masker::new(t.specials()));
-    let (messages, tools, documents) = match masker.as_mut() {
-        Some(m) => (
-            p.messages.into_iter().map(|v| m.mask(v)).collect(),
-            p.tools.map(|t| t.into_iter().map(|v| m.mask(v)).collect::<Vec<_>>()),
-            p.documents.map(|d| d.into_iter().map(|v| m.mask(v)).collect()),
-        ),
-        None => (p.messages, p.tools, p.documents),
-    };
-    let messages = smgpy_template::normalize_messages(messages, template.info());
-    let tools = tools.map(|t| smgpy_template::normalize_tools(&t));
-    let args = RenderArgs {
-        messages,
-        tools,
-        documents,
-        add_generation_prompt: p.add_generation_prompt,
-        continue_final_message: p.continue_final_message,
-        kwargs: p.kwargs,
-    };
+    if let Some(m) = masker.as_mut() {
+        let tools = args.tools.iter_mut().flatten();
+        let documents = args.documents.iter_mut().flatten();
+        for v in args.messages.iter_mut().chain(tools).chain(documents) {
+            *v = m.mask(std::mem::take(v));
+        }
+    }
+    args.messages = smgpy_template::normalize_messages(std::mem::take(&mut args.messages), template.info());
+    args.tools = args.tools.map(|t| smgpy_template::normalize_tools(&t));
     let text = template.render(&args).map_err(|e| match e {
         TemplateError::Raised { message } => ApiError::BadRequest {
             message,

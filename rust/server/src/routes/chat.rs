@@ -9,11 +9,12 @@ use smgpy_protocol::chat::{
     FunctionChunk, FunctionOut, ResponseMessage, ToolCallChunk, ToolCallOut,
 };
 use smgpy_protocol::common::{TokenLogprob, Usage};
+use smgpy_template::RenderArgs;
 
 use crate::driver::{chat_logprobs, sum_counts, Counts, Finish, Step};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
-use crate::prompt::{self, ChatPrompt};
+use crate::prompt;
 use crate::routes::prelude::{self, Turn};
 use crate::routes::start_choices;
 use crate::sse;
@@ -34,7 +35,7 @@ pub async fn chat_completions(
     }
     let text = prompt::render(
         &state,
-        ChatPrompt {
+        RenderArgs {
             // Moved, not copied: nothing after rendering reads the conversation.
             messages: std::mem::take(&mut req.messages),
             tools: prompt::tools_for_template(req.tools.as_deref(), &tool_choice),

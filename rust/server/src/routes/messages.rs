@@ -11,13 +11,14 @@ use axum::Json;
 use serde_json::{json, Value};
 use smgpy_protocol::anthropic::{stop_reason, ChatForm, MessagesRequest, MessagesResponse, MessagesUsage};
 use smgpy_protocol::common::MatchedStop;
+use smgpy_template::RenderArgs;
 
 use crate::blocks::{Block, Blocks, Event, Kind};
 use crate::driver::{Counts, Finish, Step};
 use crate::error::{AnthropicError, ApiError};
 use crate::extract::ApiJson;
 use crate::literal::Rendered;
-use crate::prompt::{self, ChatPrompt};
+use crate::prompt;
 use crate::routes::prelude::{self, Turn};
 use crate::routes::{start_choices, tokenize};
 use crate::sse;
@@ -98,7 +99,7 @@ fn render_through(
     }
     prompt::render(
         state,
-        ChatPrompt {
+        RenderArgs {
             messages: form.messages[..count.min(form.messages.len())].to_vec(),
             tools: prompt::tools_for_template(form.tools.as_deref(), &form.tool_choice),
             documents: None,

@@ -12,12 +12,13 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 use smgpy_protocol::common::FinishReason;
 use smgpy_protocol::responses::ResponsesRequest;
+use smgpy_template::RenderArgs;
 
 use crate::blocks::{Block, Blocks, Event, Kind};
 use crate::driver::{Counts, Finish, Step};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::prompt::{self, ChatPrompt};
+use crate::prompt;
 use crate::routes::prelude::{self, Turn};
 use crate::routes::response_store::Stored;
 use crate::routes::start_choices;
@@ -51,7 +52,7 @@ pub async fn create(
     }
     let text = prompt::render(
         &state,
-        ChatPrompt {
+        RenderArgs {
             messages,
             tools: prompt::tools_for_template(form.tools.as_deref(), &form.tool_choice),
             documents: None,

@@ -9,12 +9,13 @@ use axum::extract::State;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use smgpy_template::RenderArgs;
 
 use crate::engine::Tokenizer;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::literal::Rendered;
-use crate::prompt::{self, ChatPrompt};
+use crate::prompt;
 use crate::state::AppState;
 
 /// `{"prompt": "..."}` or a chat-style `{"messages": [...]}` rendered with the chat template.
@@ -101,7 +102,7 @@ pub async fn tokenize(
         (Some(p), None) => p.into(),
         (None, Some(messages)) => prompt::render(
             &state,
-            ChatPrompt {
+            RenderArgs {
                 messages,
                 tools: req.tools,
                 documents: req.documents,
