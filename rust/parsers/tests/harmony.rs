@@ -91,78 +91,39 @@ fn call(name: &str, args: &str) -> (String, String) {
 
 #[test]
 fn reasoning_channels() {
-    // vllm-mlx tests/test_harmony_parsers.py::test_extract_analysis_and_final (a newline after
-    // every token).
-    assert_eq!(
-        reason("<|channel|>analysis\n<|message|>Let me think step by step.\n<|end|>\n<|channel|>final\n<|message|>The answer is 42.\n<|return|>"),
-        ("Let me think step by step.".into(), "The answer is 42.".into())
-    );
-    // vllm-mlx ::test_multiple_analysis_blocks.
-    assert_eq!(
-        reason("<|channel|>analysis\n<|message|>First thought.\n<|end|>\n<|channel|>analysis\n<|message|>Second thought.\n<|end|>\n<|channel|>final\n<|message|>Result.\n<|return|>"),
-        ("First thought.Second thought.".into(), "Result.".into())
-    );
-    // vllm-mlx ::test_no_analysis_channel and ::test_analysis_only_no_final.
-    assert_eq!(
-        reason("<|channel|>final\n<|message|>Direct answer.\n<|return|>"),
-        (String::new(), "Direct answer.".into())
-    );
-    assert_eq!(
-        reason("<|channel|>analysis\n<|message|>Just thinking...\n<|end|>"),
-        ("Just thinking...".into(), String::new())
-    );
-    // vllm-mlx ::test_analysis_with_commentary_and_final: a tool call is nobody's text here.
-    assert_eq!(
-        reason("<|channel|>analysis\n<|message|>Need to call a tool.\n<|end|>\n<|channel|>commentary to=functions.search\n<|constrain|>json\n<|message|>{\"q\": \"test\"}\n<|call|>\n<|channel|>final\n<|message|>Found results.\n<|return|>"),
-        ("Need to call a tool.".into(), "Found results.".into())
-    );
-    // llama.cpp tests/test-chat.cpp GPT_OSS: a final message without `<|return|>` (a stop token).
-    assert_eq!(
-        reason(&format!("{A}I'm\nthinking<|end|>{S}{F}Hello, world!\nWhat's up?")),
-        ("I'm\nthinking".into(), "Hello, world!\nWhat's up?".into())
-    );
-    // vLLM tests/reasoning/test_gptoss_reasoning_parser.py: `<|constrain|>` in a final header,
-    // any case and spacing; a final header without `<|start|>assistant`.
-    assert_eq!(
-        reason(&format!(
-            "{A}This is reasoning<|end|>{S}<|channel|>final<|constrain|> JSON <|message|>This is the rest"
-        )),
-        ("This is reasoning".into(), "This is the rest".into())
-    );
-    assert_eq!(
-        reason(&format!(
-            "{A}This is reasoning<|end|><|channel|>final<|message|>This is the rest"
-        )),
-        ("This is reasoning".into(), "This is the rest".into())
-    );
-    // SGLang test/srt/test_harmony_parser.py::test_consecutive_blocks_same_type and
-    // ::test_parse_with_interspersed_text; whitespace inside a message is kept.
-    assert_eq!(
-        reason(&format!("{A}first reasoning<|end|>{A}second reasoning<|end|>")),
-        ("first reasoningsecond reasoning".into(), String::new())
-    );
-    assert_eq!(
-        reason(&format!(
-            "Some text {A}reasoning<|end|> more text {S}{F}answer<|return|> trailing text"
-        )),
-        ("reasoning".into(), "Some text  more text answer trailing text".into())
-    );
-    assert_eq!(
-        reason(&format!("{A}  content with spaces  <|end|>")),
-        ("  content with spaces  ".into(), String::new())
-    );
-    // llama.cpp GPT_OSS: a commentary preamble is content.
-    assert_eq!(
-        reason(&format!("{A}I'm\nthinking<|end|>{S}<|channel|>commentary<|message|>Hello, world!\nWhat's up?<|end|>{S}<|channel|>commentary to=functions.special_function <|constrain|>json<|message|>{{\"arg1\": 1}}")),
-        ("I'm\nthinking".into(), "Hello, world!\nWhat's up?".into())
-    );
-    // Plain text (no Harmony tokens at all) is content; the `<|start|>assistant` a rendered
-    // conversation ends with is nothing.
-    assert_eq!(
-        reason("Just a regular response."),
-        (String::new(), "Just a regular response.".into())
-    );
-    assert_eq!(reason(&format!("{F}Hi<|return|>{S}")), (String::new(), "Hi".into()));
+    // (output, reasoning, content)
+    let cases: Vec<(String, &str, &str)> = vec![
+        // vllm-mlx tests/test_harmony_parsers.py::test_extract_analysis_and_final (a newline after
+        // every token).
+        ("<|channel|>analysis\n<|message|>Let me think step by step.\n<|end|>\n<|channel|>final\n<|message|>The answer is 42.\n<|return|>".into(), "Let me think step by step.", "The answer is 42."),
+        // vllm-mlx ::test_multiple_analysis_blocks.
+        ("<|channel|>analysis\n<|message|>First thought.\n<|end|>\n<|channel|>analysis\n<|message|>Second thought.\n<|end|>\n<|channel|>final\n<|message|>Result.\n<|return|>".into(), "First thought.Second thought.", "Result."),
+        // vllm-mlx ::test_no_analysis_channel and ::test_analysis_only_no_final.
+        ("<|channel|>final\n<|message|>Direct answer.\n<|return|>".into(), "", "Direct answer."),
+        ("<|channel|>analysis\n<|message|>Just thinking...\n<|end|>".into(), "Just thinking...", ""),
+        // vllm-mlx ::test_analysis_with_commentary_and_final: a tool call is nobody's text here.
+        ("<|channel|>analysis\n<|message|>Need to call a tool.\n<|end|>\n<|channel|>commentary to=functions.search\n<|constrain|>json\n<|message|>{\"q\": \"test\"}\n<|call|>\n<|channel|>final\n<|message|>Found results.\n<|return|>".into(), "Need to call a tool.", "Found results."),
+        // llama.cpp tests/test-chat.cpp GPT_OSS: a final message without `<|return|>` (a stop token).
+        (format!("{A}I'm\nthinking<|end|>{S}{F}Hello, world!\nWhat's up?"), "I'm\nthinking", "Hello, world!\nWhat's up?"),
+        // vLLM tests/reasoning/test_gptoss_reasoning_parser.py: `<|constrain|>` in a final header,
+        // any case and spacing; a final header without `<|start|>assistant`.
+        (format!("{A}This is reasoning<|end|>{S}<|channel|>final<|constrain|> JSON <|message|>This is the rest"), "This is reasoning", "This is the rest"),
+        (format!("{A}This is reasoning<|end|><|channel|>final<|message|>This is the rest"), "This is reasoning", "This is the rest"),
+        // SGLang test/srt/test_harmony_parser.py::test_consecutive_blocks_same_type and
+        // ::test_parse_with_interspersed_text; whitespace inside a message is kept.
+        (format!("{A}first reasoning<|end|>{A}second reasoning<|end|>"), "first reasoningsecond reasoning", ""),
+        (format!("Some text {A}reasoning<|end|> more text {S}{F}answer<|return|> trailing text"), "reasoning", "Some text  more text answer trailing text"),
+        (format!("{A}  content with spaces  <|end|>"), "  content with spaces  ", ""),
+        // llama.cpp GPT_OSS: a commentary preamble is content.
+        (format!("{A}I'm\nthinking<|end|>{S}<|channel|>commentary<|message|>Hello, world!\nWhat's up?<|end|>{S}<|channel|>commentary to=functions.special_function <|constrain|>json<|message|>{{\"arg1\": 1}}"), "I'm\nthinking", "Hello, world!\nWhat's up?"),
+        // Plain text (no Harmony tokens at all) is content; the `<|start|>assistant` a rendered
+        // conversation ends with is nothing.
+        ("Just a regular response.".into(), "", "Just a regular response."),
+        (format!("{F}Hi<|return|>{S}"), "", "Hi"),
+    ];
+    for (text, reasoning, content) in cases {
+        assert_eq!(reason(&text), (reasoning.into(), content.into()), "{text:?}");
+    }
 }
 
 #[test]
