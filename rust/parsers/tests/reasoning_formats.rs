@@ -3,7 +3,7 @@
 
 mod reasoning_common;
 
-use reasoning_common::{check, run};
+use reasoning_common::{check, check_cases, run};
 use smgpy_parsers::reasoning::{prompt_state, ReasoningFormat, ReasoningOptions, ReasoningParser};
 
 fn opts(opened: bool, disabled: bool) -> ReasoningOptions {
@@ -17,24 +17,19 @@ fn opts(opened: bool, disabled: bool) -> ReasoningOptions {
 #[test]
 fn think_written_by_model() {
     for name in ["qwen3", "glm45", "nemotron_v3", "hy_v3", "olmo3", "deepseek_v3"] {
-        check(
+        check_cases(
             name,
-            "<think>\nplan 計画\n</think>\n\nAnswer",
-            "\nplan 計画\n",
-            "\n\nAnswer",
-        );
-        check(name, "no thinking here", "", "no thinking here");
-        check(name, "<think>cut off at max_tokens", "cut off at max_tokens", "");
-        // Once reasoning has closed, later tags are the model's text, kept verbatim (vLLM's
-        // DeepSeek-R1 / Qwen3 parsers and SGLang's detectors split at the first close only).
-        check(name, "<think>a</think>b<think>c</think>d", "a", "b<think>c</think>d");
-        // Inside reasoning a nested opening is reasoning text; the first close ends it.
-        check(name, "<think>a<think>b</think>c</think>d", "a<think>b", "c</think>d");
-        check(
-            name,
-            "x < y and </thinking> is text",
-            "",
-            "x < y and </thinking> is text",
+            &[
+                ("<think>\nplan 計画\n</think>\n\nAnswer", "\nplan 計画\n", "\n\nAnswer"),
+                ("no thinking here", "", "no thinking here"),
+                ("<think>cut off at max_tokens", "cut off at max_tokens", ""),
+                // Once reasoning has closed, later tags are the model's text, kept verbatim (vLLM's
+                // DeepSeek-R1 / Qwen3 parsers and SGLang's detectors split at the first close only).
+                ("<think>a</think>b<think>c</think>d", "a", "b<think>c</think>d"),
+                // Inside reasoning a nested opening is reasoning text; the first close ends it.
+                ("<think>a<think>b</think>c</think>d", "a<think>b", "c</think>d"),
+                ("x < y and </thinking> is text", "", "x < y and </thinking> is text"),
+            ],
         );
     }
     // The prompt opened the block.
@@ -70,9 +65,14 @@ fn think_implied() {
         "kimi_k2",
         "glm47",
     ] {
-        check(name, "plan\n</think>\n\nAnswer", "plan\n", "\n\nAnswer");
-        check(name, "<think>\nplan</think>Answer", "\nplan", "Answer");
-        check(name, "cut off", "cut off", "");
+        check_cases(
+            name,
+            &[
+                ("plan\n</think>\n\nAnswer", "plan\n", "\n\nAnswer"),
+                ("<think>\nplan</think>Answer", "\nplan", "Answer"),
+                ("cut off", "cut off", ""),
+            ],
+        );
         assert_eq!(
             run(name, "all answer", opts(false, true)),
             ("".into(), "all answer".into())
@@ -145,23 +145,25 @@ fn cohere() {
         "Hi.",
     );
     for name in ["cohere_command3", "cohere_command4", "cohere_cmd"] {
-        check(
+        check_cases(
             name,
-            "<|START_THINKING|>plan<|END_THINKING|><|START_RESPONSE|>Hi<|END_RESPONSE|>",
-            "plan",
-            "Hi",
-        );
-        check(
-            name,
-            "<|START_THINKING|>p<|END_THINKING|><|START_TEXT|>Hi<|END_TEXT|>",
-            "p",
-            "Hi",
-        );
-        check(
-            name,
-            "<|START_THINKING|>p<|END_THINKING|><|START_ACTION|>[{\"tool_name\":\"f\"}]<|END_ACTION|>",
-            "p",
-            "<|START_ACTION|>[{\"tool_name\":\"f\"}]<|END_ACTION|>",
+            &[
+                (
+                    "<|START_THINKING|>plan<|END_THINKING|><|START_RESPONSE|>Hi<|END_RESPONSE|>",
+                    "plan",
+                    "Hi",
+                ),
+                (
+                    "<|START_THINKING|>p<|END_THINKING|><|START_TEXT|>Hi<|END_TEXT|>",
+                    "p",
+                    "Hi",
+                ),
+                (
+                    "<|START_THINKING|>p<|END_THINKING|><|START_ACTION|>[{\"tool_name\":\"f\"}]<|END_ACTION|>",
+                    "p",
+                    "<|START_ACTION|>[{\"tool_name\":\"f\"}]<|END_ACTION|>",
+                ),
+            ],
         );
     }
 }
@@ -181,23 +183,22 @@ fn harmony() {
 
 #[test]
 fn gemma4() {
-    check(
+    check_cases(
         "gemma4",
-        "<|channel>thought\nstep 1<channel|>The answer",
-        "step 1",
-        "The answer",
+        &[
+            ("<|channel>thought\nstep 1<channel|>The answer", "step 1", "The answer"),
+            (
+                "<|channel>thought\na<channel|>x<|channel>thought\nb<channel|>y",
+                "ab",
+                "xy",
+            ),
+            ("<|channel>thoughtless", "less", ""),
+            // vLLM's Gemma 4 reasoning parser: a channel opened without its `thought` header is
+            // thinking too; `run` also streams it char by char, so `<|channel>` arrives split.
+            ("<|channel>plan it<channel|>Answer", "plan it", "Answer"),
+            ("<|channel>\nplan<channel|>A<|tool_response>", "\nplan", "A"),
+        ],
     );
-    check(
-        "gemma4",
-        "<|channel>thought\na<channel|>x<|channel>thought\nb<channel|>y",
-        "ab",
-        "xy",
-    );
-    check("gemma4", "<|channel>thoughtless", "less", "");
-    // vLLM's Gemma 4 reasoning parser: a channel opened without its `thought` header is
-    // thinking too; `run` also streams it char by char, so `<|channel>` arrives split.
-    check("gemma4", "<|channel>plan it<channel|>Answer", "plan it", "Answer");
-    check("gemma4", "<|channel>\nplan<channel|>A<|tool_response>", "\nplan", "A");
 }
 
 /// Reasoning markers once reasoning has ended, with thinking disabled, or with no reasoning

@@ -6,7 +6,7 @@
 mod reasoning_common;
 mod tool_common;
 
-use reasoning_common::{check, run};
+use reasoning_common::{check, check_cases, run};
 use smgpy_parsers::reasoning::{self, ReasoningFormat, ReasoningOptions};
 use smgpy_parsers::tool::{ToolCallParser, ToolFormat};
 use tool_common::stream_through;
@@ -109,28 +109,31 @@ fn tool_calls_opened_inside_reasoning() {
 #[test]
 fn implied_reasoning_of_peers_parsers() {
     // vLLM tests/reasoning/test_kimi_k2_reasoning_parser.py::test_extract_reasoning_implicit_start
-    check(
+    check_cases(
         "kimi_k2",
-        "implicit reasoning with no tags",
-        "implicit reasoning with no tags",
-        "",
+        &[
+            ("implicit reasoning with no tags", "implicit reasoning with no tags", ""),
+            (
+                "<think>step by step reasoning</think>final answer",
+                "step by step reasoning",
+                "final answer",
+            ),
+            ("<think></think>final answer", "", "final answer"),
+        ],
     );
-    check(
-        "kimi_k2",
-        "<think>step by step reasoning</think>final answer",
-        "step by step reasoning",
-        "final answer",
-    );
-    check("kimi_k2", "<think></think>final answer", "", "final answer");
     // vLLM tests/reasoning/test_glm47_reasoning_parser.py
-    check(
+    check_cases(
         "glm47",
-        "This is a reasoning section</think>This is the rest",
-        "This is a reasoning section",
-        "This is the rest",
+        &[
+            (
+                "This is a reasoning section</think>This is the rest",
+                "This is a reasoning section",
+                "This is the rest",
+            ),
+            ("This is content", "This is content", ""),
+            ("</think>This is the rest", "", "This is the rest"),
+        ],
     );
-    check("glm47", "This is content", "This is content", "");
-    check("glm47", "</think>This is the rest", "", "This is the rest");
     // Thinking switched off by the template (its prompt ends with `</think>`): all content.
     let off = ReasoningOptions {
         prompt_opened_reasoning: false,

@@ -25,6 +25,13 @@ pub fn check(name: &str, text: &str, reasoning: &str, content: &str) {
     );
 }
 
+/// [`check`] for each `(text, reasoning, content)` of `cases`, read with the format `name`.
+pub fn check_cases(name: &str, cases: &[(&str, &str, &str)]) {
+    for (text, reasoning, content) in cases {
+        check(name, text, reasoning, content);
+    }
+}
+
 /// Push `text` through `p` one char at a time, then finish: the `(reasoning, content)` a client
 /// assembles from the deltas.
 pub fn stream_chars(mut p: ReasoningParser, text: &str) -> (String, String) {
