@@ -4,6 +4,8 @@
 //! Case counts scale with `PROPTEST_CASES` (default 256 per property); the fuzz run recorded in
 //! benches/README.md used `PROPTEST_CASES=250000` (x4) in release mode.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+use std::ops::Range;
+
 use proptest::prelude::*;
 use smgpy_parsers::reasoning::{self, ReasoningFormat, ReasoningOptions, ReasoningParser};
 
@@ -40,6 +42,20 @@ fn all_markers() -> Vec<&'static str> {
     v.sort_unstable();
     v.dedup();
     v
+}
+
+/// A format, its options, a text of `pieces` [`piece`]s (markers of all formats) and `cuts` byte
+/// positions to stream it in chunks at.
+fn stream_case(
+    pieces: Range<usize>,
+    cuts: Range<usize>,
+) -> impl Strategy<Value = (ReasoningFormat, ReasoningOptions, String, Vec<usize>)> {
+    (
+        format_strategy(),
+        opts_strategy(),
+        proptest::collection::vec(piece(all_markers()), pieces).prop_map(|p| p.concat()),
+        proptest::collection::vec(any::<usize>(), cuts),
+    )
 }
 
 /// Split `text` at the given byte positions (moved down to char boundaries).
@@ -97,24 +113,14 @@ proptest! {
 
     /// Markers of *all* formats, marker prefixes and multibyte text, split everywhere.
     #[test]
-    fn stream_equals_complete(
-        f in format_strategy(),
-        o in opts_strategy(),
-        pieces in proptest::collection::vec(piece(all_markers()), 0..24),
-        cuts in proptest::collection::vec(any::<usize>(), 0..24),
-    ) {
-        assert_cut_and_every_char_eq(f, &o, &pieces.concat(), &cuts)?;
+    fn stream_equals_complete((f, o, text, cuts) in stream_case(0..24, 0..24)) {
+        assert_cut_and_every_char_eq(f, &o, &text, &cuts)?;
     }
 
     /// Long outputs (over the engine's bulk-search threshold), complete vs big and tiny chunks.
     #[test]
-    fn long_text_stream_equals_complete(
-        f in format_strategy(),
-        o in opts_strategy(),
-        pieces in proptest::collection::vec(piece(all_markers()), 40..160),
-        cuts in proptest::collection::vec(any::<usize>(), 0..6),
-    ) {
-        assert_cut_and_every_char_eq(f, &o, &pieces.concat(), &cuts)?;
+    fn long_text_stream_equals_complete((f, o, text, cuts) in stream_case(40..160, 0..6)) {
+        assert_cut_and_every_char_eq(f, &o, &text, &cuts)?;
     }
 
     /// Nothing lost, nothing doubled: output minus markers has exactly the input's plain text.
