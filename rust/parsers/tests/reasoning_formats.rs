@@ -17,19 +17,24 @@ fn opts(opened: bool, disabled: bool) -> ReasoningOptions {
 #[test]
 fn think_written_by_model() {
     for name in ["qwen3", "glm45", "nemotron_v3", "hy_v3", "olmo3", "deepseek_v3"] {
-        check_cases(
+        check(
             name,
-            &[
-                ("<think>\nplan 計画\n</think>\n\nAnswer", "\nplan 計画\n", "\n\nAnswer"),
-                ("no thinking here", "", "no thinking here"),
-                ("<think>cut off at max_tokens", "cut off at max_tokens", ""),
-                // Once reasoning has closed, later tags are the model's text, kept verbatim (vLLM's
-                // DeepSeek-R1 / Qwen3 parsers and SGLang's detectors split at the first close only).
-                ("<think>a</think>b<think>c</think>d", "a", "b<think>c</think>d"),
-                // Inside reasoning a nested opening is reasoning text; the first close ends it.
-                ("<think>a<think>b</think>c</think>d", "a<think>b", "c</think>d"),
-                ("x < y and </thinking> is text", "", "x < y and </thinking> is text"),
-            ],
+            "<think>\nplan 計画\n</think>\n\nAnswer",
+            "\nplan 計画\n",
+            "\n\nAnswer",
+        );
+        check(name, "no thinking here", "", "no thinking here");
+        check(name, "<think>cut off at max_tokens", "cut off at max_tokens", "");
+        // Once reasoning has closed, later tags are the model's text, kept verbatim (vLLM's
+        // DeepSeek-R1 / Qwen3 parsers and SGLang's detectors split at the first close only).
+        check(name, "<think>a</think>b<think>c</think>d", "a", "b<think>c</think>d");
+        // Inside reasoning a nested opening is reasoning text; the first close ends it.
+        check(name, "<think>a<think>b</think>c</think>d", "a<think>b", "c</think>d");
+        check(
+            name,
+            "x < y and </thinking> is text",
+            "",
+            "x < y and </thinking> is text",
         );
     }
     // The prompt opened the block.
@@ -183,22 +188,23 @@ fn harmony() {
 
 #[test]
 fn gemma4() {
-    check_cases(
+    check(
         "gemma4",
-        &[
-            ("<|channel>thought\nstep 1<channel|>The answer", "step 1", "The answer"),
-            (
-                "<|channel>thought\na<channel|>x<|channel>thought\nb<channel|>y",
-                "ab",
-                "xy",
-            ),
-            ("<|channel>thoughtless", "less", ""),
-            // vLLM's Gemma 4 reasoning parser: a channel opened without its `thought` header is
-            // thinking too; `run` also streams it char by char, so `<|channel>` arrives split.
-            ("<|channel>plan it<channel|>Answer", "plan it", "Answer"),
-            ("<|channel>\nplan<channel|>A<|tool_response>", "\nplan", "A"),
-        ],
+        "<|channel>thought\nstep 1<channel|>The answer",
+        "step 1",
+        "The answer",
     );
+    check(
+        "gemma4",
+        "<|channel>thought\na<channel|>x<|channel>thought\nb<channel|>y",
+        "ab",
+        "xy",
+    );
+    check("gemma4", "<|channel>thoughtless", "less", "");
+    // vLLM's Gemma 4 reasoning parser: a channel opened without its `thought` header is
+    // thinking too; `run` also streams it char by char, so `<|channel>` arrives split.
+    check("gemma4", "<|channel>plan it<channel|>Answer", "plan it", "Answer");
+    check("gemma4", "<|channel>\nplan<channel|>A<|tool_response>", "\nplan", "A");
 }
 
 /// Reasoning markers once reasoning has ended, with thinking disabled, or with no reasoning
