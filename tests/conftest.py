@@ -66,6 +66,27 @@ async def collect(engine: Any, obj: Any) -> tuple[list[int], Any]:
     return ids, meta
 
 
+def function_tool(name: str, description: str, **params: str) -> dict[str, Any]:
+    """A chat completion's `tools` entry for the function `name`, whose parameters, all required,
+    have the JSON-Schema types in `params` (`city="string"`)."""
+    properties = {p: {"type": t} for p, t in params.items()}
+    schema = {"type": "object", "properties": properties, "required": list(params)}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
+
+
+def assert_openai_error(
+    r: httpx.Response, status: int, param: str | None, types: tuple[str, ...] = ("invalid_request_error",)
+) -> dict[str, Any]:
+    """`r` is an OpenAI-style error answer: `status`, an `error` with a message, one of `types` and,
+    unless `param` is None, that `param`. Returns the `error` object."""
+    assert r.status_code == status, r.text
+    err: dict[str, Any] = r.json()["error"]
+    assert err["message"] and err["type"] in types, err
+    if param is not None:
+        assert err["param"] == param, err
+    return err
+
+
 def shared_dir() -> Path:
     """`../shared` beside the repo; skip when absent, except under CI=true where it must exist."""
     if SHARED.is_dir():
@@ -138,6 +159,13 @@ def wait_for_health(url: str, timeout: float = 30.0) -> None:
 @pytest.fixture
 def serve() -> Any:
     return serve_in_thread
+
+
+@pytest.fixture(scope="module")
+def url(engine: Any) -> Iterator[str]:
+    """The module's own `engine` fixture served over HTTP for that module; the base URL."""
+    with serve_in_thread(engine) as u:
+        yield u
 
 
 @pytest.fixture(scope="module")

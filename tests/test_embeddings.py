@@ -9,7 +9,6 @@ import asyncio
 import base64
 import struct
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -22,13 +21,8 @@ openai = pytest.importorskip("openai")
 
 @pytest.fixture(scope="module")
 def engine() -> HashEmbeddingEngine:
+    """The engine conftest's `url` fixture serves."""
     return HashEmbeddingEngine(dim=8, matryoshka=[4])
-
-
-@pytest.fixture(scope="module")
-def url(engine: HashEmbeddingEngine) -> Iterator[str]:
-    with serve_in_thread(engine) as u:
-        yield u
 
 
 @pytest.fixture(scope="module")

@@ -50,9 +50,9 @@ def embedder() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def url(embedder: Any) -> Iterator[str]:
-    with serve_in_thread(embedder) as u:
-        yield u
+def engine(embedder: Any) -> Any:
+    """The engine conftest's `url` fixture serves."""
+    return embedder
 
 
 @pytest.fixture(scope="module")

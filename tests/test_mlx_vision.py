@@ -90,17 +90,12 @@ def reference(vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[l
 
 @pytest.fixture(scope="module")
 def engine(vlm_dir: Path) -> Iterator[Any]:
+    """The tiny VLM's engine; conftest's `url` fixture serves it."""
     from smgpy.mlx import MLXEngine
 
     eng = MLXEngine(str(vlm_dir), model_name="tiny-vlm")
     yield eng
     eng.shutdown()
-
-
-@pytest.fixture(scope="module")
-def url(engine: Any) -> Iterator[str]:
-    with serve_in_thread(engine) as u:
-        yield u
 
 
 def test_engine_recognises_a_vlm_directory(engine: Any) -> None:
