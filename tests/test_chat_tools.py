@@ -11,18 +11,11 @@ import httpx
 import openai
 import pytest
 import smgpy
-from conftest import serve_in_thread
+from conftest import function_tool, serve_in_thread
 from engines import ScriptedEngine
 
 TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Weather for a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-        },
-    },
+    function_tool("get_weather", "Weather for a city", city="string"),
     {
         "type": "function",
         "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}},

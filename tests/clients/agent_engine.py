@@ -29,6 +29,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from conftest import function_tool
 from engines import ScriptedEngine
 from pydantic import BaseModel
 
@@ -115,6 +116,10 @@ PARIS = {"name": "Paris", "country": "France", "population": 2102650}
 def get_weather(city: str) -> str:
     """The weather in a city."""
     return f"sunny and 21 C in {city}"
+
+
+# `get_weather` as a chat completion's `tools` entry, for the clients that declare tools as JSON.
+WEATHER_TOOL = function_tool("get_weather", "The weather in a city.", city="string")
 
 
 def assert_plain_chat_prompt(engine: AgentEngine) -> None:

@@ -12,7 +12,7 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
 import litellm  # noqa: E402
 import pytest  # noqa: E402
-from agent_engine import PARIS, AgentEngine, City  # noqa: E402
+from agent_engine import PARIS, WEATHER_TOOL, AgentEngine, City, get_weather  # noqa: E402
 from conftest import serve_in_thread  # noqa: E402
 
 # A module litellm imports on first use declares `ReadOnly` TypedDict items, which pydantic warns about.
@@ -25,20 +25,7 @@ def options(url: str) -> dict[str, object]:
     return {"model": MODEL, "api_base": url + "/v1", "api_key": "x", "timeout": 30, "num_retries": 0}
 
 
-def get_weather(city: str) -> str:
-    return f"sunny and 21 C in {city}"
-
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "The weather in a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-        },
-    }
-]
+TOOLS = [WEATHER_TOOL]
 
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
