@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from conftest import serve_in_thread
+from conftest import assert_openai_error, serve_in_thread
 from engines import ScriptedEngine, TokenizingEngine
 
 
@@ -138,11 +138,7 @@ INVALID: list[tuple[dict[str, Any], int, str | None]] = [
 def test_invalid_requests(body: dict[str, Any], status: int, param: str | None) -> None:
     with serve_in_thread(ScriptedEngine()) as url:
         r = httpx.post(url + "/v1/completions", json=body)
-    assert r.status_code == status, r.text
-    err = r.json()["error"]
-    assert err["type"] == "invalid_request_error" and err["message"]
-    if param is not None:
-        assert err["param"] == param, err
+    assert_openai_error(r, status, param)
 
 
 def test_malformed_json_is_400() -> None:

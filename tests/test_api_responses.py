@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from conftest import serve_in_thread
+from conftest import assert_openai_error, serve_in_thread
 from engines import ScriptedEngine
 
 TOOLS: list[Any] = [
@@ -194,8 +194,4 @@ INVALID: list[tuple[dict[str, Any], int, str | None]] = [
 def test_invalid_requests(body: dict[str, Any], status: int, param: str | None) -> None:
     with serve_in_thread(ScriptedEngine()) as url:
         r = httpx.post(url + "/v1/responses", json=body)
-    assert r.status_code == status, r.text
-    err = r.json()["error"]
-    assert err["message"] and err["type"] in ("invalid_request_error", "not_found_error")
-    if param is not None:
-        assert err["param"] == param, err
+    assert_openai_error(r, status, param, ("invalid_request_error", "not_found_error"))

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from conftest import REPO, free_port, serve_in_thread, wait_for_health
+from conftest import REPO, assert_openai_error, free_port, serve_in_thread, wait_for_health
 from engines import ScriptedEngine
 
 MSG = [{"role": "user", "content": "Say hello"}]
@@ -190,12 +190,8 @@ def test_bad_requests_are_400(body: Any, param: str | None) -> None:
     with serve_in_thread(ScriptedEngine()) as url:
         content = body if isinstance(body, bytes) else json.dumps(body).encode()
         r = httpx.post(url + "/v1/chat/completions", content=content, headers={"content-type": "application/json"})
-    assert r.status_code == 400, r.text
-    err = r.json()["error"]
+    err = assert_openai_error(r, 400, param)
     assert set(err) == {"message", "type", "param", "code"}
-    assert err["type"] == "invalid_request_error" and err["message"]
-    if param is not None:
-        assert err["param"] == param
 
 
 def test_body_limit_413() -> None:
