@@ -27,6 +27,25 @@ if TYPE_CHECKING:
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 VOCAB = 49152
 
+# The tiny transformer several configs share: 2 layers of hidden size 64 in 4 attention heads of 16
+# (2 of them for keys and values), MLP size 128.
+TINY: dict[str, Any] = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+}
+
+QWEN3: dict[str, Any] = {
+    **TINY,
+    "rms_norm_eps": 1e-6,
+    "max_position_embeddings": 2048,
+    "tie_word_embeddings": False,
+    "rope_theta": 10000.0,
+}
+
 # The config of each model type: what its ModelArgs requires, at a tiny size. Prompts in the matrix
 # test are 5-47 tokens long, so the windows and chunks below (16, 8) are crossed by the longer ones.
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -41,34 +60,15 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 2048,
         "tie_word_embeddings": False,
     },
-    "qwen3": {
-        "hidden_size": 64,
-        "num_hidden_layers": 2,
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "rms_norm_eps": 1e-6,
-        "max_position_embeddings": 2048,
-        "tie_word_embeddings": False,
-        "rope_theta": 10000.0,
-    },
+    "qwen3": QWEN3,
+    # Qwen3's attention with a mixture of experts in every layer.
     "qwen3_moe": {
-        "hidden_size": 64,
-        "num_hidden_layers": 2,
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "rms_norm_eps": 1e-6,
+        **QWEN3,
         "num_experts": 4,
         "num_experts_per_tok": 2,
         "decoder_sparse_step": 1,
         "mlp_only_layers": [],
         "moe_intermediate_size": 64,
-        "rope_theta": 10000.0,
-        "tie_word_embeddings": False,
-        "max_position_embeddings": 2048,
         "norm_topk_prob": True,
     },
     "mixtral": {
@@ -278,12 +278,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
     },
     "falcon_h1": {
-        "hidden_size": 64,
-        "num_hidden_layers": 2,
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
+        **TINY,
         "mamba_d_ssm": 64,
         "mamba_n_heads": 4,
         "mamba_d_head": 16,

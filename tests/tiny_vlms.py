@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from tiny_models import demo_tokenizer_dir
+from tiny_models import TINY, demo_tokenizer_dir
 
 VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 
@@ -174,12 +174,7 @@ def build_gemma3(out: Path, seed: int = 0) -> Path:
 
     text_config = {
         "model_type": "gemma3_text",
-        "hidden_size": 64,
-        "num_hidden_layers": 2,
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
+        **TINY,
         "query_pre_attn_scalar": 16,
         "rms_norm_eps": 1e-6,
         "vocab_size": vocab,
