@@ -130,3 +130,18 @@ def test_filter_matches_jinja2(expr: str, reference: Any) -> None:
     except ValueError:
         got = None
     assert got == expected
+
+
+def test_a_printed_list_escapes_every_character_as_python_does(reference: Any) -> None:
+    """A template that prints a list or a dict shows its strings as Python's ``repr`` does: every
+    character ``str.isprintable()`` rejects (controls, format characters, spaces but ' ', unassigned
+    code points) as ``\\xhh`` / ``\\uhhhh`` / ``\\Uhhhhhhhh``; all the others as they are."""
+    import unicodedata
+
+    # rust/template/src/printable.rs is Python 3.11's table (scripts/make_printable_table.py).
+    if unicodedata.unidata_version != "14.0.0":
+        pytest.skip(f"smgpy's table is Unicode 14.0.0; this Python's is {unicodedata.unidata_version}")
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    source = "{{ chars }}|{{ {'k': chars[:300]} }}"
+    out, _ = reference(conversations=[MESSAGES], chat_template=source, **SPECIAL, chars=chars)
+    assert _native.ChatTemplate(source, SPECIAL).render(MESSAGES, chars=chars) == out[0]

@@ -29,6 +29,7 @@ mod markup;
 mod methods;
 mod none;
 mod normalize;
+mod printable;
 mod pyrepr;
 mod source;
 mod tuple;

@@ -4,6 +4,7 @@
 //! minijinja's own `Display` writes `none`, `true`, `0.0000001` and JSON-ish lists, so the output of
 //! `{{ value }}`, `|string` and `|join` is routed through this module instead.
 
+use crate::printable::is_printable;
 use minijinja::value::{Value, ValueKind};
 use std::fmt::Write;
 
@@ -146,7 +147,9 @@ pub fn write_float(out: &mut String, f: f64) {
     }
 }
 
-/// Python's `repr(str)`: single quotes unless the text holds `'` and no `"`.
+/// Python's `repr(str)`: single quotes unless the text holds `'` and no `"`; what Python does not
+/// print as it is (controls, format characters, spaces other than ' ', unassigned code points) as
+/// `\xhh`, `\uhhhh` or `\Uhhhhhhhh`.
 pub fn write_str_repr(out: &mut String, s: &str) {
     let quote = if s.contains('\'') && !s.contains('"') {
         '"'
@@ -164,8 +167,12 @@ pub fn write_str_repr(out: &mut String, s: &str) {
                 out.push('\\');
                 out.push(c);
             }
-            c if (c as u32) < 0x20 || (0x7f..0xa0).contains(&(c as u32)) => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
+            c if !is_printable(c) => {
+                let _ = match c as u32 {
+                    n @ ..=0xff => write!(out, "\\x{n:02x}"),
+                    n @ ..=0xffff => write!(out, "\\u{n:04x}"),
+                    n => write!(out, "\\U{n:08x}"),
+                };
             }
             c => out.push(c),
         }
@@ -196,6 +203,19 @@ mod tests {
         assert_eq!(float(0.0001), "0.0001");
         assert_eq!(float(0.00001234), "1.234e-05");
         assert_eq!(float(1e300), "1e+300");
+    }
+
+    #[test]
+    fn strings_escape_what_python_does_not_print() {
+        let repr = |s: &str| {
+            let mut out = String::new();
+            write_str_repr(&mut out, s);
+            out
+        };
+        assert_eq!(repr("a\u{3000}b\u{a0}"), r"'a\u3000b\xa0'");
+        assert_eq!(repr("\u{200b}\u{2028}\u{e0001}\u{85}"), r"'\u200b\u2028\U000e0001\x85'");
+        assert_eq!(repr("é 😀 日本"), "'é 😀 日本'");
+        assert_eq!(repr("\0\t\u{7f}"), r"'\x00\t\x7f'");
     }
 
     #[test]
