@@ -65,6 +65,7 @@ from smgpy.mlx.detokenize import TextDecoder
 from smgpy.mlx.draft import DraftBatch, DraftModel, DraftState
 from smgpy.mlx.lookup import Lookup
 from smgpy.mlx.mailbox import Mailbox
+from smgpy.mlx.owner import own_mlx_thread
 from smgpy.mlx.pacing import StepCost
 from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PINNED, TIER_PLAIN, Hit, PrefixCache
 from smgpy.mlx.prefix_disk import DiskStore
@@ -336,30 +337,24 @@ class Scheduler:
     # ----- the MLX thread -----
 
     def run(self) -> None:
-        try:
-            self.model, self.tokenizer = self._load()
-            self._hidden = mlx_lm_api.hidden_size(self.model)
-            if self._load_draft is not None:
-                self.draft = self._load_draft(self.tokenizer)
-                self.draft_batch = self.draft.batch(self._cache.max_bytes // 4)
-            self._stream = mx.default_stream(mx.default_device())
-            self._choose_mode()
-        except BaseException as e:  # reported to from_pretrained, which re-raises it
-            self.load_error = e
-            self.ready.set()
-            self.stopped.set()
-            return
-        self.ready.set()
-        with mx.stream(self._stream):
-            self._serve()
-            self._release()
-        self.stopped.set()
-        # Park instead of returning. When an OS thread that ran MLX ends, MLX's thread-local
-        # compile cache is destroyed and must take the GIL to drop Python references; if that
-        # races with interpreter shutdown, CPython ends the thread mid-destructor and the whole
-        # process aborts ("terminate called without an active exception"). A parked daemon
-        # thread is simply discarded at exit.
-        threading.Event().wait()
+        """The MLX thread's body (:func:`smgpy.mlx.owner.own_mlx_thread`): load, serve, release."""
+        own_mlx_thread(self._load_all, self._serve_all, failed=self._failed, ready=self.ready, stopped=self.stopped)
+
+    def _load_all(self) -> None:
+        self.model, self.tokenizer = self._load()
+        self._hidden = mlx_lm_api.hidden_size(self.model)
+        if self._load_draft is not None:
+            self.draft = self._load_draft(self.tokenizer)
+            self.draft_batch = self.draft.batch(self._cache.max_bytes // 4)
+        self._choose_mode()
+
+    def _failed(self, error: BaseException) -> None:
+        self.load_error = error  # from_pretrained re-raises it
+
+    def _serve_all(self, stream: Any) -> None:
+        self._stream = stream
+        self._serve()
+        self._release()
 
     def _choose_mode(self) -> None:
         """Slots for plain attention, the caches' own batching otherwise, one at a time last."""

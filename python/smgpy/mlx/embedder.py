@@ -186,52 +186,47 @@ class MLXEmbedder:
     # -- the model thread -----------------------------------------------------------------------
 
     def _run(self, path: Path) -> None:
-        try:
-            import mlx.core as mx
+        from smgpy.mlx.owner import own_mlx_thread
 
+        def load() -> None:
             from smgpy.mlx.sentence import SentenceModel
 
             self._model = SentenceModel(path)
-            stream = mx.default_stream(mx.default_device())
-        except BaseException as e:  # reported to __init__, which re-raises it
-            self._error = e
-            self._ready.set()
-            self._stopped.set()
-            return
-        self._ready.set()
-        with mx.stream(stream):
-            while True:
-                first = self._queue.get()
-                if first is None:
+
+        def failed(error: BaseException) -> None:
+            self._error = error  # __init__ re-raises it
+
+        own_mlx_thread(load, self._serve_all, failed=failed, ready=self._ready, stopped=self._stopped)
+
+    def _serve_all(self, stream: Any) -> None:
+        """Take every waiting request (up to ``max_batch`` inputs) whenever free, until shutdown;
+        then free the model's arrays and let the stream finish all it queued."""
+        import mlx.core as mx
+
+        while True:
+            first = self._queue.get()
+            if first is None:
+                break
+            jobs = [first]
+            count = len(first.ids)
+            stop = False
+            while count < self.max_batch:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
                     break
-                jobs = [first]
-                count = len(first.ids)
-                stop = False
-                while count < self.max_batch:
-                    try:
-                        nxt = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if nxt is None:
-                        stop = True
-                        break
-                    jobs.append(nxt)
-                    count += len(nxt.ids)
-                self._serve(jobs)
-                if stop:
+                if nxt is None:
+                    stop = True
                     break
+                jobs.append(nxt)
+                count += len(nxt.ids)
+            self._serve(jobs)
+            if stop:
+                break
         self._fail_waiting()
-        # Free the model's arrays and let the stream finish all it queued while this thread still
-        # owns it, then park instead of returning, as the generation engine's thread does
-        # (`batching.Scheduler.run`): when an OS thread that ran MLX ends, MLX's thread-local state
-        # is destroyed and must take the GIL, and if that races with interpreter shutdown the
-        # process aborts (`terminate called without an active exception`). A parked daemon thread
-        # is simply discarded at exit.
         self._model = None
         gc.collect()
         mx.synchronize(stream)
-        self._stopped.set()
-        threading.Event().wait()
 
     def _serve(self, jobs: list[_Job]) -> None:
         import numpy as np
