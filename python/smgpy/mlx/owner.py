@@ -29,9 +29,9 @@ def own_mlx_thread(
     and park for good. ``serve`` frees what the thread made before it returns (nothing else ever
     will). An error from ``load`` goes to ``failed`` (for the caller waiting on ``ready`` to raise)
     and ends the thread: nothing of MLX's is left to outlive it."""
-    import mlx.core as mx
-
     try:
+        import mlx.core as mx  # a broken MLX install is a load error too, not a silent dead thread
+
         load()
         stream = mx.default_stream(mx.default_device())
     except BaseException as e:

@@ -2,8 +2,8 @@
 //!
 //! Streaming parsers must never emit text that might turn out to be the start of a marker
 //! (`<tool_call>`, `</think>`, ...): such text is held back until the next delta decides it.
-//! These two functions are the only place that logic lives; `with_held` reads what was held
-//! back in front of the next delta.
+//! `find_first` and `partial_suffix_len` are the only place that logic lives; `with_held` reads
+//! what was held back in front of the next delta.
 
 use std::borrow::Cow;
 

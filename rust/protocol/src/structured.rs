@@ -252,7 +252,10 @@ fn response_format(rf: &Value) -> Result<Option<Structured>, ProtocolError> {
             })?;
             match spec.get("schema") {
                 // OpenAI allows leaving the schema out: any JSON value then.
-                None | Some(Value::Null) => Ok(Some(Structured::new(Constraint::Json { schema: json!({}) }, at("json_schema")))),
+                None | Some(Value::Null) => {
+                    let any = Constraint::Json { schema: json!({}) };
+                    Ok(Some(Structured::new(any, at("json_schema"))))
+                }
                 Some(schema) => Kind::Json.read(schema, &at("json_schema.schema")).map(Some),
             }
         }
