@@ -209,14 +209,46 @@ def test_prefill_chunks_deep_in_a_prompt_cost_no_more_than_the_first() -> None:
     assert chunk_tokens(5000, 512, None) == 512
 
 
+def test_a_chunk_and_the_decode_step_beside_it_cost_no_more_than_a_first_chunk() -> None:
+    """The turn's budget covers the rows' decode step (its rows through the layers, their
+    attention and the logits head a prefill token skips); the chunk keeps a quarter at least."""
+    from smgpy.mlx.batching import chunk_tokens, decode_cost, head_share
+
+    def cost(at: int, n: int, hidden: int) -> float:
+        return sum(1 + (at + i) / (6 * hidden) for i in range(n))
+
+    # The tiny test model's head costs 32 tokens through its layers; SmolLM2-135M's a quarter.
+    assert head_share(49152, 64, 2) == 32
+    assert 0.2 < head_share(49152, 576, 30) < 0.3
+    assert head_share(None, 64, 2) == 0 and decode_cost(8, 128, None, 32) == 0
+    assert decode_cost(8, 384, 64, 32) == 8 * (1 + 1 + 32)
+    for hidden, head in ((64, 32.0), (576, 0.24), (2048, 0.08)):
+        full = cost(0, 512, hidden)
+        last = 512
+        for rows in (1, 8, 32, 64):
+            busy = decode_cost(rows, 256, hidden, head)
+            for at in (0, 300, 2000):
+                n = chunk_tokens(at, 512, hidden, busy)
+                assert n <= chunk_tokens(at, 512, hidden), (hidden, rows, at)
+                assert cost(at, n, hidden) <= max(full - busy, full / 4) * 1.001, (hidden, rows, at)
+                # a quarter of the budget at least (one token more would pass it)
+                assert cost(at, n + 1, hidden) > full / 4, (hidden, rows, at)
+            n0 = chunk_tokens(0, 512, hidden, busy)
+            assert n0 <= last
+            last = n0
+    # A wide model's chunk hardly shrinks beside 8 rows; the tiny model's gives a third up.
+    assert chunk_tokens(0, 512, 2048, decode_cost(8, 256, 2048, 0.08)) >= 500
+    assert chunk_tokens(0, 512, 64, decode_cost(8, 256, 64, 32.0)) < 400
+
+
 @pytest.mark.parametrize("kv_bits", [None, 4])
 def test_the_slot_batch_holds_each_sequences_own_keys_and_values(kv_bits: int | None) -> None:
     """Joins (shorter and longer than the batch), leaves (holes, the top rows), speculative steps
     whose rows keep different numbers of columns (holes inside rows, squeezed out later) and the
-    cut of dead columns: each row's keys and values stay those of its sequence alone, at its own
-    position, attended to under its own mask (quantized: exactly
-    what quantizing that sequence alone gives, since groups never span tokens; the prefix cache's
-    copy keeps that form)."""
+    cut of dead columns (before 64 of them lie left of every row, into buffers of whole steps):
+    each row's keys and values stay those of its sequence alone, at its own position, attended to
+    under its own mask (quantized: exactly what quantizing that sequence alone gives, since groups
+    never span tokens; the prefix cache's copy keeps that form)."""
     from mlx_lm.models.cache import KVCache
 
     rng = random.Random(7)
@@ -277,6 +309,13 @@ def test_the_slot_batch_holds_each_sequences_own_keys_and_values(kv_bits: int | 
             seen = [c for c in range(idx + 1) if bool(mask[row, 0, 0, c].item())]
             assert seen == [*batch._s.live_columns(row).tolist(), idx], (step, row)
         assert batch.rows == (max(own) + 1 if own else 0)
+        if own:
+            # Every step attends from column 0: dead columns left of every live row are cut
+            # before they make a whole span step (64) of wasted attention.
+            assert min(batch._s.starts[r] for r in own) < 64, step
+        held = batch.caches[0].keys
+        if held is not None:  # the buffers stay whole steps wide: a compiled step meets few shapes
+            assert (held[0] if kv_bits else held).shape[2] % 256 == 0, step
     # The batch's width stays bounded by the longest live sequence plus the growth steps.
     held = batch.caches[0].keys
     width = 0 if held is None else (held[0] if kv_bits else held).shape[2]

@@ -20,7 +20,8 @@ Each turn of the loop, in order:
 5. queue one chunk of prefill, at most ``prefill_step_size`` tokens: a long prompt is cut into
    chunks that alternate with decode steps, so running rows never wait for more than one chunk.
    While rows run, a chunk deep in a prompt is made shorter, so that with its attention over the
-   context it costs no more than the first (:func:`chunk_tokens`).
+   context it costs no more than the first (:func:`chunk_tokens`), and a prompt longer than one
+   chunk leaves room in each turn for the rows' decode step (:func:`decode_cost`).
 
 When rows have drafts (prompt lookup, or a draft model: the draft batch mirrors the rows) and
 :class:`~smgpy.mlx.pacing.StepCost` says a wider pass pays on this machine, steps 3-4 become one
@@ -84,26 +85,51 @@ _PREFILL_ROWS = 8
 _IDLE_CHUNKS = 8
 
 
-def chunk_tokens(at: int, budget: int, hidden: int | None) -> int:
-    """How many prompt tokens from context position ``at`` cost what ``budget`` tokens from
-    position 0 do: the size of a prefill chunk while rows are decoding, so that no chunk stalls
-    them longer than the first.
+def chunk_tokens(at: int, budget: int, hidden: int | None, busy: float = 0.0) -> int:
+    """How many prompt tokens from context position ``at`` fit in the cost of ``budget`` tokens
+    from position 0, less ``busy``: the size of a prefill chunk while rows are decoding, so that
+    no turn (the rows' decode step, then the chunk) stalls them longer than one first chunk.
 
-    A token's projections and MLP cost about ``24 d^2`` multiply-adds per layer (``d`` the hidden
-    size) and its attention ``4 p d`` at context position ``p``, so a token at ``p`` costs
+    A token's projections and MLP cost about ``24 d^2`` flops per layer (``d`` the hidden size)
+    and its attention ``4 p d`` at context position ``p``, so a token at ``p`` costs
     ``1 + p / (6 d)`` tokens at 0, and a chunk of ``x`` tokens from ``at`` costs
     ``x (1 + (2 at + x) / (12 d))``. Deep in a long prompt attention dominates: for the tiny test
     model (``d`` = 64) the second 512-token chunk of a 1,000-token prompt measured 1.8 times the
     first, as this predicts (1.7); for SmolLM2-135M (``d`` = 576) the same chunk costs 1.2 times.
-    Without a hidden size, chunks are counted in tokens."""
+
+    ``busy`` is the decode step queued in the same turn, in the same units
+    (:func:`decode_cost`): the turn's budget covers it, as a step's token budget counts its
+    decode rows in vLLM's chunked prefill. The chunk keeps a quarter of the budget at least, so a
+    long prompt still advances beside a full batch. Without a hidden size, chunks are counted in
+    tokens."""
     if hidden is None or budget <= 1:
         return max(1, budget)
     scale = 12.0 * hidden
-    cost = budget * (1 + budget / scale)
+    full = budget * (1 + budget / scale)
+    cost = max(full - busy, full / 4)
     b = 1 + 2 * at / scale
     # x^2 / scale + b x - cost = 0, its positive root
     x = (-b + math.sqrt(b * b + 4 * cost / scale)) * scale / 2
     return max(1, min(budget, math.floor(x + 1e-6)))
+
+
+def decode_cost(rows: int, span: int, hidden: int | None, head: float) -> float:
+    """A decode step of ``rows`` rows attending over ``span`` columns, in prompt tokens at
+    position 0 (the unit of :func:`chunk_tokens`): per row, one token through the layers, its
+    attention (``span / (6 d)``) and the logits head (``head``: see :func:`head_share`), which a
+    prefill token skips."""
+    if hidden is None or rows <= 0:
+        return 0.0
+    return rows * (1 + span / (6.0 * hidden) + head)
+
+
+def head_share(vocab: int | None, hidden: int | None, layers: int | None) -> float:
+    """The logits head's flops (``2 V d``) over one token's through the layers
+    (``24 d^2`` each): ``V / (12 d L)``. 32 for the tiny test model (a 49,152-token vocabulary
+    over 2 layers of 64), 0.24 for SmolLM2-135M, 0.08 for SmolLM2-1.7B; 0 where unknown."""
+    if not vocab or not hidden or not layers:
+        return 0.0
+    return vocab / (12.0 * hidden * layers)
 
 
 @dataclass(frozen=True, eq=False)
@@ -283,6 +309,7 @@ class Scheduler:
         self.load_error: BaseException | None = None
         self.model: Any = None
         self._hidden: int | None = None  # the model's hidden size, for the size of prefill chunks
+        self._head = 0.0  # the logits head's cost in tokens through the layers (see head_share)
         self.tokenizer: Any = None
         self._stream: Any = None
         self._outbox: list[tuple[Outlet, GenerateOutput]] = []
@@ -343,6 +370,7 @@ class Scheduler:
     def _load_all(self) -> None:
         self.model, self.tokenizer = self._load()
         self._hidden = mlx_lm_api.hidden_size(self.model)
+        self._head = head_share(mlx_lm_api.vocab_size(self.model), self._hidden, mlx_lm_api.num_layers(self.model))
         if self._load_draft is not None:
             self.draft = self._load_draft(self.tokenizer)
             self.draft_batch = self.draft.batch(self._cache.max_bytes // 4)
@@ -747,7 +775,14 @@ class Scheduler:
             rows = len(job.groups)
             size = max(1, self._prefill_step // rows) if job.shared else self._prefill_step
             if not idle:  # running rows wait for this chunk: it costs no more than the first
-                size = chunk_tokens(job.start + job.pos, size, self._hidden)
+                busy = 0.0
+                if job.width > size:
+                    # A prompt longer than one chunk: each of its chunks and the rows' step beside
+                    # it cost no more than one first chunk. (A shorter prompt is one chunk at
+                    # most whatever the batch, and is not cut further.)
+                    span = self.batch.write_column if isinstance(self.batch, SlotBatch) else 0
+                    busy = decode_cost(len(self._rows), span, self._hidden, self._head)
+                size = chunk_tokens(job.start + job.pos, size, self._hidden, busy)
             end = min(job.width, job.pos + size)
             if job.shared:
                 pads = [job.width - len(r) for r in job.runs]

@@ -99,15 +99,30 @@ def _argmax(logprobs: mx.array) -> mx.array:
 greedy_sampler: Callable[[mx.array], mx.array] = getattr(_sample_utils, "greedy_sampler", None) or _argmax
 
 
-def hidden_size(model: Any) -> int | None:
-    """The model's hidden size, from the config arguments mlx-lm's model classes keep
-    (``model.args.hidden_size``; a vision model's language model's), or None where it has none."""
+def _arg(model: Any, name: str) -> int | None:
+    """A positive integer from the config arguments mlx-lm's model classes keep
+    (``model.args``; a vision model's language model's), or None where it has none."""
     inner = getattr(model, "model", None)
     for obj in (model, getattr(model, "language_model", None), getattr(inner, "language_model", None)):
-        size = getattr(getattr(obj, "args", None), "hidden_size", None)
-        if isinstance(size, int) and size > 0:
-            return size
+        value = getattr(getattr(obj, "args", None), name, None)
+        if isinstance(value, int) and value > 0:
+            return value
     return None
+
+
+def hidden_size(model: Any) -> int | None:
+    """The model's hidden size (``args.hidden_size``), or None where it has none."""
+    return _arg(model, "hidden_size")
+
+
+def vocab_size(model: Any) -> int | None:
+    """The model's vocabulary size (``args.vocab_size``), or None where it has none."""
+    return _arg(model, "vocab_size")
+
+
+def num_layers(model: Any) -> int | None:
+    """The model's number of layers (``args.num_hidden_layers``), or None where it has none."""
+    return _arg(model, "num_hidden_layers")
 
 
 def load(path: str) -> tuple[Any, Any, dict[str, Any]]:
