@@ -241,6 +241,21 @@ def test_a_chunk_and_the_decode_step_beside_it_cost_no_more_than_a_first_chunk()
     assert chunk_tokens(0, 512, 64, decode_cost(8, 256, 64, 32.0)) < 400
 
 
+def test_the_compiled_step_pads_rows_by_less_than_a_third() -> None:
+    """Rows are bucketed (one compiled shape per bucket) with padding under a third of the rows
+    computed from 9 rows on, and buckets never shrink as rows grow."""
+    from smgpy.mlx.compiled_step import _bucket
+
+    last = 0
+    for rows in range(1, 300):
+        b = _bucket(rows)
+        assert b >= rows and b >= last, rows
+        if rows > 8:
+            assert (b - rows) * 3 < b, (rows, b)
+        last = b
+    assert [_bucket(r) for r in (1, 3, 8, 9, 13, 17, 25, 33)] == [1, 4, 8, 12, 16, 24, 32, 48]
+
+
 @pytest.mark.parametrize("kv_bits", [None, 4])
 def test_the_slot_batch_holds_each_sequences_own_keys_and_values(kv_bits: int | None) -> None:
     """Joins (shorter and longer than the batch), leaves (holes, the top rows), speculative steps
