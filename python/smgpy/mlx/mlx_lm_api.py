@@ -120,11 +120,6 @@ def vocab_size(model: Any) -> int | None:
     return _arg(model, "vocab_size")
 
 
-def num_layers(model: Any) -> int | None:
-    """The model's number of layers (``args.num_hidden_layers``), or None where it has none."""
-    return _arg(model, "num_hidden_layers")
-
-
 def load(path: str) -> tuple[Any, Any, dict[str, Any]]:
     """``(model, tokenizer wrapper, config)`` as ``mlx_lm.utils.load`` gives them."""
     loaded: tuple[Any, ...] = _load(path, return_config=True)
