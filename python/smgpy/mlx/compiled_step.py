@@ -8,18 +8,17 @@ throughput (~13 % of the MLX thread at 32 clients on an H200, py-spy). Compiled,
 runs once per shape and each later step replays the recorded graph: 0.23-0.36 ms to build a step of
 that model here (OpenBLAS, 1 / 8 / 32 rows), with MLX fusing elementwise chains besides.
 
-What makes the shape stable: the step computes the live rows rounded up to a bucket (1, 2, 4, 8,
-12, 16, 24, 32, 48, ...) and
-attends over the columns up to the write column rounded up to :data:`SPAN_STEP`; the write
-column, each row's first live column and its position are inputs (arrays), not Python numbers,
-so a step at column 40 and one at column 41 are the same graph. Columns past the write column
-and rows past the live ones are masked out (such a row attends to its own column only, so no row
-is empty), as are the holes speculation leaves inside rows (a per-column mask, also an input). A
-new shape (another bucket of rows, a longer span, grown buffers) is traced and
-compiled once, the first time it occurs (that step takes ~4 ms more for the 2-layer model and
-~0.1 s more for SmolLM2-135M's 30 layers on this project's 2-core CPU); MLX keeps each. The buffers go in and
-come back as arrays: nothing else holds them during the step, so MLX updates them in place (one
-column written, no copy of the cache).
+What makes the shape stable: the step computes the live rows rounded up to a bucket (1, 2, 4, 8, 12,
+16, 24, 32, 48, ...: :func:`_bucket`) and attends over the columns up to the write column rounded up
+to :data:`SPAN_STEP`; the write column, each row's first live column and its position are inputs
+(arrays), not Python numbers, so a step at column 40 and one at column 41 are the same graph.
+Columns past the write column and rows past the live ones are masked out (such a row attends to its
+own column only, so no row is empty), as are the holes speculation leaves inside rows (a per-column
+mask, also an input). A new shape (another bucket of rows, a longer span, grown buffers) is traced
+and compiled once, the first time it occurs (that step takes ~4 ms more for the 2-layer model and
+~0.1 s more for SmolLM2-135M's 30 layers on this project's 2-core CPU); MLX keeps each. The buffers
+go in and come back as arrays: nothing else holds them during the step, so MLX updates them in place
+(one column written, no copy of the cache).
 
 Attending over masked columns adds zeros to each softmax, which can change the last bits of a
 logit. At load (:meth:`CompiledDecode.check`) one step of a small batch of rows of different
