@@ -2,9 +2,10 @@
 
 For each model type a tiny random-weight model is built with mlx-lm's classes (`tiny_models.py`):
 dense, MoE, MLA, sliding window, chunked attention, the hybrids (GatedDeltaNet, Mamba, SSM,
-short convolutions), RWKV and a 4-bit quantized llama. Four prompts of clearly different lengths
-go through one engine concurrently; each one's greedy tokens must equal what mlx-lm's
-`generate_step` gives for that prompt alone.
+short convolutions), RWKV, grouped-query scores of five axes (gemma2), learned absolute positions
+(gpt_bigcode) and a 4-bit quantized llama. Four prompts of clearly different lengths go through one
+engine concurrently; each one's greedy tokens must equal what mlx-lm's `generate_step` gives for
+that prompt alone, and the engine batches every model but those that cannot be batched.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from smgpy.engine import GenerateReqInput
 PROMPT_LENGTHS = (5, 13, 29, 47)
 MAX_NEW_TOKENS = 8
 REQUEST_TIMEOUT = 60.0
+# What runs one sequence at a time: llama4's chunked-attention cache has no batch form, and
+# gpt_bigcode reads its cache's offset as one number (its learned positions).
+ONE_AT_A_TIME = {"llama4", "gpt_bigcode"}
 
 
 def prompts(seed: int = 0) -> list[list[int]]:
@@ -58,8 +62,9 @@ async def _collect(engine: Any, ids: list[int]) -> tuple[list[int], Any]:
     return got, meta["finish_reason"]
 
 
-def engine_greedy(path: Path, prompt_ids: list[list[int]]) -> list[tuple[list[int], Any]]:
-    """The engine's greedy tokens (and finish reason) for each prompt, all submitted together."""
+def engine_greedy(path: Path, prompt_ids: list[list[int]]) -> tuple[list[tuple[list[int], Any]], int]:
+    """The engine's greedy tokens (and finish reason) for each prompt, all submitted together, and
+    how many sequences it runs at once."""
     from smgpy.mlx import MLXEngine
 
     engine = MLXEngine(str(path), max_running=8)
@@ -69,7 +74,7 @@ def engine_greedy(path: Path, prompt_ids: list[list[int]]) -> list[tuple[list[in
             jobs = asyncio.gather(*(_collect(engine, ids) for ids in prompt_ids))
             return list(await asyncio.wait_for(jobs, REQUEST_TIMEOUT))
 
-        return asyncio.run(together())
+        return asyncio.run(together()), engine.get_load()["max_running_requests"]
     finally:
         engine.shutdown()
 
@@ -90,7 +95,8 @@ def test_batched_greedy_equals_mlx_lm_alone(name: str, built: tiny_models.Built)
     # A model whose greedy output ignores its prompt would make the comparison vacuous.
     assert len({tuple(w) for w in want}) > 1, f"{name}: every prompt gives the same tokens {want[0]}"
     assert all(len(w) == MAX_NEW_TOKENS for w in want)
-    got = engine_greedy(path, ids)
+    got, running = engine_greedy(path, ids)
+    assert running == (1 if name in ONE_AT_A_TIME else 8), f"{name}: {running} sequences at once"
     wrong = {
         f"prompt of {len(p)} tokens": f"first differs at token {first_difference(g, w)}: engine {g} "
         f"(finish {finish}), mlx-lm {w}"
@@ -98,3 +104,60 @@ def test_batched_greedy_equals_mlx_lm_alone(name: str, built: tiny_models.Built)
         if g != w
     }
     assert not wrong, f"{name}: batched output differs from mlx-lm's: {wrong}"
+
+
+def _probe(path: Path, model: Any = None) -> Any:
+    from mlx_lm import load
+    from smgpy.mlx.batch_probe import probe_batching
+    from smgpy.mlx.mlx_lm_api import make_prompt_cache
+    from smgpy.mlx.slots import can_merge, is_plain_kv
+
+    model = model or load(str(path))[0]
+    caches = make_prompt_cache(model)
+    by_caches = "slots" if is_plain_kv(caches) else "merge" if can_merge(caches) else "single"
+    return probe_batching(model, by_caches)
+
+
+@pytest.mark.parametrize(
+    ("name", "mode", "grouped"),
+    [("llama", "slots", False), ("gemma2", "slots", True), ("mamba", "merge", False), ("gpt_bigcode", "single", False)],
+)
+def test_the_load_probe_finds_how_each_model_batches(
+    name: str, mode: str, grouped: bool, built: tiny_models.Built
+) -> None:
+    fit = _probe(built(name))
+    assert (fit.mode, fit.grouped) == (mode, grouped)
+    if name == "gpt_bigcode":  # its position embedding reads the cache's offset as one number
+        assert "ValueError" in fit.reason
+    else:
+        assert fit.reason == ""
+
+
+class _RowShifted:
+    """A model that runs, batched, without an error but computes other logits than alone (as a
+    model that misreads a batch's positions would): each row of a batch moves by its index."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.layers = model.layers
+
+    def __call__(self, inputs: Any, cache: Any = None) -> Any:
+        import mlx.core as mx
+
+        out = self.model(inputs, cache=cache)
+        return out + 10.0 * mx.arange(out.shape[0])[:, None, None] if out.shape[0] > 1 else out
+
+
+def test_a_model_that_computes_other_logits_batched_runs_one_sequence_at_a_time(built: tiny_models.Built) -> None:
+    from mlx_lm import load
+
+    fit = _probe(Path(), _RowShifted(load(str(built("llama")))[0]))
+    assert fit.mode == "single"
+    assert "batched logits differ from the prompt's alone" in fit.reason
+
+
+def test_kv_bits_is_refused_for_attention_that_cannot_read_a_quantized_cache(built: tiny_models.Built) -> None:
+    from smgpy.mlx import MLXEngine
+
+    with pytest.raises(ValueError, match="--kv-bits: mlx_lm.models.gemma2's attention cannot read a quantized cache"):
+        MLXEngine(str(built("gemma2")), kv_bits=8, kv_group_size=32)

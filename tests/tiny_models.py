@@ -61,6 +61,19 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
     },
     "qwen3": QWEN3,
+    # Grouped-query scores of five axes (kv heads, repeats): the batch's mask takes a group axis.
+    "gemma2": {**TINY, "head_dim": 32, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "query_pre_attn_scalar": 32},
+    # Learned absolute positions read from the cache's offset as one number: one sequence at a time.
+    "gpt_bigcode": {
+        "n_embd": 64,
+        "n_layer": 2,
+        "n_inner": 128,
+        "n_head": 4,
+        "num_key_value_heads": 1,
+        "n_positions": 2048,
+        "layer_norm_epsilon": 1e-5,
+        "tie_word_embeddings": False,
+    },
     # Qwen3's attention with a mixture of experts in every layer.
     "qwen3_moe": {
         **QWEN3,

@@ -61,6 +61,7 @@ import mlx.core as mx
 
 from smgpy.engine import FinishReason, GenerateOutput, MetaInfo, TokenLogprob
 from smgpy.mlx import mlx_lm_api
+from smgpy.mlx.batch_probe import probe_batching
 from smgpy.mlx.compiled_step import CompiledDecode, check_batch
 from smgpy.mlx.detokenize import TextDecoder
 from smgpy.mlx.draft import DraftBatch, DraftModel, DraftState
@@ -71,7 +72,7 @@ from smgpy.mlx.pacing import StepCost
 from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PINNED, TIER_PLAIN, Hit, PrefixCache
 from smgpy.mlx.prefix_disk import DiskStore
 from smgpy.mlx.sampling import GrammarMask, SamplingParams, TokenSampler, make_logits_processors, make_sampler
-from smgpy.mlx.slots import MergeBatch, SingleBatch, SlotBatch, can_merge, is_plain_kv
+from smgpy.mlx.slots import MergeBatch, SingleBatch, SlotBatch, can_merge, is_plain_kv, prefill_caches
 from smgpy.mlx.verify import greedy_choice, kept_greedy, kept_sampled, sampled_choice
 from smgpy.mlx.vlm import ImagePrompt, VisionInputs, VisionModel
 
@@ -316,6 +317,7 @@ class Scheduler:
         self.batch: SlotBatch | MergeBatch | SingleBatch | None = None
         # How prompts are prefilled and rows batched, decided from the model's caches at load.
         self.mode = ""
+        self._grouped = False  # masks take a query-group axis (set at load: `_choose_mode`)
         self._rows: list[Sequence | None] = []  # the sequence in each batch row
         self._inputs: mx.array | None = None  # the next step's input per row (lazy)
         self._prefill: _Prefill | None = None
@@ -384,33 +386,41 @@ class Scheduler:
         self._release()
 
     def _choose_mode(self) -> None:
-        """Slots for plain attention, the caches' own batching otherwise, one at a time last."""
+        """Slots for plain attention, the caches' own batching otherwise, one at a time last; each
+        checked against the model's own code (:mod:`smgpy.mlx.batch_probe`)."""
         caches = mlx_lm_api.make_prompt_cache(self.model)
         self._head = head_share(mlx_lm_api.vocab_size(self.model), self._hidden, len(caches))  # one cache per layer
-        if is_plain_kv(caches):
-            self.mode = "slots"
-        elif can_merge(caches):
-            self.mode = "merge"
+        module = type(self.model).__module__
+        kinds = ", ".join(sorted({type(c).__name__ for c in caches}))
+        by_caches = "slots" if is_plain_kv(caches) else "merge" if can_merge(caches) else "single"
+        fit = probe_batching(self.model, by_caches)
+        self.mode, self._grouped = fit.mode, fit.grouped
+        if fit.reason:
+            log.warning(
+                "%s cannot be batched (two prompts run batched and alone: %s); one sequence runs at a time",
+                module,
+                fit.reason,
+            )
+        elif self.mode == "merge":
             log.info(
                 "%s: its caches (%s) are batched by their own merge/filter and each prompt is prefilled alone",
-                type(self.model).__module__,
-                ", ".join(sorted({type(c).__name__ for c in caches})),
+                module,
+                kinds,
             )
-        else:
-            self.mode = "single"
+        elif self.mode == "single":
+            log.info("%s: its caches (%s) cannot be batched; one sequence runs at a time", module, kinds)
+        if fit.grouped:
+            log.info("%s: its attention scores each group of query heads apart; masks take a group axis", module)
+        if self.mode == "single":
             self.max_running = 1
-            log.info(
-                "%s: its caches (%s) cannot be batched; one sequence runs at a time",
-                type(self.model).__module__,
-                ", ".join(sorted({type(c).__name__ for c in caches})),
-            )
         if self.kv_bits is not None:
             self._check_kv_quantization(caches)
         self.batch = self._new_batch()
         if self.mode == "slots" and self.kv_bits is None and self._compile_step:
             layers = len(caches)
-            step = CompiledDecode(self.model, layers, deltas=isinstance(self.model, VisionModel) and self.model.mrope)
-            if step.check(lambda: check_batch(self.model, layers)):
+            deltas = isinstance(self.model, VisionModel) and self.model.mrope
+            step = CompiledDecode(self.model, layers, deltas=deltas, grouped=self._grouped)
+            if step.check(lambda: check_batch(self.model, layers, grouped=self._grouped)):
                 self.compiled = step
                 log.info("decode step compiled (once per batch shape)")
 
@@ -430,11 +440,18 @@ class Scheduler:
                         f"--kv-group-size {self.kv_group_size} does not divide layer {i}'s {name} width "
                         f"({a.shape[-1]}); pick one of 32, 64 or 128 that does"
                     )
+        quantized = probe_batching(self.model, self.mode, self.kv_bits, self.kv_group_size)
+        if (quantized.mode, quantized.grouped) != ("slots", self._grouped):
+            raise ValueError(
+                f"--kv-bits: {type(self.model).__module__}'s attention cannot read a quantized cache "
+                f"({quantized.reason})"
+            )
         log.info("KV cache of the running batch quantized: %d bits, groups of %d", self.kv_bits, self.kv_group_size)
 
     def _new_batch(self) -> SlotBatch | MergeBatch | SingleBatch:
         if self.mode == "slots":
-            return SlotBatch(len(mlx_lm_api.make_prompt_cache(self.model)), self.kv_bits, self.kv_group_size)
+            layers = len(mlx_lm_api.make_prompt_cache(self.model))
+            return SlotBatch(layers, self.kv_bits, self.kv_group_size, grouped=self._grouped)
         if self.mode == "merge":
             return MergeBatch()
         return SingleBatch()
@@ -753,7 +770,7 @@ class Scheduler:
             return
         pads = [width - len(r) for r in runs]
         assert isinstance(self.batch, SlotBatch)
-        caches = [mlx_lm_api.BatchKVCache(pads) for _ in self.batch.caches]
+        caches = prefill_caches(pads, len(self.batch.caches), self._grouped)
         self._prefill = _Prefill(groups, runs, caches, shared=True, width=width)
 
     def _fetch(self, group: list[Sequence]) -> Hit:

@@ -34,7 +34,7 @@ from typing import Any
 import mlx.core as mx
 
 from smgpy.mlx import mlx_lm_api
-from smgpy.mlx.slots import SlotBatch
+from smgpy.mlx.slots import SlotBatch, grouped_mask
 
 __all__ = ["SPAN_STEP", "CompiledDecode", "check_batch"]
 
@@ -79,6 +79,7 @@ class _TracedCache:
         starts: mx.array,
         offset: mx.array,
         keep: mx.array,
+        grouped: bool,
     ) -> None:
         self.keys = keys
         self.values = values
@@ -87,6 +88,7 @@ class _TracedCache:
         self._idx = idx
         self._starts = starts
         self._keep = keep
+        self._grouped = grouped
         self.offset = offset
 
     def make_mask(self, N: int, return_array: bool = False, **kwargs: Any) -> mx.array:  # noqa: N803 (mlx-lm's name)
@@ -95,7 +97,7 @@ class _TracedCache:
         causal = cols[None, :] <= queries[:, None]
         live = cols[None, None, None, :] >= self._starts[:, None, None, None]
         mask: mx.array = causal[None, None] & live & self._keep[:, None, None, :]
-        return mask
+        return grouped_mask(mask) if self._grouped else mask
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         at = self._idx[None]
@@ -108,9 +110,10 @@ class _TracedCache:
 class CompiledDecode:
     """The compiled decode step of a :class:`~smgpy.mlx.slots.SlotBatch` without ``kv_bits``."""
 
-    def __init__(self, model: Any, num_layers: int, *, deltas: bool = False) -> None:
+    def __init__(self, model: Any, num_layers: int, *, deltas: bool = False, grouped: bool = False) -> None:
         self._model = model
         self._layers = num_layers
+        self._grouped = grouped  # the attention mask takes a query-group axis (``slots.grouped_mask``)
         # A vision-language model with M-RoPE takes each row's position delta (an input too).
         self._deltas = deltas
         self._zeros: dict[int, mx.array] = {}
@@ -132,7 +135,7 @@ class CompiledDecode:
     ) -> Any:
         rows = tokens.shape[0]
         caches = [
-            _TracedCache(bufs[2 * i], bufs[2 * i + 1], rows, cols, idx, starts, offset, keep)
+            _TracedCache(bufs[2 * i], bufs[2 * i + 1], rows, cols, idx, starts, offset, keep, self._grouped)
             for i in range(self._layers)
         ]
         extra = {"deltas": deltas} if self._deltas else {}
@@ -206,10 +209,12 @@ class CompiledDecode:
         return True
 
 
-def check_batch(model: Any, num_layers: int, lengths: tuple[int, ...] = (5, 2, 9)) -> tuple[SlotBatch, mx.array]:
+def check_batch(
+    model: Any, num_layers: int, lengths: tuple[int, ...] = (5, 2, 9), *, grouped: bool = False
+) -> tuple[SlotBatch, mx.array]:
     """A batch of rows of ``lengths`` prompt tokens (fixed ids) prefilled alone and joined,
     and each row's next input: what :meth:`CompiledDecode.check` compares on."""
-    batch = SlotBatch(num_layers)
+    batch = SlotBatch(num_layers, grouped=grouped)
     for i, n in enumerate(lengths):
         caches = mlx_lm_api.make_prompt_cache(model)
         tokens = mx.array([[(7 * i + 3 * j + 1) % 97 for j in range(n)]], dtype=mx.uint32)

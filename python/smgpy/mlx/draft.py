@@ -32,6 +32,7 @@ from typing import Any
 import mlx.core as mx
 
 from smgpy.mlx import mlx_lm_api
+from smgpy.mlx.batch_probe import probe_batching
 from smgpy.mlx.pacing import Pace
 from smgpy.mlx.prefix_cache import PrefixCache
 from smgpy.mlx.slots import SlotBatch, is_plain_kv
@@ -56,6 +57,10 @@ class DraftModel:
                 f"{path} keeps a cache that is not plain attention (sliding windows or recurrent state): "
                 "a draft model needs plain attention"
             )
+        fit = probe_batching(model, "slots")
+        if fit.mode != "slots":
+            raise ValueError(f"{path} cannot be batched ({fit.reason}): a draft model drafts for every row at once")
+        self.grouped = fit.grouped
         self.model = model
 
     def state(self, context: list[int]) -> DraftState:
@@ -65,7 +70,7 @@ class DraftModel:
     def batch(self, cache_bytes: int = 0) -> DraftBatch:
         """An empty batch of draft caches (one per running batch), whose rows leave their
         caches in a prefix cache of ``cache_bytes`` (0: none)."""
-        return DraftBatch(self.model, PrefixCache(cache_bytes))
+        return DraftBatch(self.model, PrefixCache(cache_bytes), grouped=self.grouped)
 
 
 def _vocab_size(tokenizer: Any) -> int | None:
@@ -106,9 +111,9 @@ class DraftState:
 class DraftBatch:
     """The draft model's keys and values for the rows of the running batch (see the module doc)."""
 
-    def __init__(self, model: Any, cache: PrefixCache | None = None) -> None:
+    def __init__(self, model: Any, cache: PrefixCache | None = None, *, grouped: bool = False) -> None:
         self.model = model
-        self.batch = SlotBatch(len(mlx_lm_api.make_prompt_cache(model)))
+        self.batch = SlotBatch(len(mlx_lm_api.make_prompt_cache(model)), grouped=grouped)
         # Where rows that leave keep their draft caches, and where joining rows look first.
         self.cache = cache if cache is not None else PrefixCache(0)
         # Per row drafting now: its state and the columns its fed drafts occupy (begin, end).

@@ -42,7 +42,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from smgpy.mlx.mlx_lm_api import KVCache, QuantizedKVCache, create_causal_mask
+from smgpy.mlx.mlx_lm_api import BatchKVCache, KVCache, QuantizedKVCache, create_causal_mask
 
 __all__ = [
     "MergeBatch",
@@ -51,7 +51,9 @@ __all__ = [
     "SlotKVCache",
     "SlotQuantizedKVCache",
     "can_merge",
+    "grouped_mask",
     "is_plain_kv",
+    "prefill_caches",
 ]
 
 _STEP = 256
@@ -62,6 +64,27 @@ _STEP = 256
 # columns); at 64 a cut's copy, once per 64 columns of progress, costs about what one step's
 # attention reads.
 _CUT = 64
+
+
+def grouped_mask(mask: mx.array) -> mx.array:
+    """A ``(rows, 1, queries, columns)`` mask with a query-group axis, ``(rows, 1, 1, queries,
+    columns)``: what attention layers that score ``(rows, kv heads, repeats, queries, columns)``
+    broadcast against (gemma2, phi3small; :mod:`smgpy.mlx.batch_probe` finds them)."""
+    return mask[:, :, None]
+
+
+class _GroupedBatchKVCache(BatchKVCache):  # type: ignore[misc]  # mlx-lm's class, untyped
+    """mlx-lm's ``BatchKVCache`` (a padded prefill of prompts together) with a grouped mask."""
+
+    def make_mask(self, N: int, return_array: bool = False, **kwargs: Any) -> mx.array:  # noqa: N803 (mlx-lm's name)
+        return grouped_mask(super().make_mask(N, return_array=return_array, **kwargs))
+
+
+def prefill_caches(pads: list[int], num_layers: int, grouped: bool = False) -> list[Any]:
+    """Per layer, mlx-lm's ``BatchKVCache`` for prompts prefilled together, left-padded by
+    ``pads``; ``grouped``: its mask takes a query-group axis (:func:`grouped_mask`)."""
+    cls = _GroupedBatchKVCache if grouped else BatchKVCache
+    return [cls(pads) for _ in range(num_layers)]
 
 
 def is_plain_kv(caches: list[Any]) -> bool:
@@ -110,6 +133,7 @@ class _SlotState:
         self._keep_mx: tuple[int, int, mx.array] | None = None  # the last mask handed out, by shape
         self.offset = mx.array([], dtype=mx.int32)  # per row: its position (idx - start - holes)
         self.left_padding = mx.array([], dtype=mx.int32)
+        self.grouped = False  # masks take a query-group axis (:func:`grouped_mask`)
 
     def refresh(self) -> None:
         self.left_padding = mx.array(self.starts, dtype=mx.int32)
@@ -238,7 +262,7 @@ class SlotKVCache:
         keep = s.keep_mask(len(s.starts), s.idx + N)
         if keep is not None:
             mask = mask & keep[:, None, None, :]
-        return mask
+        return grouped_mask(mask) if s.grouped else mask
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Any, Any]:
         rows, n = keys.shape[0], keys.shape[2]
@@ -392,8 +416,11 @@ class SlotBatch:
 
     copies_on_join = False
 
-    def __init__(self, num_layers: int, kv_bits: int | None = None, kv_group_size: int = 64) -> None:
+    def __init__(
+        self, num_layers: int, kv_bits: int | None = None, kv_group_size: int = 64, *, grouped: bool = False
+    ) -> None:
         self._s = _SlotState()
+        self._s.grouped = grouped
         self.kv_bits = kv_bits
         self.kv_group_size = kv_group_size
         self.caches: list[SlotKVCache] = [
@@ -609,7 +636,7 @@ class SlotBatch:
 
     def reset(self) -> None:
         """Drop every row and the buffers."""
-        self.__init__(len(self.caches), self.kv_bits, self.kv_group_size)  # type: ignore[misc]
+        self.__init__(len(self.caches), self.kv_bits, self.kv_group_size, grouped=self._s.grouped)  # type: ignore[misc]
 
 
 def _nbytes(caches: list[Any] | None) -> int:
