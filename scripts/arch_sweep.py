@@ -36,7 +36,8 @@ LAYERS = 4
 TINY: dict[str, Any] = {
     "hidden_size": 64, "num_hidden_layers": LAYERS, "intermediate_size": 128, "num_attention_heads": 4,
     "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-5, "layer_norm_eps": 1e-5, "norm_eps": 1e-5,
-    "layer_norm_epsilon": 1e-5, "norm_epsilon": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 2048,
+    "layer_norm_epsilon": 1e-5, "layernorm_epsilon": 1e-5, "norm_epsilon": 1e-5, "rope_theta": 10000.0,
+    "max_position_embeddings": 2048,
     "tie_word_embeddings": False, "moe_intermediate_size": 64, "num_experts": 4, "num_local_experts": 4,
     "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1, "shared_expert_intermediate_size": 64,
     "sliding_window": 16, "n_group": 2, "topk_group": 1, "kv_lora_rank": 16, "q_lora_rank": 32,
@@ -63,6 +64,86 @@ TINY: dict[str, Any] = {
     "is_moe_layer": [False, True] * (LAYERS // 2), "moe_layer_freq": 1,
 }  # fmt: skip
 MAX_PARAMETERS = 30_000_000
+ROPE = {"rope_theta": 10000.0, "rope_type": "default"}
+LLAMA4_ROPE = {**ROPE, "llama_4_scaling_beta": 0.1, "original_max_position_embeddings": 16}
+SLIDING = ["sliding_attention", "full_attention"] * (LAYERS // 2)
+# What the tiny configuration above leaves wrong for a model type (None: the class's default).
+OVERRIDES: dict[str, dict[str, Any]] = {
+    "deepseek_v2": {"rope_scaling": {"factor": 1.0, "mscale_all_dim": 0, "type": "yarn", "mscale": 1}},
+    "deepseek_v32": {"index_head_dim": 16, "index_n_heads": 2, "index_topk": 8},
+    "exaone4": {"rope_scaling": None, "sliding_window_pattern": "LLLG"},
+    "gemma4_text": {
+        "num_hidden_layers": 6, "layer_types": None, "num_kv_shared_layers": 2, "hidden_size_per_layer_input": 16,
+        "vocab_size_per_layer_input": 49152, "global_head_dim": 32, "sliding_window_pattern": 3,
+        "num_key_value_heads": 1, "rope_parameters": None,
+    },
+    "glm4_moe": {"rope_scaling": None},
+    "glm_moe_dsa": {
+        "index_head_dim": 16, "index_n_heads": 2, "index_topk": 8, "topk_method": "noaux_tc",
+        "scoring_func": "sigmoid", "rope_parameters": ROPE, "n_group": 1,
+    },
+    "granitemoehybrid": {
+        "layer_types": ["mamba", "attention"] * (LAYERS // 2), "shared_intermediate_size": 64, "mamba_n_heads": 8,
+        "mamba_d_head": 16, "mamba_proj_bias": False, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_n_groups": 1,
+        "mamba_conv_bias": True,
+    },
+    "hunyuan": {"rope_scaling": {"alpha": 1.0, "factor": 1.0, "type": "dynamic"}},
+    "kimi_linear": {
+        "linear_attn_config": {"kda_layers": [1, 3], "num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4},
+        "model_max_length": 2048, "num_experts_per_token": 2, "rope_scaling": None,
+    },
+    "minicpm3": {"rope_scaling": {"original_max_position_embeddings": 2048, "short_factor": 1.0, "long_factor": 1.0}},
+    "mimo_v2_flash": {
+        "hybrid_layer_pattern": [1, 0] * (LAYERS // 2), "moe_layer_freq": [0, 1] * (LAYERS // 2),
+        "add_swa_attention_sink_bias": True, "add_full_attention_sink_bias": False, "sliding_window_size": 16,
+        "topk_method": "noaux_tc", "scoring_func": "sigmoid", "swa_rope_theta": 10000.0,
+        "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 16, "swa_v_head_dim": 16,
+        "partial_rotary_factor": 1, "n_group": 1,
+    },
+    "ministral3": {"rope_parameters": LLAMA4_ROPE},
+    "mistral4": {"rope_parameters": LLAMA4_ROPE, "n_group": 1},
+    "nemotron-nas": {
+        "block_configs": [
+            {"attention": {"n_heads_in_group": 2}, "ffn": {"ffn_mult": 1.0}},
+            {"attention": {"no_op": True}, "ffn": {"ffn_mult": 1.0}},
+            {"attention": {"replace_with_linear": True}, "ffn": {"no_op": True}},
+            {"attention": {"n_heads_in_group": 4}, "ffn": {"replace_with_linear": True}},
+        ],
+    },
+    "afm7": {"num_kv_reuse_layers": 2, "num_heads": 4, "num_kv_heads": 2},
+    "olmo_hybrid": {"layer_types": ["linear_attention", "full_attention"] * (LAYERS // 2), "rope_parameters": None},
+    "spark2_5": {"hidden_act": "gelu", "layer_types": SLIDING, "rope_parameters": dict.fromkeys(set(SLIDING), ROPE)},
+    "step3p5": {"moe_top_k": 2, "share_expert_dim": 64, "moe_intermediate_size": 32, "layer_types": SLIDING},
+}  # fmt: skip
+QWEN3_5 = {
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": LAYERS, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "linear_num_value_heads": 4, "linear_num_key_heads": 2,
+    "linear_key_head_dim": 16, "linear_value_head_dim": 16, "full_attention_interval": 2,
+    "rope_parameters": {
+        "type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000, "partial_rotary_factor": 0.5,
+    },
+}  # fmt: skip
+# Model types whose arguments are a nested text configuration (or read a flat one as such).
+WHOLE: dict[str, dict[str, Any]] = {
+    "qwen3_5": QWEN3_5,
+    "qwen3_5_moe": {
+        **QWEN3_5, "num_experts": 4, "num_experts_per_tok": 2, "shared_expert_intermediate_size": 64,
+        "moe_intermediate_size": 32,
+    },
+    "gemma3n": {
+        "text_config": {
+            "model_type": "gemma3n_text", "hidden_size": 64, "num_hidden_layers": 6, "intermediate_size": 128,
+            "num_attention_heads": 4, "head_dim": 16, "rms_norm_eps": 1e-6, "vocab_size": 49152,
+            "num_key_value_heads": 2, "num_kv_shared_layers": 2, "vocab_size_per_layer_input": 49152,
+            "sliding_window": 16, "max_position_embeddings": 2048, "rope_local_base_freq": 10000.0,
+            "rope_theta": 100000.0, "final_logit_softcapping": 30.0,
+            "layer_types": ["sliding_attention", "sliding_attention", "full_attention"] * 2,
+            "activation_sparsity_pattern": [0.95, 0.95, 0.0, 0.0, 0.0, 0.0], "hidden_size_per_layer_input": 16,
+            "altup_num_inputs": 4, "altup_coef_clip": 120.0, "altup_correct_scale": True, "altup_active_idx": 0,
+            "laurel_rank": 8,
+        },
+    },
+}  # fmt: skip
 
 
 def config(name: str) -> dict[str, Any]:
@@ -72,15 +153,21 @@ def config(name: str) -> dict[str, Any]:
 
     if name in tiny_models.CONFIGS:
         return tiny_models.config_for(name)
-    args = importlib.import_module(f"mlx_lm.models.{name}").ModelArgs
     cfg: dict[str, Any] = {"model_type": name, "vocab_size": tiny_models.VOCAB}
+    if name in WHOLE:
+        return {**cfg, **WHOLE[name]}
+    args = importlib.import_module(f"mlx_lm.models.{name}").ModelArgs
+    extra = OVERRIDES.get(name, {})
     missing = []
     for f in dataclasses.fields(args):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         if f.name in cfg:
             continue
-        if f.name in TINY:
+        if f.name in extra and (extra[f.name] is not None or required):
+            cfg[f.name] = extra[f.name]
+        elif f.name in TINY and f.name not in extra:
             cfg[f.name] = TINY[f.name]
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+        elif required:
             missing.append(f.name)
     if missing:
         raise LookupError(f"MISSING {missing}")

@@ -2,11 +2,12 @@
 
 For each model type a tiny random-weight model is built with mlx-lm's classes (`tiny_models.py`):
 dense, MoE, MLA, sparse attention (DeepSeek's indexer), sliding window, shared keys and values
-across layers (Gemma 4), chunked attention, the hybrids (GatedDeltaNet, Mamba, SSM, short
-convolutions), RWKV, grouped-query scores of five axes (gemma2), learned absolute positions
-(gpt_bigcode) and a 4-bit quantized llama. Four prompts of clearly different lengths go through one
-engine concurrently; each one's greedy tokens must equal what mlx-lm's `generate_step` gives for
-that prompt alone, and the engine batches every model but those that cannot be batched.
+across layers (Gemma 4), blocks without attention (nemotron-nas), chunked attention, the hybrids
+(GatedDeltaNet, Mamba, SSM, short convolutions), RWKV, grouped-query scores of five axes (gemma2),
+learned absolute positions (gpt_bigcode) and a 4-bit quantized llama. Four prompts of clearly
+different lengths go through one engine concurrently; each one's greedy tokens must equal what
+mlx-lm's `generate_step` gives for that prompt alone, and the engine batches every model but those
+that cannot be batched.
 """
 
 from __future__ import annotations

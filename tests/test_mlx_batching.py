@@ -477,6 +477,22 @@ def test_a_step_that_cannot_be_traced_or_drifts_is_not_compiled(model_dir: Path)
         eager.shutdown()
 
 
+def test_the_compiled_step_keeps_a_plain_cached_layers_sliding_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sliding-window layer over plain caches (smollm3's class makes no rotating cache) asks the
+    batch for a windowed mask: rows longer than the window attend to its last columns only, in the
+    compiled step as in the eager one."""
+    from smgpy.mlx import mlx_lm_api
+    from smgpy.mlx.compiled_step import CompiledDecode, check_batch
+
+    window = {"sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"], "no_rope_layers": [1, 1]}
+    monkeypatch.setitem(tiny_models.CONFIGS, "smollm3", {**tiny_models.CONFIGS["llama"], **window})
+    model = mlx_lm_api.load(str(tiny_models.build("smollm3", tmp_path / "smollm3")))[0]
+    layers = len(mlx_lm_api.make_prompt_cache(model))
+    assert CompiledDecode(model, layers).check(lambda: check_batch(model, layers, (20, 5, 30)))
+
+
 def test_speculating_rows_of_a_batch_give_mlx_lm_tokens(model_dir: Path, reference: Any, engine: Any) -> None:
     """Prompt lookup in every row of a batch (each row drafts from its own repetitive prompt,
     the random model keeps some drafts and not others: rows keep different numbers of columns,

@@ -116,6 +116,24 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 2048,
         "rms_norm_eps": 1e-6,
     },
+    # Nemotron's NAS blocks: an attention block left out, one replaced by a linear map (its cache
+    # stays empty), FFNs of their own widths.
+    "nemotron-nas": {
+        "hidden_size": 64,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": 2048,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "block_configs": [
+            {"attention": {"n_heads_in_group": 2}, "ffn": {"ffn_mult": 1.0}},
+            {"attention": {"no_op": True}, "ffn": {"ffn_mult": 1.0}},
+            {"attention": {"replace_with_linear": True}, "ffn": {"no_op": True}},
+            {"attention": {"n_heads_in_group": 4}, "ffn": {"replace_with_linear": True}},
+        ],
+    },
     # Gemma 4: sliding and global layers of different head sizes, the last layers reusing earlier
     # layers' keys and values, and a per-layer input embedding.
     # DeepSeek's sparse attention: an indexer picks the 8 columns each query attends to.

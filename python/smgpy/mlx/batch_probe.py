@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import mlx.core as mx
 
 from smgpy.mlx import mlx_lm_api
-from smgpy.mlx.slots import MergeBatch, SlotBatch, prefill_caches
+from smgpy.mlx.slots import MergeBatch, SlotBatch, prefill_caches, prefilled_row
 
 __all__ = ["BatchFit", "probe_batching"]
 
@@ -79,10 +78,7 @@ def _slots(model: Any, prompts: list[list[int]], grouped: bool, kv_bits: int | N
     model(mx.array([[0] * pad + r for pad, r in zip(pads, runs, strict=True)], dtype=mx.uint32), cache=caches)
     batch = SlotBatch(layers, kv_bits, group_size, grouped=grouped)
     for i, (pad, r) in enumerate(zip(pads, runs, strict=True)):
-        rows = [
-            SimpleNamespace(keys=c.keys[i : i + 1, :, pad:, :], values=c.values[i : i + 1, :, pad:, :]) for c in caches
-        ]
-        batch.join(rows, len(r))
+        batch.join(prefilled_row(caches, i, pad), len(r))
     last = mx.array([p[-1] for p in prompts], dtype=mx.uint32)
     logits: mx.array = model(last[:, None], cache=batch.caches)[:, -1, :]
     return logits

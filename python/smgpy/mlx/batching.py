@@ -54,7 +54,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any, TypedDict
 
 import mlx.core as mx
@@ -72,7 +71,15 @@ from smgpy.mlx.pacing import StepCost
 from smgpy.mlx.prefix_cache import TIER_BLOCK, TIER_PINNED, TIER_PLAIN, Hit, PrefixCache
 from smgpy.mlx.prefix_disk import DiskStore
 from smgpy.mlx.sampling import GrammarMask, SamplingParams, TokenSampler, make_logits_processors, make_sampler
-from smgpy.mlx.slots import MergeBatch, SingleBatch, SlotBatch, can_merge, is_plain_kv, prefill_caches
+from smgpy.mlx.slots import (
+    MergeBatch,
+    SingleBatch,
+    SlotBatch,
+    can_merge,
+    is_plain_kv,
+    prefill_caches,
+    prefilled_row,
+)
 from smgpy.mlx.verify import greedy_choice, kept_greedy, kept_sampled, sampled_choice
 from smgpy.mlx.vlm import ImagePrompt, VisionInputs, VisionModel
 
@@ -851,11 +858,7 @@ class Scheduler:
         for i, group in enumerate(job.groups):
             length = len(job.runs[i])
             pad = job.width - length
-            caches = [
-                SimpleNamespace(keys=c.keys[i : i + 1, :, pad:, :], values=c.values[i : i + 1, :, pad:, :])
-                for c in job.caches
-            ]
-            self._joining.append((group, caches, length))
+            self._joining.append((group, prefilled_row(job.caches, i, pad), length))
         return True
 
     # ----- speculation (prompt lookup or a draft model) -----

@@ -95,6 +95,9 @@ class _TracedCache:
         cols = self._cols
         queries = self._idx + mx.arange(N)
         causal = cols[None, :] <= queries[:, None]
+        window = kwargs.get("window_size")
+        if window is not None:  # a sliding-window layer over plain caches (as the eager step's mask)
+            causal = causal & (queries[:, None] < cols[None, :] + window)
         live = cols[None, None, None, :] >= self._starts[:, None, None, None]
         mask: mx.array = causal[None, None] & live & self._keep[:, None, None, :]
         return grouped_mask(mask) if self._grouped else mask

@@ -37,6 +37,7 @@ on each join and leave.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import mlx.core as mx
@@ -54,6 +55,7 @@ __all__ = [
     "grouped_mask",
     "is_plain_kv",
     "prefill_caches",
+    "prefilled_row",
 ]
 
 _STEP = 256
@@ -85,6 +87,18 @@ def prefill_caches(pads: list[int], num_layers: int, grouped: bool = False) -> l
     ``pads``; ``grouped``: its mask takes a query-group axis (:func:`grouped_mask`)."""
     cls = _GroupedBatchKVCache if grouped else BatchKVCache
     return [cls(pads) for _ in range(num_layers)]
+
+
+def prefilled_row(caches: list[Any], row: int, pad: int) -> list[Any]:
+    """Row ``row`` of prompts prefilled together (:func:`prefill_caches`), without its ``pad``
+    columns of padding: per-layer caches as :meth:`SlotBatch.join` takes them. A layer that stored
+    nothing (an attention block replaced by a linear map, as in nemotron-nas) stays empty."""
+    return [
+        SimpleNamespace(keys=None, values=None)
+        if c.keys is None
+        else SimpleNamespace(keys=c.keys[row : row + 1, :, pad:], values=c.values[row : row + 1, :, pad:])
+        for c in caches
+    ]
 
 
 def is_plain_kv(caches: list[Any]) -> bool:
