@@ -56,9 +56,9 @@ class BatchFit:
     reason: str = ""
 
 
-def _prompts() -> list[list[int]]:
-    # Fixed ids above the usual special tokens, within any vocabulary of 200 ids or more.
-    return [[100 + (7 * i + 3 * j) % 97 for j in range(n)] for i, n in enumerate(_LENGTHS)]
+def _prompts(vocab: int | None) -> list[list[int]]:
+    """Fixed ids above the usual special tokens, inside the vocabulary however small."""
+    return [[(100 + (7 * i + 3 * j) % 97) % (vocab or 200) for j in range(n)] for i, n in enumerate(_LENGTHS)]
 
 
 def _alone(model: Any, prompt: list[int]) -> mx.array:
@@ -123,7 +123,7 @@ def probe_batching(model: Any, mode: str, kv_bits: int | None = None, kv_group_s
 
 
 def _probe(model: Any, mode: str, kv_bits: int | None, kv_group_size: int) -> BatchFit:
-    prompts = _prompts()
+    prompts = _prompts(mlx_lm_api.vocab_size(model))
     short = len(prompts) - 1
     alone = _alone(model, prompts[short])
     layouts = (False, True) if mode == "slots" else (False,)
