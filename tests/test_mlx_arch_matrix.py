@@ -158,8 +158,10 @@ def test_a_model_that_computes_other_logits_batched_runs_one_sequence_at_a_time(
     assert "batched logits differ from the prompt's alone" in fit.reason
 
 
-def test_kv_bits_is_refused_for_attention_that_cannot_read_a_quantized_cache(built: tiny_models.Built) -> None:
+def test_kv_bits_is_refused_where_the_attention_cannot_read_a_quantized_batch(built: tiny_models.Built) -> None:
     from smgpy.mlx import MLXEngine
 
     with pytest.raises(ValueError, match="--kv-bits: mlx_lm.models.gemma2's attention cannot read a quantized cache"):
         MLXEngine(str(built("gemma2")), kv_bits=8, kv_group_size=32)
+    with pytest.raises(ValueError, match="plain attention caches; mlx_lm.models.gpt_bigcode: it cannot be batched"):
+        MLXEngine(str(built("gpt_bigcode")), kv_bits=8, kv_group_size=32)

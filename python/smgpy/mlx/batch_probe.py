@@ -1,15 +1,16 @@
 """How a model's own attention code takes the running batch, found at load by running it.
 
 The running batch hands mlx-lm's attention layers what mlx-lm's ``BatchKVCache`` does: each row's
-position as an array (``offset``) and a mask of shape ``(rows, 1, queries, columns)``. Most of
-mlx-lm's model classes take that. Some do not, and before this check every request to them failed
-at its first prefill:
+position as an array (``offset``) and a mask of shape ``(rows, 1, queries, columns)``, with the
+shorter prompts left-padded. Most of mlx-lm's model classes take that. Some do not, and before this
+check they failed every request or gave other tokens batched:
 
-- gemma2 and phi3small compute grouped-query scores as ``(rows, kv heads, repeats, queries,
-  columns)``, so the mask needs one more axis, ``(rows, 1, 1, queries, columns)``; given it, they
-  batch like any other model;
-- gpt2 and gpt_bigcode (learned absolute positions) read the cache's offset as one Python number
-  and cannot take a batch's array of positions: they run one sequence at a time.
+- gemma2 computes grouped-query scores as ``(rows, kv heads, repeats, queries, columns)``, so the
+  mask needs one more axis, ``(rows, 1, 1, queries, columns)``; given it, it batches like any other
+  model;
+- gpt_bigcode (learned absolute positions) reads the cache's offset as one Python number, afm7's
+  layers that reuse another layer's keys and values take their positions from the column count,
+  and phi3small's block-sparse mask ignores the padding: they run one sequence at a time.
 
 A list of model types would go stale with every mlx-lm release, so :func:`probe_batching` runs
 two short prompts of different lengths at load, batched as the engine batches them (a padded
@@ -22,7 +23,6 @@ an accelerator), once per model class and configuration in a process.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +32,6 @@ from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.slots import MergeBatch, SlotBatch, prefill_caches, prefilled_row
 
 __all__ = ["BatchFit", "probe_batching"]
-
-log = logging.getLogger("smgpy.mlx")
 
 # Batched and alone logits agree within this fraction of the logits' scale (at least 1). A
 # position or mask the model misreads moves logits by about their scale; float32 agrees to ~1e-6

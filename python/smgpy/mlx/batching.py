@@ -398,7 +398,7 @@ class Scheduler:
         caches = mlx_lm_api.make_prompt_cache(self.model)
         self._head = head_share(mlx_lm_api.vocab_size(self.model), self._hidden, len(caches))  # one cache per layer
         module = type(self.model).__module__
-        kinds = ", ".join(sorted({type(c).__name__ for c in caches}))
+        kinds = _kinds(caches)
         by_caches = "slots" if is_plain_kv(caches) else "merge" if can_merge(caches) else "single"
         fit = probe_batching(self.model, by_caches)
         self.mode, self._grouped = fit.mode, fit.grouped
@@ -421,7 +421,7 @@ class Scheduler:
         if self.mode == "single":
             self.max_running = 1
         if self.kv_bits is not None:
-            self._check_kv_quantization(caches)
+            self._check_kv_quantization(caches, fit.reason)
         self.batch = self._new_batch()
         if self.mode == "slots" and self.kv_bits is None and self._compile_step:
             layers = len(caches)
@@ -431,13 +431,13 @@ class Scheduler:
                 self.compiled = step
                 log.info("decode step compiled (once per batch shape)")
 
-    def _check_kv_quantization(self, caches: list[Any]) -> None:
-        """Refuse ``kv_bits`` at load where it cannot apply, rather than failing a request later."""
+    def _check_kv_quantization(self, caches: list[Any], unbatched: str) -> None:
+        """Refuse ``kv_bits`` at load where it cannot apply, rather than failing a request later
+        (``unbatched``: why the model's plain caches cannot be batched, if they cannot)."""
         if self.mode != "slots":
-            raise ValueError(
-                f"--kv-bits needs a model whose layers all use plain attention caches; "
-                f"{type(self.model).__module__} uses {', '.join(sorted({type(c).__name__ for c in caches}))}"
-            )
+            module = type(self.model).__module__
+            why = f"it cannot be batched ({unbatched})" if unbatched else f"it uses {_kinds(caches)}"
+            raise ValueError(f"--kv-bits needs a model whose layers all use plain attention caches; {module}: {why}")
         # One token through the model gives every layer's key and value widths.
         self.model(mx.array([[0]], dtype=mx.uint32), cache=caches)
         for i, c in enumerate(caches):
@@ -1261,6 +1261,11 @@ class Scheduler:
         self._outbox.clear()
         for mailbox, items in by_loop.items():
             mailbox.post(items)
+
+
+def _kinds(caches: list[Any]) -> str:
+    """The cache classes of a model's layers, for a log line or an error."""
+    return ", ".join(sorted({type(c).__name__ for c in caches}))
 
 
 def _cache_arrays(cache: Any) -> list[mx.array]:

@@ -71,7 +71,7 @@ _CUT = 64
 def grouped_mask(mask: mx.array) -> mx.array:
     """A ``(rows, 1, queries, columns)`` mask with a query-group axis, ``(rows, 1, 1, queries,
     columns)``: what attention layers that score ``(rows, kv heads, repeats, queries, columns)``
-    broadcast against (gemma2, phi3small; :mod:`smgpy.mlx.batch_probe` finds them)."""
+    broadcast against (gemma2; :mod:`smgpy.mlx.batch_probe` finds them)."""
     return mask[:, :, None]
 
 
