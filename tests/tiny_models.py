@@ -46,6 +46,29 @@ QWEN3: dict[str, Any] = {
     "rope_theta": 10000.0,
 }
 
+# DeepSeek-V3's multi-head latent attention and routed experts, tiny.
+DEEPSEEK_V3: dict[str, Any] = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "intermediate_size": 128,
+    "moe_intermediate_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "n_routed_experts": 4,
+    "n_shared_experts": 1,
+    "n_group": 2,
+    "topk_group": 1,
+    "num_experts_per_tok": 2,
+    "first_k_dense_replace": 1,
+    "kv_lora_rank": 16,
+    "q_lora_rank": 32,
+    "qk_rope_head_dim": 16,
+    "qk_nope_head_dim": 16,
+    "v_head_dim": 16,
+    "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-6,
+}
+
 # The config of each model type: what its ModelArgs requires, at a tiny size. Prompts in the matrix
 # test are 5-47 tokens long, so the windows and chunks below (16, 8) are crossed by the longer ones.
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -95,27 +118,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "rms_norm_eps": 1e-5,
         "max_position_embeddings": 2048,
     },
-    "deepseek_v3": {
-        "hidden_size": 64,
-        "num_hidden_layers": 2,
-        "intermediate_size": 128,
-        "moe_intermediate_size": 64,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "n_routed_experts": 4,
-        "n_shared_experts": 1,
-        "n_group": 2,
-        "topk_group": 1,
-        "num_experts_per_tok": 2,
-        "first_k_dense_replace": 1,
-        "kv_lora_rank": 16,
-        "q_lora_rank": 32,
-        "qk_rope_head_dim": 16,
-        "qk_nope_head_dim": 16,
-        "v_head_dim": 16,
-        "max_position_embeddings": 2048,
-        "rms_norm_eps": 1e-6,
-    },
+    "deepseek_v3": DEEPSEEK_V3,
     # Nemotron's NAS blocks: an attention block left out, one replaced by a linear map (its cache
     # stays empty), FFNs of their own widths.
     "nemotron-nas": {
@@ -134,33 +137,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
             {"attention": {"n_heads_in_group": 4}, "ffn": {"replace_with_linear": True}},
         ],
     },
+    # DeepSeek's sparse attention: an indexer picks the 8 columns each query attends to.
+    "deepseek_v32": {**DEEPSEEK_V3, "index_head_dim": 16, "index_n_heads": 2, "index_topk": 8},
     # Gemma 4: sliding and global layers of different head sizes, the last layers reusing earlier
     # layers' keys and values, and a per-layer input embedding.
-    # DeepSeek's sparse attention: an indexer picks the 8 columns each query attends to.
-    "deepseek_v32": {
-        "hidden_size": 64,
-        "num_hidden_layers": 2,
-        "intermediate_size": 128,
-        "moe_intermediate_size": 64,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "n_routed_experts": 4,
-        "n_shared_experts": 1,
-        "n_group": 2,
-        "topk_group": 1,
-        "num_experts_per_tok": 2,
-        "first_k_dense_replace": 1,
-        "kv_lora_rank": 16,
-        "q_lora_rank": 32,
-        "qk_rope_head_dim": 16,
-        "qk_nope_head_dim": 16,
-        "v_head_dim": 16,
-        "index_head_dim": 16,
-        "index_n_heads": 2,
-        "index_topk": 8,
-        "max_position_embeddings": 2048,
-        "rms_norm_eps": 1e-6,
-    },
     "gemma4_text": {
         "hidden_size": 64,
         "num_hidden_layers": 6,
