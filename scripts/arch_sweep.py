@@ -3,9 +3,9 @@
 `tests/test_mlx_arch_matrix.py` keeps one model of each family, with configurations written by hand.
 This sweep goes wider, for an mlx-lm upgrade: for each module of `mlx_lm.models` it fills the
 fields of its `ModelArgs` from one tiny configuration (hidden size 64, 4 layers, 4 experts, a
-16-token sliding window, ...), builds the model with `tests/tiny_models.py`, and compares the
-engine's greedy tokens for four prompts submitted together with mlx-lm's `generate_step` for each
-alone, as the matrix test does. Each model runs in its own process (a crash or a hang is one row).
+16-token sliding window, ...; `OVERRIDES` and `WHOLE` below hold what a model type needs besides),
+builds the model with `tests/tiny_models.py`, and compares the engine's greedy tokens for four
+prompts submitted together with mlx-lm's `generate_step` for each alone, as the matrix test does. Each model runs in its own process (a crash or a hang is one row).
 
     python scripts/arch_sweep.py [--only gemma2 gpt_bigcode] [--timeout 240]
 
