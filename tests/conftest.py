@@ -19,6 +19,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from cpu_blas import use_fast_cpu_blas  # noqa: E402
+
+# Before anything imports MLX (see cpu_blas.py: the real-model tests run twice as fast).
+CPU_BLAS = use_fast_cpu_blas()
+
 import smgpy  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -173,3 +178,7 @@ def mlx_url(mlx_engine: Any) -> Iterator[str]:
     """The shared demo MLXEngine served over HTTP for one module; the base URL."""
     with serve_in_thread(mlx_engine) as url:
         yield url
+
+
+def pytest_report_header() -> str:
+    return f"MLX CPU BLAS: {CPU_BLAS or 'the mlx wheel own (tests/cpu_blas.py)'}"
