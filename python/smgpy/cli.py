@@ -111,6 +111,59 @@ _LIMIT_FLAGS: tuple[tuple[str, str, Callable[[str], Any], str], ...] = (
 )
 
 
+# The MLX engine's settings that have a default, as flags: (flag, MLX_DEFAULTS field, type, help with
+# ``{default}`` where the default goes, more add_argument keywords). Defaults come from MLX_DEFAULTS.
+_ENGINE_FLAGS: tuple[tuple[str, str, Callable[[str], Any], str, dict[str, Any]], ...] = (
+    ("--max-running", "max_running", int, "requests decoded together (default: {default}, as mlx_lm.server)", {}),
+    ("--max-waiting", "max_waiting", int, "queued requests before answering 429 (default: {default})", {}),
+    (
+        "--prefill-step-size",
+        "prefill_step_size",
+        int,
+        "prompt tokens prefilled per step between decode steps: running streams wait at most one such "
+        "chunk for an arriving prompt (default: {default}, as mlx_lm.server)",
+        {},
+    ),
+    (
+        "--kv-group-size",
+        "kv_group_size",
+        int,
+        "channels sharing one scale and bias in --kv-bits (default: {default}, as mlx_lm)",
+        {"choices": KV_GROUP_SIZES},
+    ),
+    (
+        "--prompt-lookup-tokens",
+        "prompt_lookup_tokens",
+        int,
+        "speculative decoding without a draft model: up to K tokens drafted from the prompt and answer "
+        "(repeated n-grams), every request's verified in one forward pass of the batch where that pays; "
+        "output unchanged (default: {default}; 0 disables)",
+        {"metavar": "K"},
+    ),
+    (
+        "--num-draft-tokens",
+        "num_draft_tokens",
+        int,
+        "tokens the draft model proposes per step (default: {default})",
+        {"metavar": "K"},
+    ),
+    (
+        "--prefix-cache-bytes",
+        "prefix_cache_bytes",
+        parse_bytes,
+        "prefix KV cache budget, e.g. 512M (0 disables; default: {default})",
+        {},
+    ),
+    (
+        "--prefix-cache-disk-bytes",
+        "prefix_cache_disk_bytes",
+        parse_bytes,
+        "size bound of --prefix-cache-dir, least recently used entries go first (default: {default})",
+        {},
+    ),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # Every server default comes from ServerOptions (the Rust server's own; see smgpy.options).
     d = ServerOptions()
@@ -134,25 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tool-call-parser", help="tool-call format, or none (default: picked from the model name)")
     s.add_argument("--reasoning-parser", help="reasoning format, or none (default: picked from the model name)")
     s.add_argument("--chat-template", help="a Jinja chat template, or a file holding one (default: the model's)")
-    s.add_argument(
-        "--max-running",
-        type=int,
-        default=MLX_DEFAULTS.max_running,
-        help=f"requests decoded together (default: {MLX_DEFAULTS.max_running}, as mlx_lm.server)",
-    )
-    s.add_argument(
-        "--max-waiting",
-        type=int,
-        default=MLX_DEFAULTS.max_waiting,
-        help=f"queued requests before answering 429 (default: {MLX_DEFAULTS.max_waiting})",
-    )
-    s.add_argument(
-        "--prefill-step-size",
-        type=int,
-        default=MLX_DEFAULTS.prefill_step_size,
-        help="prompt tokens prefilled per step between decode steps: running streams wait at most one such "
-        f"chunk for an arriving prompt (default: {MLX_DEFAULTS.prefill_step_size}, as mlx_lm.server)",
-    )
+    for flag, field, kind, text, extra in _ENGINE_FLAGS:
+        value = getattr(MLX_DEFAULTS, field)
+        shown = _size(value) if kind is parse_bytes else str(value)
+        s.add_argument(flag, type=kind, default=value, help=text.format(default=shown), **extra)
     s.add_argument(
         "--kv-bits",
         type=int,
@@ -160,13 +198,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="store the running batch's keys and values quantized to this many bits (4 or 8 are usual): "
         "about 3.6x (4 bits) or 1.9x (8 bits) less memory per cached token than 16-bit, some quality lost; plain-"
         "attention models only (default: off)",
-    )
-    s.add_argument(
-        "--kv-group-size",
-        type=int,
-        choices=KV_GROUP_SIZES,
-        default=MLX_DEFAULTS.kv_group_size,
-        help=f"channels sharing one scale and bias in --kv-bits (default: {MLX_DEFAULTS.kv_group_size}, as mlx_lm)",
     )
     s.add_argument(
         "--no-compile-step",
@@ -177,28 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: compiled where a check at load passes)",
     )
     s.add_argument(
-        "--prompt-lookup-tokens",
-        type=int,
-        default=MLX_DEFAULTS.prompt_lookup_tokens,
-        metavar="K",
-        help="speculative decoding without a draft model: up to K tokens drafted from the prompt and answer "
-        "(repeated n-grams), every request's verified in one forward pass of the batch where that pays; "
-        "output unchanged "
-        f"(default: {MLX_DEFAULTS.prompt_lookup_tokens}; 0 disables)",
-    )
-    s.add_argument(
         "--draft-model",
         metavar="MODEL",
         help="speculative decoding with a draft model: a smaller model sharing the model's tokenizer (a directory, "
         "Hugging Face id or .gguf) proposes tokens for every request, which the model verifies in one forward pass "
         "of the batch; output unchanged (replaces --prompt-lookup-tokens)",
-    )
-    s.add_argument(
-        "--num-draft-tokens",
-        type=int,
-        default=MLX_DEFAULTS.num_draft_tokens,
-        metavar="K",
-        help=f"tokens the draft model proposes per step (default: {MLX_DEFAULTS.num_draft_tokens})",
     )
     s.add_argument(
         "--allowed-media-domains",
@@ -220,22 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"vision models: images per request, at most (default: {ImagePolicy.max_images})",
     )
     s.add_argument(
-        "--prefix-cache-bytes",
-        type=parse_bytes,
-        default=MLX_DEFAULTS.prefix_cache_bytes,
-        help=f"prefix KV cache budget, e.g. 512M (0 disables; default: {_size(MLX_DEFAULTS.prefix_cache_bytes)})",
-    )
-    s.add_argument(
         "--prefix-cache-dir",
         help="keep prefix-cache entries in this directory too, so a restarted server reuses them "
         "(off by default; entries are keyed by the model's identity)",
-    )
-    s.add_argument(
-        "--prefix-cache-disk-bytes",
-        type=parse_bytes,
-        default=MLX_DEFAULTS.prefix_cache_disk_bytes,
-        help="size bound of --prefix-cache-dir, least recently used entries go first "
-        f"(default: {_size(MLX_DEFAULTS.prefix_cache_disk_bytes)})",
     )
     s.add_argument(
         "--default-max-tokens",
