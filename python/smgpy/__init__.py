@@ -1,6 +1,6 @@
 """smgpy: a fast, in-process serving layer for Python LLM engines."""
 
-from smgpy import _native
+from smgpy import _native, engine
 from smgpy._native import (
     ChatTemplate,
     Grammar,
@@ -23,18 +23,7 @@ from smgpy._native import (
     reasoning_parser_for_model,
     tool_parser_for_model,
 )
-from smgpy.engine import (
-    ContextLengthExceeded,
-    EmbeddingReqInput,
-    Engine,
-    EngineOverloaded,
-    EngineRequestError,
-    FinishReason,
-    GenerateOutput,
-    GenerateReqInput,
-    MetaInfo,
-    SamplingParamsDict,
-)
+from smgpy.engine import *  # noqa: F403 - the engine contract, exported whole (its __all__)
 from smgpy.options import ServerOptions
 from smgpy.server import serve_oai, serve_oai_async
 
@@ -42,21 +31,11 @@ __version__: str = _native.__version__
 
 __all__ = [
     "ChatTemplate",
-    "ContextLengthExceeded",
-    "EmbeddingReqInput",
-    "Engine",
-    "EngineOverloaded",
-    "EngineRequestError",
-    "FinishReason",
-    "GenerateOutput",
-    "GenerateReqInput",
     "Grammar",
     "GrammarError",
     "GrammarMatcher",
-    "MetaInfo",
     "ReasoningStream",
     "ResponseStoreError",
-    "SamplingParamsDict",
     "ServerOptions",
     "StopMatcher",
     "TemplateError",
@@ -76,3 +55,4 @@ __all__ = [
     "serve_oai_async",
     "tool_parser_for_model",
 ]
+__all__ += engine.__all__
