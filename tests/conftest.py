@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from cpu_blas import use_fast_cpu_blas  # noqa: E402
 
-# Before anything imports MLX (see cpu_blas.py: the real-model tests run twice as fast).
+# Before anything imports MLX (see cpu_blas.py: the real-model tests run ~2x faster on MKL).
 CPU_BLAS = use_fast_cpu_blas()
 
 import smgpy  # noqa: E402
@@ -181,4 +181,4 @@ def mlx_url(mlx_engine: Any) -> Iterator[str]:
 
 
 def pytest_report_header() -> str:
-    return f"MLX CPU BLAS: {CPU_BLAS or 'the mlx wheel own (tests/cpu_blas.py)'}"
+    return "MLX CPU BLAS: " + (CPU_BLAS or "the mlx wheel's own (see tests/cpu_blas.py)")
