@@ -337,6 +337,124 @@ def test_gemma3_images_batched_equal_mlx_vlm_generate(tmp_path: Path) -> None:
     assert answers[2].choices[0].message.content
 
 
+def test_qwen3_vl_deepstack_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_path: Path) -> None:
+    """A Qwen3-VL model adds features of its vision tower's inner layers to its first layers at the
+    image tokens ("deepstack"): two image requests and a text request at once, prefilled in 8-token
+    chunks that cut through the images; each image answer is mlx-vlm's own, and so is a follow-up
+    turn that starts from the prefix cache."""
+    _need_vlm()
+    import mlx_vlm
+    from smgpy.mlx import MLXEngine
+
+    folder = tiny_vlms.build_qwen3_vl(tmp_path / "qwen3vl")
+    model, processor = mlx_vlm.load(str(folder))
+    pictures = [_image(seed, 96 + 40 * seed, 128) for seed in range(2)]
+    first = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT_TEXT}]}]
+    refs = []
+    for seed, picture in enumerate(pictures):
+        path = tmp_path / f"{seed}.png"
+        picture.save(path)
+        prompt = processor.tokenizer.apply_chat_template(first, tokenize=False, add_generation_prompt=True)
+        r = mlx_vlm.generate(model, processor, prompt, image=[str(path)], max_tokens=MAX_TOKENS, temperature=0.0)
+        refs.append([int(t) for t in r.token_ids])
+    assert refs[0] != refs[1]  # the picture matters
+    engine = MLXEngine(str(folder), model_name="qwen3vl", prefill_step_size=8)
+    try:
+        with serve_in_thread(engine) as base:
+            client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="x")
+
+            def image_turn(p: Any) -> list[dict[str, Any]]:
+                return [
+                    {"type": "image_url", "image_url": {"url": _data_url(p)}},
+                    {"type": "text", "text": PROMPT_TEXT},
+                ]
+
+            async def ask(messages: list[dict[str, Any]]) -> Any:
+                return await client.chat.completions.create(
+                    model="qwen3vl", messages=messages, max_tokens=MAX_TOKENS, temperature=0
+                )
+
+            async def main() -> tuple[list[Any], Any]:
+                asks = [ask([{"role": "user", "content": image_turn(p)}]) for p in pictures]
+                answers = list(await asyncio.gather(*asks, ask([{"role": "user", "content": "hello there"}])))
+                # The next turn: the first turn's prompt (its image included) comes from the cache.
+                follow = [
+                    {"role": "user", "content": image_turn(pictures[0])},
+                    {"role": "assistant", "content": answers[0].choices[0].message.content},
+                    {"role": "user", "content": "And then?"},
+                ]
+                return answers, await ask(follow)
+
+            answers, again = asyncio.run(main())
+            for ref, r in zip(refs, answers[:2], strict=False):
+                assert r.choices[0].message.content == engine.tokenizer.decode(ref)
+            assert answers[2].choices[0].message.content
+            said = answers[0].choices[0].message.content
+    finally:
+        engine.shutdown()
+    turns = [
+        first[0],
+        {"role": "assistant", "content": said},
+        {"role": "user", "content": "And then?"},
+    ]
+    prompt = processor.tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+    ref = mlx_vlm.generate(
+        model, processor, prompt, image=[str(tmp_path / "0.png")], max_tokens=MAX_TOKENS, temperature=0.0
+    )
+    assert again.choices[0].message.content == engine.tokenizer.decode([int(t) for t in ref.token_ids])
+    assert again.usage.prompt_tokens_details.cached_tokens > 0
+
+
+def test_a_request_whose_images_the_vision_tower_fails_on_ends_alone(
+    url: str, engine: Any, reference: list[list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vision tower failing on one request's images (here: made to fail on any request with two
+    images) ends that request with an error; an image request and a text request sent with it are
+    answered, and nothing waits forever."""
+    from smgpy.mlx import vlm
+
+    real = vlm.VisionModel.embed
+
+    def embed(self: Any, prompt: Any) -> Any:
+        if prompt.images == 2:
+            raise ValueError("the vision tower cannot read these")
+        return real(self, prompt)
+
+    monkeypatch.setattr(vlm.VisionModel, "embed", embed)
+    w, h = SIZES[0]
+    one = {"type": "image_url", "image_url": {"url": _data_url(_image(0, w, h))}}
+    bodies = [
+        [one, one, {"type": "text", "text": PROMPT_TEXT}],
+        [one, {"type": "text", "text": PROMPT_TEXT}],
+        "hello",
+    ]
+
+    async def main() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=120) as client:
+            return list(
+                await asyncio.gather(
+                    *[
+                        client.post(
+                            url + "/v1/chat/completions",
+                            json={
+                                "model": "tiny-vlm",
+                                "messages": [{"role": "user", "content": b}],
+                                "max_tokens": MAX_TOKENS,
+                                "temperature": 0,
+                            },
+                        )
+                        for b in bodies
+                    ]
+                )
+            )
+
+    failed, image, text = asyncio.run(main())
+    assert failed.status_code >= 500 and failed.json()["error"]["message"], failed.text
+    assert image.status_code == 200, image.text
+    assert image.json()["choices"][0]["message"]["content"] == engine.tokenizer.decode(reference[0])
+    assert text.status_code == 200 and text.json()["choices"][0]["message"]["content"]
+
+
 def test_file_urls_only_inside_the_allowed_directory(
     url: str, vlm_dir: Path, tmp_path: Path, reference: list[list[int]]
 ) -> None:

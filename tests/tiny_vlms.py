@@ -69,8 +69,11 @@ def _random_weights(family: str, cfg: dict[str, Any], seed: int) -> dict[str, An
     classes = importlib.import_module(f"mlx_vlm.models.{family}")
     configs = importlib.import_module(f"mlx_vlm.models.{family}.config")
     mc = classes.ModelConfig.from_dict(dict(cfg))
-    mc.vision_config = configs.VisionConfig.from_dict(cfg["vision_config"])
-    mc.text_config = configs.TextConfig.from_dict(mc.text_config)
+    # Some families' from_dict builds the nested configs itself; others leave them as dicts.
+    if isinstance(mc.vision_config, dict):
+        mc.vision_config = configs.VisionConfig.from_dict(cfg["vision_config"])
+    if isinstance(mc.text_config, dict):
+        mc.text_config = configs.TextConfig.from_dict(mc.text_config)
     mx.random.seed(seed)
     model = classes.Model(mc)
     model.update(tree_map(lambda p: p.astype(mx.float32), model.parameters()))
@@ -136,6 +139,75 @@ def build_qwen25_vl(out: Path, seed: int = 0) -> Path:
     (out / "preprocessor_config.json").write_text(json.dumps(processor, indent=1))
     mx.save_safetensors(
         str(out / "model.safetensors"), _random_weights("qwen2_5_vl", cfg, seed), metadata={"format": "mlx"}
+    )
+    return out
+
+
+def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
+    """Qwen3-VL: M-RoPE positions (interleaved sections) and "deepstack", features of the vision
+    tower's inner layers added to the language model's first layers at the image tokens."""
+    import mlx.core as mx
+
+    tok, _ = _write_tokenizer(out, VISION_TOKENS, {"chat_template": QWEN_CHAT_TEMPLATE})
+    base = tok.get_vocab_size() - len(VISION_TOKENS)
+    ids = {t: tok.token_to_id(t) for t in VISION_TOKENS}
+    text = {
+        "model_type": "qwen3_vl_text",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": base + 8,
+        "max_position_embeddings": 4096,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "rope_scaling": {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True},
+    }
+    cfg = {
+        "model_type": "qwen3_vl",
+        "text_config": text,
+        "tie_word_embeddings": False,
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+        "vision_config": {
+            "model_type": "qwen3_vl",
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "out_hidden_size": 64,
+            "num_heads": 2,
+            "patch_size": 16,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "num_position_embeddings": 64,
+            "deepstack_visual_indexes": [0],
+            "in_channels": 3,
+        },
+    }
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    processor = {
+        "image_processor_type": "Qwen2VLImageProcessorFast",
+        "processor_class": "Qwen3VLProcessor",
+        "do_resize": True,
+        "do_rescale": True,
+        "do_normalize": True,
+        "do_convert_rgb": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "rescale_factor": 1 / 255,
+        "size": {"shortest_edge": 4096, "longest_edge": 65536},
+        "patch_size": 16,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(processor, indent=1))
+    mx.save_safetensors(
+        str(out / "model.safetensors"), _random_weights("qwen3_vl", cfg, seed), metadata={"format": "mlx"}
     )
     return out
 

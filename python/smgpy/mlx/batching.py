@@ -718,13 +718,35 @@ class Scheduler:
     # ----- prefill -----
 
     def _start_prefill(self) -> None:
-        """Take waiting requests into a prefill job while rows are free."""
+        """Take waiting requests into a prefill job while rows are free.
+
+        A request taken off the queue is in no list until its job exists: should anything fail
+        before, the requests taken end with the error here (the loop's handler only reaches those
+        in its lists), and an image prompt the vision tower fails on ends alone.
+        """
         if self._prefill is not None or not self._waiting:
             return
         free = self.max_running - self.running
         if self.running and len(self._waiting[0]) > free:
             return
+        taken: list[list[Sequence]] = []
+        try:
+            self._take_into_prefill(free, taken)
+        except Exception as e:
+            if self._prefill is not None:
+                raise
+            self.running -= sum(len(g) for g in taken)
+            for seq in (s for g in taken for s in g):
+                self._finish(seq, {"type": "abort", "message": f"generation failed: {e}"}, "")
+            if len(taken) == 1 and taken[0][0].vision is not None:
+                log.exception("the vision tower failed on a request's images")
+                return
+            raise
+
+    def _take_into_prefill(self, free: int, taken: list[list[Sequence]]) -> None:
+        """:meth:`_start_prefill`'s work: each group taken off the queue goes into ``taken`` first."""
         group = self._waiting.popleft()
+        taken.append(group)
         with self._lock:
             self.pending -= 1
         self.running += len(group)
@@ -765,6 +787,7 @@ class Scheduler:
             if self._fetch(nxt).cache is not None:
                 break  # a hit is prefilled on its own, from its cached prefix
             self._waiting.popleft()
+            taken.append(nxt)
             with self._lock:
                 self.pending -= 1
             self.running += len(nxt)
@@ -827,6 +850,7 @@ class Scheduler:
                     cache=job.caches,
                     inputs_embeds=job.vision.embeds[:, a:b],
                     positions=pos,
+                    features=job.vision.layer_features(a, b),
                 )
             else:
                 self.model(mx.array(chunk, dtype=mx.uint32), cache=job.caches)

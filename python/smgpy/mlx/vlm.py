@@ -84,11 +84,30 @@ class ImagePrompt:
 @dataclass(eq=False)
 class VisionInputs:
     """A prompt's embeddings, computed on the MLX thread: ``embeds`` (1, L, D), the rotary
-    ``positions`` of an M-RoPE model (3, 1, L) or None, and the row's position ``delta``."""
+    ``positions`` of an M-RoPE model (3, 1, L) or None, and the row's position ``delta``.
+
+    Qwen3-VL's family also adds features of the vision tower's inner layers to the hidden states
+    of the language model's first layers, at the image tokens ("deepstack"): ``deepstack`` holds
+    them, one (image tokens, D) array per layer, and ``visual`` marks the prompt's image tokens (L,)."""
 
     embeds: mx.array
     positions: mx.array | None
     delta: int
+    deepstack: list[mx.array] | None = None
+    visual: np.ndarray | None = None
+
+    def layer_features(self, a: int, b: int) -> dict[str, Any]:
+        """The language model's keyword arguments for prompt positions ``a..b`` (one prefill
+        chunk): the deepstack features of the image tokens among them; empty when none."""
+        if self.deepstack is None or self.visual is None:
+            return {}
+        first, last = int(self.visual[:a].sum()), int(self.visual[:b].sum())
+        if first == last:
+            return {}
+        return {
+            "visual_pos_masks": mx.array(self.visual[a:b])[None],
+            "deepstack_visual_embeds": [layer[first:last] for layer in self.deepstack],
+        }
 
 
 class VisionModel:
@@ -133,22 +152,25 @@ class VisionModel:
         inputs_embeds: mx.array | None = None,
         positions: mx.array | None = None,
         deltas: mx.array | None = None,
+        features: dict[str, Any] | None = None,
     ) -> mx.array:
         """Logits for ``inputs`` (B, L). ``positions``: an image prompt's own rotary positions
-        for these tokens; otherwise each row is at its cache offset plus its ``deltas`` entry."""
+        for these tokens; otherwise each row is at its cache offset plus its ``deltas`` entry.
+        ``features``: the image prompt's features for its layers (:meth:`VisionInputs.layer_features`)."""
+        extra = features or {}
         if self.mrope:
             if positions is None:
                 positions = self._positions(inputs.shape[0], inputs.shape[1], cache, deltas)
             # The language model's own __call__ keeps one rope delta in module state and reads
             # the cache's offset as a Python number (an evaluation, which a compiled step cannot
             # do); with explicit positions, its body and head are all there is to run.
-            h = self._lm.model(inputs, inputs_embeds=inputs_embeds, cache=cache, position_ids=positions)
+            h = self._lm.model(inputs, inputs_embeds=inputs_embeds, cache=cache, position_ids=positions, **extra)
             if self._lm.args.tie_word_embeddings:
                 head: mx.array = self._lm.model.embed_tokens.as_linear(h)
                 return head
             head = self._lm.lm_head(h)
             return head
-        out = self._lm(inputs, inputs_embeds=inputs_embeds, cache=cache)
+        out = self._lm(inputs, inputs_embeds=inputs_embeds, cache=cache, **extra)
         logits: mx.array = getattr(out, "logits", out)
         return logits
 
@@ -209,7 +231,21 @@ class VisionModel:
             if positions is None:  # the features carry none: ask the language model
                 positions, deltas = self._lm.get_rope_index(ids, pixels.get("image_grid_thw"), None, mx.ones_like(ids))
             delta = int(np.asarray(deltas).reshape(-1)[0]) if deltas is not None else 0
-        return VisionInputs(embeds=embeds, positions=positions, delta=delta)
+        deepstack = getattr(features, "deepstack_visual_embeds", None)
+        visual = getattr(features, "visual_pos_masks", None)
+        if deepstack is None or visual is None:
+            return VisionInputs(embeds=embeds, positions=positions, delta=delta)
+        visual = np.asarray(visual).reshape(-1).astype(bool)
+        layers = list(deepstack)  # a list per layer (Qwen3-VL), or one array with the layers first
+        shapes = [tuple(layer.shape) for layer in layers]
+        if any(len(shape) != 2 or shape[0] != int(visual.sum()) for shape in shapes):
+            # Another layout (e.g. Qwen3-Omni's) could not be cut into prefill chunks: refuse the
+            # request rather than answer without the features.
+            raise ValueError(
+                f"{type(self.model).__module__}: image features of shapes {shapes} for "
+                f"{int(visual.sum())} image tokens are not supported"
+            )
+        return VisionInputs(embeds=embeds, positions=positions, delta=delta, deepstack=layers, visual=visual)
 
 
 def _image_token_id(config: Any) -> int | None:
