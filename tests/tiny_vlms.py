@@ -80,6 +80,32 @@ def _random_weights(family: str, cfg: dict[str, Any], seed: int) -> dict[str, An
     return dict(tree_flatten(model.parameters()))
 
 
+# The tiny vision tower of the Qwen-VL models: 2 blocks of width 32, its output the language model's
+# width (64), 2x2 patches merged into one token, two frames per temporal patch.
+_QWEN_TOWER: dict[str, Any] = {
+    "depth": 2,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "out_hidden_size": 64,
+    "num_heads": 2,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2,
+    "in_channels": 3,
+}
+
+# What the Qwen-VL image processors' configs share: resize to the patch grid, rescale, normalize,
+# two frames per temporal patch, 2x2 patches merged into one token.
+_QWEN_IMAGES: dict[str, Any] = {
+    "do_resize": True,
+    "do_rescale": True,
+    "do_normalize": True,
+    "do_convert_rgb": True,
+    "rescale_factor": 1 / 255,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+}
+
+
 def build_qwen25_vl(out: Path, seed: int = 0) -> Path:
     import mlx.core as mx
 
@@ -104,37 +130,24 @@ def build_qwen25_vl(out: Path, seed: int = 0) -> Path:
         "vision_start_token_id": ids["<|vision_start|>"],
         "vision_end_token_id": ids["<|vision_end|>"],
         "vision_config": {
+            **_QWEN_TOWER,
             "model_type": "qwen2_5_vl",
-            "depth": 2,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "out_hidden_size": 64,
-            "num_heads": 2,
             "patch_size": 14,
             "spatial_patch_size": 14,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
             "window_size": 56,
             "fullatt_block_indexes": [1],
-            "in_channels": 3,
         },
     }
     (out / "config.json").write_text(json.dumps(cfg, indent=1))
     processor = {
+        **_QWEN_IMAGES,
         "image_processor_type": "Qwen2VLImageProcessor",
         "processor_class": "Qwen2_5_VLProcessor",
-        "do_resize": True,
-        "do_rescale": True,
-        "do_normalize": True,
-        "do_convert_rgb": True,
         "image_mean": [0.48145466, 0.4578275, 0.40821073],
         "image_std": [0.26862954, 0.26130258, 0.27577711],
-        "rescale_factor": 1 / 255,
         "min_pixels": 3136,
         "max_pixels": 50176,
         "patch_size": 14,
-        "temporal_patch_size": 2,
-        "merge_size": 2,
     }
     (out / "preprocessor_config.json").write_text(json.dumps(processor, indent=1))
     mx.save_safetensors(
@@ -152,13 +165,8 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
     base = tok.get_vocab_size() - len(VISION_TOKENS)
     ids = {t: tok.token_to_id(t) for t in VISION_TOKENS}
     text = {
+        **TINY,
         "model_type": "qwen3_vl_text",
-        "hidden_size": 64,
-        "num_hidden_layers": 2,
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
         "rms_norm_eps": 1e-6,
         "vocab_size": base + 8,
         "max_position_embeddings": 4096,
@@ -175,35 +183,22 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
         "vision_start_token_id": ids["<|vision_start|>"],
         "vision_end_token_id": ids["<|vision_end|>"],
         "vision_config": {
+            **_QWEN_TOWER,
             "model_type": "qwen3_vl",
-            "depth": 2,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "out_hidden_size": 64,
-            "num_heads": 2,
             "patch_size": 16,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
             "num_position_embeddings": 64,
             "deepstack_visual_indexes": [0],
-            "in_channels": 3,
         },
     }
     (out / "config.json").write_text(json.dumps(cfg, indent=1))
     processor = {
+        **_QWEN_IMAGES,
         "image_processor_type": "Qwen2VLImageProcessorFast",
         "processor_class": "Qwen3VLProcessor",
-        "do_resize": True,
-        "do_rescale": True,
-        "do_normalize": True,
-        "do_convert_rgb": True,
         "image_mean": [0.5, 0.5, 0.5],
         "image_std": [0.5, 0.5, 0.5],
-        "rescale_factor": 1 / 255,
         "size": {"shortest_edge": 4096, "longest_edge": 65536},
         "patch_size": 16,
-        "temporal_patch_size": 2,
-        "merge_size": 2,
     }
     (out / "preprocessor_config.json").write_text(json.dumps(processor, indent=1))
     mx.save_safetensors(
