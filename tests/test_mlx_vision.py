@@ -60,6 +60,11 @@ def _data_url(img: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(_png(img)).decode()
 
 
+def _image_turn(picture: Any) -> list[dict[str, Any]]:
+    """A user turn's content: the picture (a data URL), then PROMPT_TEXT."""
+    return [{"type": "image_url", "image_url": {"url": _data_url(picture)}}, {"type": "text", "text": PROMPT_TEXT}]
+
+
 # Three pictures of different sizes: each expands to a different number of image tokens.
 SIZES = [(128, 96), (156, 96), (96, 140)]
 
@@ -323,10 +328,7 @@ def test_gemma3_images_batched_equal_mlx_vlm_generate(tmp_path: Path) -> None:
                 )
 
             async def main() -> list[Any]:
-                parts = [
-                    [{"type": "image_url", "image_url": {"url": _data_url(p)}}, {"type": "text", "text": PROMPT_TEXT}]
-                    for p in pictures
-                ]
+                parts = [_image_turn(p) for p in pictures]
                 return list(await asyncio.gather(ask(parts[0]), ask(parts[1]), ask("hello there")))
 
             answers = asyncio.run(main())
@@ -363,23 +365,17 @@ def test_qwen3_vl_deepstack_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_
         with serve_in_thread(engine) as base:
             client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="x")
 
-            def image_turn(p: Any) -> list[dict[str, Any]]:
-                return [
-                    {"type": "image_url", "image_url": {"url": _data_url(p)}},
-                    {"type": "text", "text": PROMPT_TEXT},
-                ]
-
             async def ask(messages: list[dict[str, Any]]) -> Any:
                 return await client.chat.completions.create(
                     model="qwen3vl", messages=messages, max_tokens=MAX_TOKENS, temperature=0
                 )
 
             async def main() -> tuple[list[Any], Any]:
-                asks = [ask([{"role": "user", "content": image_turn(p)}]) for p in pictures]
+                asks = [ask([{"role": "user", "content": _image_turn(p)}]) for p in pictures]
                 answers = list(await asyncio.gather(*asks, ask([{"role": "user", "content": "hello there"}])))
                 # The next turn: the first turn's prompt (its image included) comes from the cache.
                 follow = [
-                    {"role": "user", "content": image_turn(pictures[0])},
+                    {"role": "user", "content": _image_turn(pictures[0])},
                     {"role": "assistant", "content": answers[0].choices[0].message.content},
                     {"role": "user", "content": "And then?"},
                 ]
@@ -403,6 +399,69 @@ def test_qwen3_vl_deepstack_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_
     )
     assert again.choices[0].message.content == engine.tokenizer.decode([int(t) for t in ref.token_ids])
     assert again.usage.prompt_tokens_details.cached_tokens > 0
+
+
+# Gemma 4's processor builds its (unused here) audio feature extractor with mel filters that warn.
+@pytest.mark.filterwarnings("ignore:At least one mel filter has all zero values")
+@pytest.mark.parametrize("kind", ["per_layer_inputs", "bidirectional"])
+def test_gemma4_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_path: Path, kind: str) -> None:
+    """Gemma 4's two kinds (tests/tiny_vlms.py): the small models' per-layer inputs, whose image
+    tokens take the padding id's embedding, and the large models' image tokens that attend to each
+    other both ways. Two image requests and a text request at once, prefilled in 4-token chunks;
+    then a next turn that adds a second image after the first turn, cached. Each image answer is
+    mlx-vlm's own. A next turn of the bidirectional kind is prefilled from the start (its new
+    image's mask starts at position 0 in mlx-vlm); the other kind's starts from the cache."""
+    _need_vlm()
+    import mlx_vlm
+    from smgpy.mlx import MLXEngine
+
+    folder = tiny_vlms.build_gemma4(
+        tmp_path / "gemma4", per_layer_inputs=kind == "per_layer_inputs", bidirectional=kind == "bidirectional"
+    )
+    model, processor = mlx_vlm.load(str(folder))
+    pictures = [_image(seed, 96 + 40 * seed, 96) for seed in range(2)]
+    paths = []
+    for seed, picture in enumerate(pictures):
+        paths.append(str(tmp_path / f"{seed}.png"))
+        picture.save(paths[-1])
+
+    def reference(turns: list[dict[str, Any]], images: list[str]) -> str:
+        prompt = processor.tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+        r = mlx_vlm.generate(model, processor, prompt, image=images, max_tokens=MAX_TOKENS, temperature=0.0)
+        return str(engine.tokenizer.decode([int(t) for t in r.token_ids]))
+
+    engine = MLXEngine(str(folder), model_name="gemma4", prefill_step_size=4)
+    try:
+        with serve_in_thread(engine) as base:
+            client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="x")
+
+            async def ask(messages: list[dict[str, Any]]) -> Any:
+                return await client.chat.completions.create(
+                    model="gemma4", messages=messages, max_tokens=MAX_TOKENS, temperature=0
+                )
+
+            async def main() -> tuple[list[Any], Any]:
+                asks = [ask([{"role": "user", "content": _image_turn(p)}]) for p in pictures]
+                answers = list(await asyncio.gather(*asks, ask([{"role": "user", "content": "hello there"}])))
+                follow = [
+                    {"role": "user", "content": _image_turn(pictures[0])},
+                    {"role": "assistant", "content": answers[0].choices[0].message.content},
+                    {"role": "user", "content": _image_turn(pictures[1])},
+                ]
+                return answers, await ask(follow)
+
+            answers, again = asyncio.run(main())
+        first = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT_TEXT}]}]
+        refs = [reference(first, [path]) for path in paths]
+        assert refs[0] != refs[1]  # the picture matters
+        assert [a.choices[0].message.content for a in answers[:2]] == refs
+        assert answers[2].choices[0].message.content
+        turns = [first[0], {"role": "assistant", "content": refs[0]}, first[0]]
+        assert again.choices[0].message.content == reference(turns, paths)
+        cached = again.usage.prompt_tokens_details.cached_tokens
+        assert cached == 0 if kind == "bidirectional" else cached > 0
+    finally:
+        engine.shutdown()
 
 
 def test_a_request_whose_images_the_vision_tower_fails_on_ends_alone(

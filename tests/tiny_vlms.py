@@ -319,3 +319,99 @@ def build_gemma3(out: Path, seed: int = 0) -> Path:
     weights["language_model.lm_head.weight"] = weights["language_model.lm_head.weight"] * keep
     mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
     return out
+
+
+G4_BOI, G4_EOI, G4_IMAGE = "<|image>", "<image|>", "<|image|>"
+G4_SOT, G4_EOT = "<|turn>", "<turn|>"
+G4_TOKENS = (G4_SOT, G4_EOT, G4_BOI, G4_EOI, G4_IMAGE, "<|audio|>", "<|video|>")
+
+G4_CHAT_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% set role = 'model' if m['role'] == 'assistant' else m['role'] %}"
+    "<|turn>{{ role }}\n"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
+    "{% if p['type'] == 'text' %}{{ p['text'] }}"
+    "{% elif p['type'] in ('image', 'image_url') %}<|image|>{% endif %}"
+    "{% endfor %}{% endif %}<turn|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|turn>model\n{% endif %}"
+)
+
+
+def build_gemma4(out: Path, *, per_layer_inputs: bool, bidirectional: bool, seed: int = 0) -> Path:
+    """A Gemma 4 directory. Its two kinds differ where an engine can go wrong: the small models
+    (E2B, E4B) add a per-layer embedding of each token id to every layer's input, and the image
+    tokens' one is the padding id's (``per_layer_inputs``); the large ones let the image tokens of
+    one image attend to each other both ways (``bidirectional``: ``use_bidirectional_attention``
+    "vision"). The processor expands the template's image token into a 3x3 grid of soft tokens
+    (8-pixel patches, 2x2 pooling) between its begin and end tokens."""
+    import mlx.core as mx
+
+    named = {"boi_token": G4_BOI, "eoi_token": G4_EOI, "image_token": G4_IMAGE, "video_token": "<|video|>"}
+    tok, tc = _write_tokenizer(out, G4_TOKENS, {"chat_template": G4_CHAT_TEMPLATE, **named})
+    ids = {t: tok.token_to_id(t) for t in G4_TOKENS}
+    vocab = tok.get_vocab_size()
+    eos_id = tok.token_to_id(tc["eos_token"])
+    text_config = {
+        "model_type": "gemma4_text",
+        **TINY,
+        "global_head_dim": TINY["head_dim"],
+        "vocab_size": vocab,
+        "vocab_size_per_layer_input": vocab,
+        "hidden_size_per_layer_input": 16 if per_layer_inputs else 0,
+        "num_kv_shared_layers": 0,
+        "sliding_window": 16,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "use_double_wide_mlp": False,
+        "use_bidirectional_attention": "vision" if bidirectional else None,
+        "max_position_embeddings": 4096,
+    }
+    vision_config = {
+        "model_type": "gemma4_vision",
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "global_head_dim": 16,
+        "patch_size": 8,
+        "pooling_kernel_size": 2,
+        "position_embedding_size": 64,
+        "default_output_length": 9,
+    }
+    cfg = {
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "model_type": "gemma4",
+        "hidden_size": text_config["hidden_size"],
+        "vocab_size": vocab,
+        "pad_token_id": 0,
+        "eos_token_id": [eos_id, ids[G4_EOT]],
+        "image_token_id": ids[G4_IMAGE],
+        "audio_token_id": ids["<|audio|>"],
+        "video_token_id": ids["<|video|>"],
+        "boi_token_id": ids[G4_BOI],
+        "eoi_token_id": ids[G4_EOI],
+        "vision_soft_tokens_per_image": 9,
+        "tie_word_embeddings": True,
+        "text_config": text_config,
+        "vision_config": vision_config,
+    }
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    # mlx-vlm's Gemma4Processor reads its image processor's settings from processor_config.json.
+    processor = {
+        "processor_class": "Gemma4Processor",
+        "image_seq_length": 9,
+        "image_processor": {
+            "image_processor_type": "Gemma4ImageProcessor",
+            "do_resize": True,
+            "do_rescale": True,
+            "do_normalize": False,
+            "patch_size": 8,
+            "max_soft_tokens": 9,
+            "pooling_kernel_size": 2,
+        },
+    }
+    (out / "processor_config.json").write_text(json.dumps(processor, indent=1))
+    weights = _random_weights("gemma4", cfg, seed)
+    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return out

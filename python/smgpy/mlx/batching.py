@@ -732,9 +732,7 @@ class Scheduler:
         taken: list[list[Sequence]] = []
         try:
             self._take_into_prefill(free, taken)
-        except Exception as e:
-            if self._prefill is not None:
-                raise
+        except Exception as e:  # the job is assigned last: none exists here
             self.running -= sum(len(g) for g in taken)
             for seq in (s for g in taken for s in g):
                 self._finish(seq, {"type": "abort", "message": f"generation failed: {e}"}, "")
@@ -754,8 +752,6 @@ class Scheduler:
         hit = self._fetch(group)
         cache, cached = hit.cache, hit.cached
         group[0].prefetched = None  # the copy now belongs to the job
-        for seq in group:
-            seq.cached_tokens = cached
         vision = None
         if group[0].vision is not None:
             # The vision tower runs lazily, with the first chunk (not at all on a full hit).
@@ -763,6 +759,10 @@ class Scheduler:
             vision = self.model.embed(group[0].vision)
             for seq in group:
                 seq.rope_delta = vision.delta
+            if cached < vision.through:  # its images attend both ways: prefilled from 0 (VisionInputs)
+                cache, cached = None, 0
+        for seq in group:
+            seq.cached_tokens = cached
         if cache is not None or self.mode != "slots" or vision is not None:
             cache = cache or mlx_lm_api.make_prompt_cache(self.model)
             run = tokens[cached:-1]
@@ -770,7 +770,8 @@ class Scheduler:
             if self.mode != "slots" and self._cache.enabled:
                 block = self._cache.checkpoint_block
                 marks = set(hit.checkpoints) | set(range(block, len(tokens) - 1, block)) | set(group[0].breakpoints)
-                checkpoints = sorted(p for p in marks if cached < p < len(tokens) - 1)
+                first = max(cached, vision.through if vision is not None else 0)
+                checkpoints = sorted(p for p in marks if first < p < len(tokens) - 1)
             self._prefill = _Prefill(
                 [group], [run], cache, False, len(run), start=cached, checkpoints=checkpoints, vision=vision
             )
@@ -840,6 +841,8 @@ class Scheduler:
             else:
                 if job.checkpoints:  # stop at the next snapshot point
                     end = min(end, job.checkpoints[0] - job.start)
+                if job.vision is not None and job.vision.through > job.start + job.pos:
+                    end = min(job.width, max(end, job.vision.through - job.start))
                 chunk = [job.runs[0][job.pos : end]]
             if job.vision is not None:
                 a, b = job.start + job.pos, job.start + end

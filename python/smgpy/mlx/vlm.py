@@ -24,6 +24,7 @@ variables in ``os.environ``; they are restored, so loading a model leaves the en
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,9 @@ __all__ = ["ImagePrompt", "VisionModel", "image_key", "is_vlm", "load"]
 # per image content hash, so two prompts share a cached prefix only where their images are equal.
 _IMAGE_KEY_BASE = 1 << 29
 _IMAGE_KEY_SPAN = 1 << 28
+
+# Processor outputs with one entry per prompt token that a language model may take by name.
+_TOKEN_INPUTS = ("mm_token_type_ids", "token_type_ids")
 
 
 def is_vlm(model_path: str) -> bool:
@@ -77,7 +81,7 @@ class ImagePrompt:
 
     input_ids: list[int]
     keys: list[int]
-    pixels: dict[str, np.ndarray] = field(default_factory=dict)
+    pixels: dict[str, np.ndarray | list[np.ndarray]] = field(default_factory=dict)
     images: int = 0
 
 
@@ -88,26 +92,39 @@ class VisionInputs:
 
     Qwen3-VL's family also adds features of the vision tower's inner layers to the hidden states
     of the language model's first layers, at the image tokens ("deepstack"): ``deepstack`` holds
-    them, one (image tokens, D) array per layer, and ``visual`` marks the prompt's image tokens (L,)."""
+    them, one (image tokens, D) array per layer, and ``visual`` marks the prompt's image tokens (L,).
+
+    ``aligned``: the language model's keyword arguments that hold one entry per prompt token
+    (1, L, ...), cut to each chunk: Gemma 3n's and Gemma 4's per-layer inputs (an image token's is
+    the padding id's, which the language model would not derive from the ids it is given), and
+    Gemma 4's token types (which tokens are an image's).
+
+    ``through``: where the first prefill chunk must reach (the end of the last image), or 0. The
+    large Gemma 4 models let one image's tokens attend to each other both ways, and mlx-vlm's
+    language model builds that mask only for a pass that starts at position 0 and holds the whole
+    image: such a prompt is prefilled from 0 through its last image in one chunk."""
 
     embeds: mx.array
     positions: mx.array | None
     delta: int
     deepstack: list[mx.array] | None = None
     visual: np.ndarray | None = None
+    aligned: dict[str, mx.array] = field(default_factory=dict)
+    through: int = 0
 
     def layer_features(self, a: int, b: int) -> dict[str, Any]:
         """The language model's keyword arguments for prompt positions ``a..b`` (one prefill
-        chunk): the deepstack features of the image tokens among them; empty when none."""
+        chunk): the per-token features cut to them, and the deepstack features of the image
+        tokens among them; empty when none."""
+        out: dict[str, Any] = {name: value[:, a:b] for name, value in self.aligned.items()}
         if self.deepstack is None or self.visual is None:
-            return {}
+            return out
         first, last = int(self.visual[:a].sum()), int(self.visual[:b].sum())
         if first == last:
-            return {}
-        return {
-            "visual_pos_masks": mx.array(self.visual[a:b])[None],
-            "deepstack_visual_embeds": [layer[first:last] for layer in self.deepstack],
-        }
+            return out
+        out["visual_pos_masks"] = mx.array(self.visual[a:b])[None]
+        out["deepstack_visual_embeds"] = [layer[first:last] for layer in self.deepstack]
+        return out
 
 
 class VisionModel:
@@ -126,6 +143,16 @@ class VisionModel:
         self._add_special = bool(should_add_special_tokens(model.config.model_type, processor))
         if self.image_token_id is None:
             raise ValueError(f"{model.config.model_type}: its config names no image token id")
+        text_config = getattr(model.config, "text_config", None)
+        self.bidirectional = getattr(text_config, "use_bidirectional_attention", None) == "vision"
+        inner = getattr(self._lm, "model", self._lm)
+        try:
+            named = set(inspect.signature(inner.__call__).parameters)
+        except (TypeError, ValueError):
+            named = set()
+        # The processor's per-token outputs the language model takes by name (Gemma 4's token
+        # types); a language model that does not name them is not given them.
+        self._token_inputs = [k for k in _TOKEN_INPUTS if k in named]
 
     @property
     def layers(self) -> list[Any]:
@@ -196,8 +223,12 @@ class VisionModel:
             add_special_tokens=self._add_special,
         )
         ids = [int(t) for t in np.asarray(out["input_ids"]).reshape(-1)]
+        # Images of different sizes come as a list of arrays where the processor does not resize
+        # them to one size (Gemma 4's keeps each image's aspect ratio).
         pixels = {
-            k: np.asarray(v) for k, v in out.items() if k not in ("input_ids", "attention_mask") and v is not None
+            k: [np.asarray(x) for x in v] if isinstance(v, list) else np.asarray(v)
+            for k, v in out.items()
+            if k not in ("input_ids", "attention_mask") and v is not None
         }
         return ImagePrompt(input_ids=ids, keys=list(ids), pixels=pixels, images=len(images))
 
@@ -220,7 +251,7 @@ class VisionModel:
     def embed(self, prompt: ImagePrompt) -> VisionInputs:
         """Run the vision tower and merge its features into the prompt's embeddings (lazily)."""
         ids = mx.array([prompt.input_ids], dtype=mx.int32)
-        pixels = {k: mx.array(v) for k, v in prompt.pixels.items()}
+        pixels = {k: [mx.array(x) for x in v] if isinstance(v, list) else mx.array(v) for k, v in prompt.pixels.items()}
         pixel_values = pixels.pop("pixel_values", None)
         features = self.model.get_input_embeddings(ids, pixel_values, mask=mx.ones_like(ids), **pixels)
         embeds = getattr(features, "inputs_embeds", features)
@@ -231,10 +262,18 @@ class VisionModel:
             if positions is None:  # the features carry none: ask the language model
                 positions, deltas = self._lm.get_rope_index(ids, pixels.get("image_grid_thw"), None, mx.ones_like(ids))
             delta = int(np.asarray(deltas).reshape(-1)[0]) if deltas is not None else 0
+        aligned = {k: mx.array(prompt.pixels[k]) for k in self._token_inputs if k in prompt.pixels}
+        per_layer = getattr(features, "per_layer_inputs", None)
+        if per_layer is not None:
+            aligned["per_layer_inputs"] = per_layer
+        through = 0
+        if self.bidirectional:
+            image = np.flatnonzero(np.asarray(prompt.input_ids) == self.image_token_id)
+            through = int(image[-1]) + 1 if image.size else 0
         deepstack = getattr(features, "deepstack_visual_embeds", None)
         visual = getattr(features, "visual_pos_masks", None)
         if deepstack is None or visual is None:
-            return VisionInputs(embeds=embeds, positions=positions, delta=delta)
+            return VisionInputs(embeds=embeds, positions=positions, delta=delta, aligned=aligned, through=through)
         visual = np.asarray(visual).reshape(-1).astype(bool)
         layers = list(deepstack)  # a list per layer (Qwen3-VL), or one array with the layers first
         shapes = [tuple(layer.shape) for layer in layers]
@@ -245,7 +284,15 @@ class VisionModel:
                 f"{type(self.model).__module__}: image features of shapes {shapes} for "
                 f"{int(visual.sum())} image tokens are not supported"
             )
-        return VisionInputs(embeds=embeds, positions=positions, delta=delta, deepstack=layers, visual=visual)
+        return VisionInputs(
+            embeds=embeds,
+            positions=positions,
+            delta=delta,
+            deepstack=layers,
+            visual=visual,
+            aligned=aligned,
+            through=through,
+        )
 
 
 def _image_token_id(config: Any) -> int | None:
