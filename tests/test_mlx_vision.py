@@ -514,6 +514,26 @@ def test_a_request_whose_images_the_vision_tower_fails_on_ends_alone(
     assert text.status_code == 200 and text.json()["choices"][0]["message"]["content"]
 
 
+def test_image_features_the_engine_does_not_carry_are_refused() -> None:
+    """What an embedding step returns beyond what the language model calls carry (cross-attention
+    states, as Llama 3.2 Vision's; positions other than the default ones in a model without
+    M-RoPE) refuses the request instead of answering without it."""
+    _need_vlm()
+    import mlx.core as mx
+    from smgpy.mlx.vlm import VisionModel
+
+    model = object.__new__(VisionModel)
+    model.model, model.mrope = SimpleNamespace(), False
+    model._refuse_uncarried(SimpleNamespace(inputs_embeds=mx.zeros((1, 5, 8))), 5)
+    model._refuse_uncarried(SimpleNamespace(position_ids=mx.arange(5)[None]), 5)  # the default ones
+    with pytest.raises(ValueError, match="cross_attention_states"):
+        model._refuse_uncarried(SimpleNamespace(cross_attention_states=mx.zeros((1, 4, 8))), 5)
+    with pytest.raises(ValueError, match="positions"):
+        model._refuse_uncarried(SimpleNamespace(position_ids=mx.array([[0, 1, 2, 2, 2]])), 5)
+    model.mrope = True  # M-RoPE positions are carried
+    model._refuse_uncarried(SimpleNamespace(position_ids=mx.zeros((3, 1, 5))), 5)
+
+
 def test_file_urls_only_inside_the_allowed_directory(
     url: str, vlm_dir: Path, tmp_path: Path, reference: list[list[int]]
 ) -> None:

@@ -11,6 +11,10 @@ tokens, a Gemma-style template whose image parts render as `<start_of_image>` (t
 expands it into the image's soft tokens), the Gemma3 image processor at 56x56 pixels, and a SigLIP
 tower (4x4 patches pooled to 4 image tokens) before a text model whose layer 0 has a 16-token
 sliding window (RotatingKVCache) and layer 1 global attention.
+
+`build_qwen3_vl(out)` writes a Qwen3-VL directory (deepstack features), and `build_gemma4(out, ...)` a
+Gemma 4 one of either kind: per-layer inputs (E2B, E4B) or image tokens attending both ways (the
+large models).
 """
 
 from __future__ import annotations

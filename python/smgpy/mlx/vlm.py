@@ -42,6 +42,15 @@ __all__ = ["ImagePrompt", "VisionModel", "image_key", "is_vlm", "load"]
 _IMAGE_KEY_BASE = 1 << 29
 _IMAGE_KEY_SPAN = 1 << 28
 
+# Features of mlx-vlm's embedding step that the engine's language model calls do not carry.
+_NOT_CARRIED = (
+    "cross_attention_states",
+    "cross_attention_mask",
+    "full_text_row_masked_out_mask",
+    "decoder_inputs_embeds",
+    "pos_hw",
+)
+
 # Processor outputs with one entry per prompt token that a language model may take by name.
 _TOKEN_INPUTS = ("mm_token_type_ids", "token_type_ids")
 
@@ -254,6 +263,7 @@ class VisionModel:
         pixels = {k: [mx.array(x) for x in v] if isinstance(v, list) else mx.array(v) for k, v in prompt.pixels.items()}
         pixel_values = pixels.pop("pixel_values", None)
         features = self.model.get_input_embeddings(ids, pixel_values, mask=mx.ones_like(ids), **pixels)
+        self._refuse_uncarried(features, len(prompt.input_ids))
         embeds = getattr(features, "inputs_embeds", features)
         positions = getattr(features, "position_ids", None) if self.mrope else None
         delta = 0
@@ -293,6 +303,22 @@ class VisionModel:
             aligned=aligned,
             through=through,
         )
+
+    def _refuse_uncarried(self, features: Any, length: int) -> None:
+        """Refuse a prompt whose embedding step returned what the engine's language model calls do
+        not carry, rather than answer it without: cross-attention to the image (Llama 3.2 Vision),
+        encoder-decoder inputs (Florence-2), 2-D patch positions (Falcon OCR), or, in a model
+        without M-RoPE, positions other than the default ones."""
+        model = type(self.model).__module__.rsplit(".", 1)[-1]
+        for name in _NOT_CARRIED:
+            if getattr(features, name, None) is not None:
+                raise ValueError(f"{model}: smgpy's MLX engine does not support this model's image features ({name})")
+        positions = getattr(features, "position_ids", None)
+        if self.mrope or positions is None:
+            return
+        got = np.asarray(positions)
+        if got.size % length or not (got.reshape(-1, length) == np.arange(length)).all():
+            raise ValueError(f"{model}: smgpy's MLX engine does not support this model's image positions")
 
 
 def _image_token_id(config: Any) -> int | None:
