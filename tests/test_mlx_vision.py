@@ -300,105 +300,73 @@ def test_loading_mlx_vlm_leaves_the_environment_as_it_was(vlm_dir: Path) -> None
 
 def test_gemma3_images_batched_equal_mlx_vlm_generate(tmp_path: Path) -> None:
     """A Gemma 3 model (SigLIP tower, a sliding-window layer the image prompts overflow): two image
-    requests and a text request at once, over HTTP; each image answer is mlx-vlm's own."""
+    requests and a text request at once, over HTTP, and a next turn; each image answer is
+    mlx-vlm's own."""
     _need_vlm()
+    _two_turns_equal_mlx_vlm(tiny_vlms.build_gemma3(tmp_path / "gemma3"), 2048, second_image=False)
+
+
+def _two_turns_equal_mlx_vlm(folder: Path, prefill_step_size: int, second_image: bool) -> int:
+    """Serve the model in ``folder`` (prefill chunks of ``prefill_step_size`` tokens) and ask two
+    image requests and a text request at once, then a next turn after the first image's (text, or
+    with ``second_image`` a second picture): every image answer must be ``mlx_vlm.generate``'s on
+    the same prompt. Returns the next turn's cached prompt tokens."""
     import mlx_vlm
     from smgpy.mlx import MLXEngine
 
-    folder = tiny_vlms.build_gemma3(tmp_path / "gemma3")
     model, processor = mlx_vlm.load(str(folder))
-    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT_TEXT}]}]
-    prompt = processor.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    pictures = [_image(seed, 96 + 40 * seed, 128) for seed in range(2)]
-    refs = []
+    pictures = [_image(seed, 96 + 40 * seed, 96) for seed in range(2)]
+    paths = []
     for seed, picture in enumerate(pictures):
-        path = tmp_path / f"{seed}.png"
-        picture.save(path)
-        r = mlx_vlm.generate(model, processor, prompt, image=[str(path)], max_tokens=MAX_TOKENS, temperature=0.0)
-        refs.append([int(t) for t in r.token_ids])
-    assert refs[0] != refs[1]  # the picture matters
-    engine = MLXEngine(str(folder), model_name="gemma")
-    try:
-        with serve_in_thread(engine) as base:
-            client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="x")
+        paths.append(str(folder / f"{seed}.png"))
+        picture.save(paths[-1])
+    first = {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT_TEXT}]}
+    later = first if second_image else {"role": "user", "content": "And then?"}
 
-            async def ask(content: Any) -> Any:
-                return await client.chat.completions.create(
-                    model="gemma", messages=[{"role": "user", "content": content}], max_tokens=MAX_TOKENS, temperature=0
-                )
+    def reference(turns: list[dict[str, Any]], images: list[str]) -> str:
+        prompt = processor.tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+        r = mlx_vlm.generate(model, processor, prompt, image=images, max_tokens=MAX_TOKENS, temperature=0.0)
+        return str(engine.tokenizer.decode([int(t) for t in r.token_ids]))
 
-            async def main() -> list[Any]:
-                parts = [_image_turn(p) for p in pictures]
-                return list(await asyncio.gather(ask(parts[0]), ask(parts[1]), ask("hello there")))
-
-            answers = asyncio.run(main())
-    finally:
-        engine.shutdown()
-    for ref, r in zip(refs, answers[:2], strict=False):
-        assert r.choices[0].message.content == engine.tokenizer.decode(ref)
-    assert answers[2].choices[0].message.content
-
-
-def test_qwen3_vl_deepstack_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_path: Path) -> None:
-    """A Qwen3-VL model adds features of its vision tower's inner layers to its first layers at the
-    image tokens ("deepstack"): two image requests and a text request at once, prefilled in 8-token
-    chunks that cut through the images; each image answer is mlx-vlm's own, and so is a follow-up
-    turn that starts from the prefix cache."""
-    _need_vlm()
-    import mlx_vlm
-    from smgpy.mlx import MLXEngine
-
-    folder = tiny_vlms.build_qwen3_vl(tmp_path / "qwen3vl")
-    model, processor = mlx_vlm.load(str(folder))
-    pictures = [_image(seed, 96 + 40 * seed, 128) for seed in range(2)]
-    first = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT_TEXT}]}]
-    refs = []
-    for seed, picture in enumerate(pictures):
-        path = tmp_path / f"{seed}.png"
-        picture.save(path)
-        prompt = processor.tokenizer.apply_chat_template(first, tokenize=False, add_generation_prompt=True)
-        r = mlx_vlm.generate(model, processor, prompt, image=[str(path)], max_tokens=MAX_TOKENS, temperature=0.0)
-        refs.append([int(t) for t in r.token_ids])
-    assert refs[0] != refs[1]  # the picture matters
-    engine = MLXEngine(str(folder), model_name="qwen3vl", prefill_step_size=8)
+    engine = MLXEngine(str(folder), model_name="tiny", prefill_step_size=prefill_step_size)
     try:
         with serve_in_thread(engine) as base:
             client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="x")
 
             async def ask(messages: list[dict[str, Any]]) -> Any:
                 return await client.chat.completions.create(
-                    model="qwen3vl", messages=messages, max_tokens=MAX_TOKENS, temperature=0
+                    model="tiny", messages=messages, max_tokens=MAX_TOKENS, temperature=0
                 )
 
             async def main() -> tuple[list[Any], Any]:
                 asks = [ask([{"role": "user", "content": _image_turn(p)}]) for p in pictures]
                 answers = list(await asyncio.gather(*asks, ask([{"role": "user", "content": "hello there"}])))
-                # The next turn: the first turn's prompt (its image included) comes from the cache.
                 follow = [
                     {"role": "user", "content": _image_turn(pictures[0])},
                     {"role": "assistant", "content": answers[0].choices[0].message.content},
-                    {"role": "user", "content": "And then?"},
+                    {"role": "user", "content": _image_turn(pictures[1]) if second_image else later["content"]},
                 ]
                 return answers, await ask(follow)
 
             answers, again = asyncio.run(main())
-            for ref, r in zip(refs, answers[:2], strict=False):
-                assert r.choices[0].message.content == engine.tokenizer.decode(ref)
-            assert answers[2].choices[0].message.content
-            said = answers[0].choices[0].message.content
+        refs = [reference([first], [path]) for path in paths]
+        assert refs[0] != refs[1]  # the picture matters
+        assert [a.choices[0].message.content for a in answers[:2]] == refs
+        assert answers[2].choices[0].message.content
+        turns = [first, {"role": "assistant", "content": refs[0]}, later]
+        assert again.choices[0].message.content == reference(turns, paths if second_image else paths[:1])
+        return int(again.usage.prompt_tokens_details.cached_tokens)
     finally:
         engine.shutdown()
-    turns = [
-        first[0],
-        {"role": "assistant", "content": said},
-        {"role": "user", "content": "And then?"},
-    ]
-    prompt = processor.tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
-    ref = mlx_vlm.generate(
-        model, processor, prompt, image=[str(tmp_path / "0.png")], max_tokens=MAX_TOKENS, temperature=0.0
-    )
-    assert again.choices[0].message.content == engine.tokenizer.decode([int(t) for t in ref.token_ids])
-    assert again.usage.prompt_tokens_details.cached_tokens > 0
+
+
+def test_qwen3_vl_deepstack_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_path: Path) -> None:
+    """A Qwen3-VL model adds features of its vision tower's inner layers to its first layers at the
+    image tokens ("deepstack"): two image requests and a text request at once, prefilled in 8-token
+    chunks that cut through the images; each image answer is mlx-vlm's own, and so is a follow-up
+    turn that starts from the prefix cache (its image included)."""
+    _need_vlm()
+    assert _two_turns_equal_mlx_vlm(tiny_vlms.build_qwen3_vl(tmp_path / "qwen3vl"), 8, second_image=False) > 0
 
 
 # Gemma 4's processor builds its (unused here) audio feature extractor with mel filters that warn.
@@ -412,56 +380,12 @@ def test_gemma4_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_path: Path, 
     mlx-vlm's own. A next turn of the bidirectional kind is prefilled from the start (its new
     image's mask starts at position 0 in mlx-vlm); the other kind's starts from the cache."""
     _need_vlm()
-    import mlx_vlm
-    from smgpy.mlx import MLXEngine
-
+    bidirectional = kind == "bidirectional"
     folder = tiny_vlms.build_gemma4(
-        tmp_path / "gemma4", per_layer_inputs=kind == "per_layer_inputs", bidirectional=kind == "bidirectional"
+        tmp_path / "gemma4", per_layer_inputs=not bidirectional, bidirectional=bidirectional
     )
-    model, processor = mlx_vlm.load(str(folder))
-    pictures = [_image(seed, 96 + 40 * seed, 96) for seed in range(2)]
-    paths = []
-    for seed, picture in enumerate(pictures):
-        paths.append(str(tmp_path / f"{seed}.png"))
-        picture.save(paths[-1])
-
-    def reference(turns: list[dict[str, Any]], images: list[str]) -> str:
-        prompt = processor.tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
-        r = mlx_vlm.generate(model, processor, prompt, image=images, max_tokens=MAX_TOKENS, temperature=0.0)
-        return str(engine.tokenizer.decode([int(t) for t in r.token_ids]))
-
-    engine = MLXEngine(str(folder), model_name="gemma4", prefill_step_size=4)
-    try:
-        with serve_in_thread(engine) as base:
-            client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="x")
-
-            async def ask(messages: list[dict[str, Any]]) -> Any:
-                return await client.chat.completions.create(
-                    model="gemma4", messages=messages, max_tokens=MAX_TOKENS, temperature=0
-                )
-
-            async def main() -> tuple[list[Any], Any]:
-                asks = [ask([{"role": "user", "content": _image_turn(p)}]) for p in pictures]
-                answers = list(await asyncio.gather(*asks, ask([{"role": "user", "content": "hello there"}])))
-                follow = [
-                    {"role": "user", "content": _image_turn(pictures[0])},
-                    {"role": "assistant", "content": answers[0].choices[0].message.content},
-                    {"role": "user", "content": _image_turn(pictures[1])},
-                ]
-                return answers, await ask(follow)
-
-            answers, again = asyncio.run(main())
-        first = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT_TEXT}]}]
-        refs = [reference(first, [path]) for path in paths]
-        assert refs[0] != refs[1]  # the picture matters
-        assert [a.choices[0].message.content for a in answers[:2]] == refs
-        assert answers[2].choices[0].message.content
-        turns = [first[0], {"role": "assistant", "content": refs[0]}, first[0]]
-        assert again.choices[0].message.content == reference(turns, paths)
-        cached = again.usage.prompt_tokens_details.cached_tokens
-        assert cached == 0 if kind == "bidirectional" else cached > 0
-    finally:
-        engine.shutdown()
+    cached = _two_turns_equal_mlx_vlm(folder, 4, second_image=True)
+    assert cached == 0 if bidirectional else cached > 0
 
 
 def test_a_request_whose_images_the_vision_tower_fails_on_ends_alone(

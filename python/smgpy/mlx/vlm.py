@@ -280,10 +280,11 @@ class VisionModel:
         if self.bidirectional:
             image = np.flatnonzero(np.asarray(prompt.input_ids) == self.image_token_id)
             through = int(image[-1]) + 1 if image.size else 0
+        inputs = VisionInputs(embeds=embeds, positions=positions, delta=delta, aligned=aligned, through=through)
         deepstack = getattr(features, "deepstack_visual_embeds", None)
         visual = getattr(features, "visual_pos_masks", None)
         if deepstack is None or visual is None:
-            return VisionInputs(embeds=embeds, positions=positions, delta=delta, aligned=aligned, through=through)
+            return inputs
         visual = np.asarray(visual).reshape(-1).astype(bool)
         layers = list(deepstack)  # a list per layer (Qwen3-VL), or one array with the layers first
         shapes = [tuple(layer.shape) for layer in layers]
@@ -294,15 +295,8 @@ class VisionModel:
                 f"{type(self.model).__module__}: image features of shapes {shapes} for "
                 f"{int(visual.sum())} image tokens are not supported"
             )
-        return VisionInputs(
-            embeds=embeds,
-            positions=positions,
-            delta=delta,
-            deepstack=layers,
-            visual=visual,
-            aligned=aligned,
-            through=through,
-        )
+        inputs.deepstack, inputs.visual = layers, visual
+        return inputs
 
     def _refuse_uncarried(self, features: Any, length: int) -> None:
         """Refuse a prompt whose embedding step returned what the engine's language model calls do
