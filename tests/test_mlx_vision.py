@@ -306,11 +306,15 @@ def test_gemma3_images_batched_equal_mlx_vlm_generate(tmp_path: Path) -> None:
     _two_turns_equal_mlx_vlm(tiny_vlms.build_gemma3(tmp_path / "gemma3"), 2048, second_image=False)
 
 
+# Text requests sent beside the image requests: prompts of different lengths, prefilled together.
+TEXTS = ("hello there", "Tell me a long story about a robot who learns to paint, in three parts.")
+
+
 def _two_turns_equal_mlx_vlm(folder: Path, prefill_step_size: int, second_image: bool) -> int:
     """Serve the model in ``folder`` (prefill chunks of ``prefill_step_size`` tokens) and ask two
-    image requests and a text request at once, then a next turn after the first image's (text, or
-    with ``second_image`` a second picture): every image answer must be ``mlx_vlm.generate``'s on
-    the same prompt. Returns the next turn's cached prompt tokens."""
+    image requests and two text requests at once, then a next turn after the first image's (text, or
+    with ``second_image`` a second picture): every answer must be ``mlx_vlm.generate``'s on the
+    same prompt. Returns the next turn's cached prompt tokens."""
     import mlx_vlm
     from smgpy.mlx import MLXEngine
 
@@ -325,7 +329,7 @@ def _two_turns_equal_mlx_vlm(folder: Path, prefill_step_size: int, second_image:
 
     def reference(turns: list[dict[str, Any]], images: list[str]) -> str:
         prompt = processor.tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
-        r = mlx_vlm.generate(model, processor, prompt, image=images, max_tokens=MAX_TOKENS, temperature=0.0)
+        r = mlx_vlm.generate(model, processor, prompt, image=images or None, max_tokens=MAX_TOKENS, temperature=0.0)
         return str(engine.tokenizer.decode([int(t) for t in r.token_ids]))
 
     engine = MLXEngine(str(folder), model_name="tiny", prefill_step_size=prefill_step_size)
@@ -340,7 +344,8 @@ def _two_turns_equal_mlx_vlm(folder: Path, prefill_step_size: int, second_image:
 
             async def main() -> tuple[list[Any], Any]:
                 asks = [ask([{"role": "user", "content": _image_turn(p)}]) for p in pictures]
-                answers = list(await asyncio.gather(*asks, ask([{"role": "user", "content": "hello there"}])))
+                asks += [ask([{"role": "user", "content": text}]) for text in TEXTS]
+                answers = list(await asyncio.gather(*asks))
                 follow = [
                     {"role": "user", "content": _image_turn(pictures[0])},
                     {"role": "assistant", "content": answers[0].choices[0].message.content},
@@ -351,8 +356,8 @@ def _two_turns_equal_mlx_vlm(folder: Path, prefill_step_size: int, second_image:
             answers, again = asyncio.run(main())
         refs = [reference([first], [path]) for path in paths]
         assert refs[0] != refs[1]  # the picture matters
-        assert [a.choices[0].message.content for a in answers[:2]] == refs
-        assert answers[2].choices[0].message.content
+        refs += [reference([{"role": "user", "content": text}], []) for text in TEXTS]
+        assert [a.choices[0].message.content for a in answers] == refs
         turns = [first, {"role": "assistant", "content": refs[0]}, later]
         assert again.choices[0].message.content == reference(turns, paths if second_image else paths[:1])
         return int(again.usage.prompt_tokens_details.cached_tokens)
@@ -360,13 +365,16 @@ def _two_turns_equal_mlx_vlm(folder: Path, prefill_step_size: int, second_image:
         engine.shutdown()
 
 
-def test_qwen3_vl_deepstack_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_path: Path) -> None:
+@pytest.mark.parametrize("family", ["qwen3_vl", "qwen3_5"])
+def test_qwen3_vl_and_qwen3_5_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_path: Path, family: str) -> None:
     """A Qwen3-VL model adds features of its vision tower's inner layers to its first layers at the
-    image tokens ("deepstack"): two image requests and a text request at once, prefilled in 8-token
-    chunks that cut through the images; each image answer is mlx-vlm's own, and so is a follow-up
-    turn that starts from the prefix cache (its image included)."""
+    image tokens ("deepstack"); Qwen3.5's language model is a hybrid whose first layer keeps a
+    recurrent state and no position. Two image requests and a text request at once, prefilled in
+    8-token chunks that cut through the images; each image answer is mlx-vlm's own, and so is a
+    follow-up turn that starts from the prefix cache (its image included)."""
     _need_vlm()
-    assert _two_turns_equal_mlx_vlm(tiny_vlms.build_qwen3_vl(tmp_path / "qwen3vl"), 8, second_image=False) > 0
+    folder = tiny_vlms.build_qwen3_vl(tmp_path / family, family=family)
+    assert _two_turns_equal_mlx_vlm(folder, 8, second_image=False) > 0
 
 
 # Gemma 4's processor builds its (unused here) audio feature extractor with mel filters that warn.

@@ -160,26 +160,41 @@ def build_qwen25_vl(out: Path, seed: int = 0) -> Path:
     return out
 
 
-def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
+def build_qwen3_vl(out: Path, seed: int = 0, family: str = "qwen3_vl") -> Path:
     """Qwen3-VL: M-RoPE positions (interleaved sections) and "deepstack", features of the vision
-    tower's inner layers added to the language model's first layers at the image tokens."""
+    tower's inner layers added to the language model's first layers at the image tokens.
+
+    ``family="qwen3_5"``: Qwen3.5, natively multimodal, its vision tower Qwen3-VL's without
+    deepstack, its language model a hybrid of Gated DeltaNet layers (a recurrent state, no KV
+    cache) and attention layers (here layer 0 and layer 1)."""
     import mlx.core as mx
 
     tok, _ = _write_tokenizer(out, VISION_TOKENS, {"chat_template": QWEN_CHAT_TEMPLATE})
     base = tok.get_vocab_size() - len(VISION_TOKENS)
     ids = {t: tok.token_to_id(t) for t in VISION_TOKENS}
+    rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True}
     text = {
         **TINY,
-        "model_type": "qwen3_vl_text",
+        "model_type": f"{family}_text",
         "rms_norm_eps": 1e-6,
         "vocab_size": base + 8,
         "max_position_embeddings": 4096,
         "rope_theta": 10000.0,
         "tie_word_embeddings": False,
-        "rope_scaling": {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True},
+        "rope_scaling": rope,
     }
+    if family == "qwen3_5":
+        text |= {
+            "linear_num_value_heads": 4,
+            "linear_num_key_heads": 2,
+            "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16,
+            "linear_conv_kernel_dim": 4,
+            "full_attention_interval": 2,
+            "rope_parameters": {**rope, "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+        }
     cfg = {
-        "model_type": "qwen3_vl",
+        "model_type": family,
         "text_config": text,
         "tie_word_embeddings": False,
         "image_token_id": ids["<|image_pad|>"],
@@ -188,10 +203,10 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
         "vision_end_token_id": ids["<|vision_end|>"],
         "vision_config": {
             **_QWEN_TOWER,
-            "model_type": "qwen3_vl",
+            "model_type": family,
             "patch_size": 16,
             "num_position_embeddings": 64,
-            "deepstack_visual_indexes": [0],
+            "deepstack_visual_indexes": [0] if family == "qwen3_vl" else [],
         },
     }
     (out / "config.json").write_text(json.dumps(cfg, indent=1))
@@ -205,9 +220,7 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
         "patch_size": 16,
     }
     (out / "preprocessor_config.json").write_text(json.dumps(processor, indent=1))
-    mx.save_safetensors(
-        str(out / "model.safetensors"), _random_weights("qwen3_vl", cfg, seed), metadata={"format": "mlx"}
-    )
+    mx.save_safetensors(str(out / "model.safetensors"), _random_weights(family, cfg, seed), metadata={"format": "mlx"})
     return out
 
 

@@ -212,7 +212,8 @@ class VisionModel:
 
     @staticmethod
     def _positions(rows: int, length: int, cache: list[Any] | None, deltas: mx.array | None) -> mx.array:
-        offset: Any = 0 if not cache else cache[0].offset
+        # The first layer with a position (a hybrid model's recurrent layers keep none).
+        offset: Any = next((c.offset for c in cache or [] if hasattr(c, "offset")), 0)
         start = mx.array(offset, dtype=mx.int32).reshape(-1, 1)  # (1 or B, 1): per-row offsets
         if deltas is not None:
             start = start + deltas.astype(mx.int32).reshape(-1, 1)
