@@ -396,6 +396,46 @@ def test_gemma4_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_path: Path, 
     assert cached == 0 if bidirectional else cached > 0
 
 
+@pytest.mark.parametrize("family", ["mistral3", "lfm2_vl"])
+def test_images_of_many_runs_of_tokens_equal_mlx_vlm_generate(tmp_path: Path, family: str) -> None:
+    """Models whose processor writes one image as several runs of image tokens: Mistral 3's rows
+    between ``[IMG_BREAK]`` tokens, LFM2-VL's tiles after their row/column markers and a thumbnail
+    (LFM2-VL's language model also keeps a convolution state). Image and text requests at once, in
+    8-token chunks, then a next turn adding a second picture: each answer is mlx-vlm's own, and
+    the next turn starts from the first turn's cached image."""
+    _need_vlm()
+    folder = getattr(tiny_vlms, f"build_{family}")(tmp_path / family)
+    assert _two_turns_equal_mlx_vlm(folder, 8, second_image=True) > 0
+
+
+def test_image_keys_follow_images_not_runs_of_image_tokens() -> None:
+    """The prefix cache's keys: an image's runs joined only by special tokens take its key; where
+    runs cannot be told apart (two images with only special tokens between them), all image tokens
+    take one key made of every image, so no cached prefix is shared past the first image."""
+    _need_vlm()
+    from smgpy.mlx.vlm import ImagePrompt, VisionModel, image_key
+
+    image, brk, end, text = 9, 8, 7, 1
+    model = object.__new__(VisionModel)
+    model.image_token_id = image
+    model.processor = SimpleNamespace(tokenizer=SimpleNamespace(all_special_ids=[brk, end], added_tokens_decoder={}))
+
+    def keys(ids: list[int], digests: list[bytes]) -> list[int]:
+        prompt = ImagePrompt(input_ids=ids, keys=list(ids))
+        model.key_images(prompt, digests)
+        return prompt.keys
+
+    a, b = image_key(b"a" * 32), image_key(b"b" * 32)
+    two_rows = [text, image, image, brk, image, image, end]
+    assert keys(two_rows, [b"a" * 32]) == [text, a, a, brk, a, a, end]
+    assert keys([*two_rows, text, image, end], [b"a" * 32, b"b" * 32]) == [text, a, a, brk, a, a, end, text, b, end]
+    adjacent = keys([*two_rows, image, end], [b"a" * 32, b"b" * 32])
+    both = adjacent[1]
+    assert both not in (a, b) and adjacent == [text, both, both, brk, both, both, end, both, end]
+    with pytest.raises(ValueError, match="one placeholder per image"):
+        keys([text, image, text], [b"a" * 32, b"b" * 32])
+
+
 def test_a_request_whose_images_the_vision_tower_fails_on_ends_alone(
     url: str, engine: Any, reference: list[list[int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -326,8 +326,15 @@ def build_gemma3(out: Path, seed: int = 0) -> Path:
     # give it random values so the image content reaches the language model.
     key = "multi_modal_projector.mm_input_projection_weight"
     weights[key] = mx.random.normal(weights[key].shape, dtype=mx.float32) * 0.2
-    # Zero the output rows of the special tokens so greedy decoding never picks an end-of-turn,
-    # end-of-sequence or image id.
+    _save_muted(out, weights, vocab)
+    return out
+
+
+def _save_muted(out: Path, weights: dict[str, Any], vocab: int) -> None:
+    """Save ``weights`` to ``out``, the output rows of the tokenizer's special tokens zeroed first, so
+    greedy decoding never picks an end-of-turn, end-of-sequence or image id."""
+    import mlx.core as mx
+
     special = [
         int(t["id"]) for t in json.loads((out / "tokenizer.json").read_text())["added_tokens"] if t.get("special")
     ]
@@ -335,7 +342,6 @@ def build_gemma3(out: Path, seed: int = 0) -> Path:
     keep[mx.array(special)] = 0.0
     weights["language_model.lm_head.weight"] = weights["language_model.lm_head.weight"] * keep
     mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
-    return out
 
 
 G4_BOI, G4_EOI, G4_IMAGE = "<|image>", "<image|>", "<|image|>"
@@ -431,4 +437,200 @@ def build_gemma4(out: Path, *, per_layer_inputs: bool, bidirectional: bool, seed
     (out / "processor_config.json").write_text(json.dumps(processor, indent=1))
     weights = _random_weights("gemma4", cfg, seed)
     mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return out
+
+
+MISTRAL_IMAGE_TOKENS = ("[INST]", "[/INST]", "[IMG]", "[IMG_BREAK]", "[IMG_END]")
+
+MISTRAL_CHAT_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% if m['role'] == 'user' %}[INST]"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
+    "{% if p['type'] == 'text' %}{{ p['text'] }}"
+    "{% elif p['type'] in ('image', 'image_url') %}[IMG]{% endif %}"
+    "{% endfor %}{% endif %}[/INST]"
+    "{% else %}"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
+    "{% if p['type'] == 'text' %}{{ p['text'] }}{% endif %}{% endfor %}{% endif %}{{ eos_token }}"
+    "{% endif %}{% endfor %}"
+)
+
+
+def build_mistral3(out: Path, seed: int = 0) -> Path:
+    """Mistral 3 (Mistral Small 3.1): a Pixtral tower, and one image as rows of ``[IMG]`` tokens
+    separated by ``[IMG_BREAK]`` and ended by ``[IMG_END]`` (mlx-vlm's processor expands the
+    template's one ``[IMG]``). Pictures are scaled to a longest edge of 64 pixels, 8-pixel patches
+    merged 2x2: a 96x96 picture is 4 rows of 4 tokens."""
+    tok, tc = _write_tokenizer(out, MISTRAL_IMAGE_TOKENS, {"chat_template": MISTRAL_CHAT_TEMPLATE})
+    vocab = tok.get_vocab_size()
+    cfg = {
+        "architectures": ["Mistral3ForConditionalGeneration"],
+        "model_type": "mistral3",
+        "image_token_index": tok.token_to_id("[IMG]"),
+        "spatial_merge_size": 2,
+        "vision_feature_layer": -1,
+        "multimodal_projector_bias": False,
+        "projector_hidden_act": "gelu",
+        "vocab_size": vocab,
+        "eos_token_id": [tok.token_to_id(tc["eos_token"])],
+        "tie_word_embeddings": False,
+        "text_config": {
+            "model_type": "mistral",
+            **TINY,
+            "rms_norm_eps": 1e-5,
+            "vocab_size": vocab,
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 4096,
+            "tie_word_embeddings": False,
+        },
+        "vision_config": {
+            "model_type": "pixtral",
+            "num_hidden_layers": 2,
+            "hidden_size": 32,
+            "head_dim": 16,
+            "intermediate_size": 64,
+            "num_attention_heads": 2,
+            "image_size": 64,
+            "patch_size": 8,
+            "num_channels": 3,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 10000.0,
+        },
+    }
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    preprocessor = {
+        "image_processor_type": "PixtralImageProcessor",
+        "processor_class": "PixtralProcessor",
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073],
+        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        "patch_size": {"height": 8, "width": 8},
+        "resample": 3,
+        "rescale_factor": 1 / 255,
+        "size": {"longest_edge": 64},
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=1))
+    processor = {
+        "processor_class": "PixtralProcessor",
+        "image_token": "[IMG]",
+        "image_break_token": "[IMG_BREAK]",
+        "image_end_token": "[IMG_END]",
+        "patch_size": 8,
+        "spatial_merge_size": 2,
+    }
+    (out / "processor_config.json").write_text(json.dumps(processor, indent=1))
+    _save_muted(out, _random_weights("mistral3", cfg, seed), vocab)
+    return out
+
+
+# LFM2-VL's image tokens; mlx-vlm applies the real tiling bounds (2 to 10 tiles a side) whatever the
+# config says, so every row/column marker is in the vocabulary.
+LFM2_VL_TOKENS = (
+    "<image>",
+    "<|image_start|>",
+    "<|image_end|>",
+    "<|img_thumbnail|>",
+    *(f"<|img_row_{r}_col_{c}|>" for r in range(1, 11) for c in range(1, 11)),
+)
+
+
+def build_lfm2_vl(out: Path, seed: int = 0) -> Path:
+    """LFM2-VL: a SigLIP2-style tower before an LFM2 language model whose layer 0 is a short
+    convolution (a recurrent state) and layer 1 attention. 8-pixel patches unshuffled 2x2, at most
+    16 image tokens: the test pictures (96 pixels and up) are too large, so the processor splits
+    each into 32-pixel tiles of 4 tokens, each after its ``<|img_row_R_col_C|>`` marker, plus a
+    thumbnail after ``<|img_thumbnail|>``: one image is many runs of image tokens."""
+    tok, tc = _write_tokenizer(
+        out,
+        LFM2_VL_TOKENS,
+        {"chat_template": QWEN_CHAT_TEMPLATE.replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>")},
+    )
+    vocab = tok.get_vocab_size()
+    eos_id = tok.token_to_id(tc["eos_token"])
+    image_id = tok.token_to_id("<image>")
+    text_config = {
+        "model_type": "lfm2",
+        **TINY,
+        "num_heads": TINY["num_attention_heads"],
+        "max_position_embeddings": 4096,
+        "rope_theta": 10000.0,
+        "vocab_size": vocab,
+        "eos_token_id": eos_id,
+        "norm_eps": 1e-5,
+        "block_dim": TINY["hidden_size"],
+        "block_ff_dim": TINY["intermediate_size"],
+        "block_auto_adjust_ff_dim": False,
+        "block_multiple_of": 16,
+        "conv_L_cache": 3,
+        "conv_bias": False,
+        "conv_dim": TINY["hidden_size"],
+        "conv_dim_out": TINY["hidden_size"],
+        "layer_types": ["conv", "full_attention"],
+        "tie_word_embeddings": False,  # so that the random model's answers depend on their context
+    }
+    tiles = {
+        "downsample_factor": 2,
+        "encoder_patch_size": 8,
+        "max_image_tokens": 16,
+        "min_image_tokens": 4,
+        "tile_size": 32,
+    }
+    cfg = {
+        "architectures": ["Lfm2VlForConditionalGeneration"],
+        "model_type": "lfm2_vl",
+        **tiles,
+        "do_image_splitting": True,
+        "image_token_id": image_id,
+        "image_token_index": image_id,
+        "max_num_patches": 64,
+        "use_thumbnail": True,
+        "use_image_special_tokens": True,
+        "vision_feature_layer": -1,
+        "projector_bias": True,
+        "projector_hidden_act": "gelu",
+        "projector_hidden_size": 64,
+        "projector_use_layernorm": True,
+        "eos_token_id": eos_id,
+        "vocab_size": vocab,
+        "tie_word_embeddings": False,
+        "text_config": text_config,
+        "vision_config": {
+            "model_type": "lfm2_vl",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_channels": 3,
+            "image_size": 32,
+            "patch_size": 8,
+            "num_patches": 16,  # a 4x4 grid of position embeddings, resized to each image's patch grid
+            "layer_norm_eps": 1e-6,
+            "hidden_act": "gelu_pytorch_tanh",
+            "vision_use_head": False,
+        },
+    }
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    preprocessor = {
+        "image_processor_type": "Lfm2VlImageProcessorFast",
+        "processor_class": "Lfm2VlProcessor",
+        **tiles,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": False,  # as LFM2-VL checkpoints ship it (mlx-vlm resizes regardless)
+        "do_pad": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "rescale_factor": 1 / 255,
+        "resample": 3,
+        # A 96x96 picture is 2.25x the 16-token budget: tiled above a tolerance of 2.
+        "max_pixels_tolerance": 2.0,
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=1))
+    (out / "processor_config.json").write_text(
+        json.dumps({"processor_class": "Lfm2VlProcessor", "use_image_special_tokens": True}, indent=1)
+    )
+    _save_muted(out, _random_weights("lfm2_vl", cfg, seed), vocab)
     return out

@@ -24,6 +24,8 @@ variables in ``os.environ``; they are restored, so loading a model leaves the en
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import inspect
 import json
 from dataclasses import dataclass, field
@@ -243,20 +245,51 @@ class VisionModel:
         return ImagePrompt(input_ids=ids, keys=list(ids), pixels=pixels, images=len(images))
 
     def key_images(self, prompt: ImagePrompt, digests: list[bytes]) -> None:
-        """Replace each run of image tokens in ``prompt.keys`` by its image's :func:`image_key`."""
-        run, prev = -1, False
-        for i, t in enumerate(prompt.input_ids):
-            is_image = t == self.image_token_id
-            if is_image and not prev:
-                run += 1
-            if is_image:
-                prompt.keys[i] = image_key(digests[min(run, len(digests) - 1)])
-            prev = is_image
-        if run + 1 != len(digests):
+        """Replace each image's tokens in ``prompt.keys`` by its image's :func:`image_key`.
+
+        An image is one run of image tokens (Qwen, Gemma) or several: Pixtral's rows of patches
+        between break tokens, LFM2-VL's and SmolVLM's tiles after their row/column markers. Runs
+        joined only by the tokenizer's special tokens are one image. Where the runs still do not
+        pair with the images (two images with nothing but special tokens between them), every image
+        token is keyed by all of the prompt's images together: a cached prefix is then shared
+        only up to the first image, never with other images."""
+        ids = prompt.input_ids
+        runs: list[list[int]] = []  # [start, end) of each run of image tokens
+        for i, t in enumerate(ids):
+            if t != self.image_token_id:
+                continue
+            if runs and runs[-1][1] == i:
+                runs[-1][1] = i + 1
+            else:
+                runs.append([i, i + 1])
+        if len(runs) < len(digests):
             raise ValueError(
-                f"the prompt holds {run + 1} image placeholder(s) for {len(digests)} image(s): "
+                f"the prompt holds {len(runs)} image placeholder(s) for {len(digests)} image(s): "
                 "the chat template must place one placeholder per image"
             )
+        images = [[run] for run in runs]
+        if len(images) > len(digests):
+            special = self._special_ids
+            images = [[runs[0]]]
+            for run in runs[1:]:
+                if all(t in special for t in ids[images[-1][-1][1] : run[0]]):
+                    images[-1].append(run)
+                else:
+                    images.append([run])
+        if len(images) != len(digests):
+            images, digests = [runs], [hashlib.sha256(b"".join(digests)).digest()]
+        for digest, image in zip(digests, images, strict=True):
+            key = image_key(digest)
+            for a, b in image:
+                prompt.keys[a:b] = [key] * (b - a)
+
+    @functools.cached_property
+    def _special_ids(self) -> set[int]:
+        """The tokenizer's special and added token ids (what a processor puts between an image's runs)."""
+        tokenizer = getattr(self.processor, "tokenizer", self.processor)
+        ids = set(getattr(tokenizer, "all_special_ids", None) or [])
+        ids.update(getattr(tokenizer, "added_tokens_decoder", None) or {})
+        return ids
 
     def embed(self, prompt: ImagePrompt) -> VisionInputs:
         """Run the vision tower and merge its features into the prompt's embeddings (lazily)."""
