@@ -396,44 +396,66 @@ def test_gemma4_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_path: Path, 
     assert cached == 0 if bidirectional else cached > 0
 
 
-@pytest.mark.parametrize("family", ["mistral3", "lfm2_vl"])
-def test_images_of_many_runs_of_tokens_equal_mlx_vlm_generate(tmp_path: Path, family: str) -> None:
+@pytest.mark.parametrize("family", ["mistral3", "lfm2_vl", "smolvlm", "glm4v", "internvl"])
+def test_more_families_equal_mlx_vlm_generate(tmp_path: Path, family: str) -> None:
     """Models whose processor writes one image as several runs of image tokens: Mistral 3's rows
     between ``[IMG_BREAK]`` tokens, LFM2-VL's tiles after their row/column markers and a thumbnail
-    (LFM2-VL's language model also keeps a convolution state). Image and text requests at once, in
-    8-token chunks, then a next turn adding a second picture: each answer is mlx-vlm's own, and
-    the next turn starts from the first turn's cached image."""
+    (LFM2-VL's language model also keeps a convolution state), SmolVLM's tiles in rows ended by line
+    breaks, then the whole picture; GLM-4.1V (M-RoPE, a head its config does not call untied);
+    InternVL 3 (tiles and a thumbnail in one run). Image and text requests at once, in 8-token
+    chunks, then a next turn adding a second picture: each answer is mlx-vlm's own, and the next
+    turn starts from the first turn's cached image."""
     _need_vlm()
     folder = getattr(tiny_vlms, f"build_{family}")(tmp_path / family)
     assert _two_turns_equal_mlx_vlm(folder, 8, second_image=True) > 0
 
 
 def test_image_keys_follow_images_not_runs_of_image_tokens() -> None:
-    """The prefix cache's keys: an image's runs joined only by special tokens take its key; where
-    runs cannot be told apart (two images with only special tokens between them), all image tokens
-    take one key made of every image, so no cached prefix is shared past the first image."""
+    """The prefix cache's keys. One image's runs all take its key; with several images, runs
+    joined only by special tokens and whitespace are one image when the prompt's text has more
+    than that between every two placeholders; else (two placeholders side by side) all image
+    tokens take one key made of every image, so no cached prefix is shared past the first image."""
     _need_vlm()
     from smgpy.mlx.vlm import ImagePrompt, VisionModel, image_key
 
-    image, brk, end, text = 9, 8, 7, 1
-    model = object.__new__(VisionModel)
-    model.image_token_id = image
-    model.processor = SimpleNamespace(tokenizer=SimpleNamespace(all_special_ids=[brk, end], added_tokens_decoder={}))
+    image, brk, end, space, text = 9, 8, 7, 2, 1
+    words = {space: " ", text: "word"}
 
-    def keys(ids: list[int], digests: list[bytes]) -> list[int]:
-        prompt = ImagePrompt(input_ids=ids, keys=list(ids))
+    class Tokenizer:
+        all_special_ids = [brk, end, image]
+        added_tokens_decoder: dict[int, Any] = {}
+
+        def decode(self, ids: list[int]) -> str:
+            return "".join(words.get(t, "<special>") for t in ids)
+
+        def __call__(self, text: str, add_special_tokens: bool) -> dict[str, list[int]]:
+            return {"input_ids": [int(t) for t in text.split()]}
+
+    model = object.__new__(VisionModel)
+    model.image_token_id, model._blank = image, {}
+    model.processor = SimpleNamespace(tokenizer=Tokenizer())
+
+    def keys(ids: list[int], digests: list[bytes], separated: bool = True) -> list[int]:
+        prompt = ImagePrompt(input_ids=ids, keys=list(ids), separated=separated)
         model.key_images(prompt, digests)
         return prompt.keys
 
-    a, b = image_key(b"a" * 32), image_key(b"b" * 32)
-    two_rows = [text, image, image, brk, image, image, end]
-    assert keys(two_rows, [b"a" * 32]) == [text, a, a, brk, a, a, end]
-    assert keys([*two_rows, text, image, end], [b"a" * 32, b"b" * 32]) == [text, a, a, brk, a, a, end, text, b, end]
-    adjacent = keys([*two_rows, image, end], [b"a" * 32, b"b" * 32])
+    da, db = b"a" * 32, b"b" * 32
+    a, b = image_key(da), image_key(db)
+    rows = [text, image, image, brk, image, space, image, end]
+    assert keys(rows, [da]) == [text, a, a, brk, a, space, a, end]
+    assert keys([*rows, text, image, end], [da, db]) == [text, a, a, brk, a, space, a, end, text, b, end]
+    adjacent = keys([*rows, image, end], [da, db], separated=False)
     both = adjacent[1]
-    assert both not in (a, b) and adjacent == [text, both, both, brk, both, both, end, both, end]
+    assert both not in (a, b) and adjacent == [text, both, both, brk, both, space, both, end, both, end]
+    # Runs that pair with no image (a word inside an image): the same single key.
+    assert keys([text, image, text, image, text, image], [da, db])[1] == both
     with pytest.raises(ValueError, match="one placeholder per image"):
-        keys([text, image, text], [b"a" * 32, b"b" * 32])
+        keys([text, image, text], [da, db])
+    # The prompt text: placeholders with a word between them, or only a space and a special token.
+    assert model._separated(f"{image} {text} {image}", 2)
+    assert not model._separated(f"{image} {space} {brk} {image}", 2)
+    assert not model._separated(f"{image} {text}", 2)
 
 
 def test_a_request_whose_images_the_vision_tower_fails_on_ends_alone(
@@ -489,10 +511,11 @@ def test_a_request_whose_images_the_vision_tower_fails_on_ends_alone(
 def test_image_features_the_engine_does_not_carry_are_refused() -> None:
     """What an embedding step returns beyond what the language model calls carry (cross-attention
     states, as Llama 3.2 Vision's; positions other than the default ones in a model without
-    M-RoPE) refuses the request instead of answering without it."""
+    M-RoPE; embeddings of another length than the prompt) refuses the request instead of answering
+    without it."""
     _need_vlm()
     import mlx.core as mx
-    from smgpy.mlx.vlm import VisionModel
+    from smgpy.mlx.vlm import ImagePrompt, VisionModel
 
     model = object.__new__(VisionModel)
     model.model, model.mrope = SimpleNamespace(), False
@@ -504,6 +527,12 @@ def test_image_features_the_engine_does_not_carry_are_refused() -> None:
         model._refuse_uncarried(SimpleNamespace(position_ids=mx.array([[0, 1, 2, 2, 2]])), 5)
     model.mrope = True  # M-RoPE positions are carried
     model._refuse_uncarried(SimpleNamespace(position_ids=mx.zeros((3, 1, 5))), 5)
+    # Embeddings of another length than the prompt's (the processor and the model disagree on
+    # an image's size in tokens, as mlx-vlm's LLaVA-NeXT can).
+    longer = SimpleNamespace(inputs_embeds=mx.zeros((1, 7, 8)))
+    model.model = SimpleNamespace(get_input_embeddings=lambda *args, **kwargs: longer)
+    with pytest.raises(ValueError, match="7 positions for the processor's 5 prompt tokens"):
+        model.embed(ImagePrompt(input_ids=[1, 2, 3, 4, 5], keys=[1, 2, 3, 4, 5]))
 
 
 def test_file_urls_only_inside_the_allowed_directory(

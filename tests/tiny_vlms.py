@@ -97,17 +97,27 @@ _QWEN_TOWER: dict[str, Any] = {
     "in_channels": 3,
 }
 
-# What the Qwen-VL image processors' configs share: resize to the patch grid, rescale, normalize,
-# two frames per temporal patch, 2x2 patches merged into one token.
-_QWEN_IMAGES: dict[str, Any] = {
+# What the image processors' configs share: convert to RGB, resize, rescale to [0, 1], normalize.
+_IMAGES: dict[str, Any] = {
     "do_resize": True,
     "do_rescale": True,
     "do_normalize": True,
     "do_convert_rgb": True,
     "rescale_factor": 1 / 255,
-    "temporal_patch_size": 2,
-    "merge_size": 2,
 }
+
+# CLIP's normalization (Qwen2.5-VL's, Pixtral's, GLM-4V's).
+_CLIP_NORM: dict[str, Any] = {
+    "image_mean": [0.48145466, 0.4578275, 0.40821073],
+    "image_std": [0.26862954, 0.26130258, 0.27577711],
+}
+
+# SigLIP's normalization (Gemma's, Qwen3-VL's, LFM2-VL's, SmolVLM's).
+_HALF_NORM: dict[str, Any] = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
+
+# The Qwen-VL image processors' (and GLM-4V's): two frames per temporal patch, 2x2 patches merged
+# into one token.
+_QWEN_IMAGES: dict[str, Any] = {**_IMAGES, "temporal_patch_size": 2, "merge_size": 2}
 
 
 def build_qwen25_vl(out: Path, seed: int = 0) -> Path:
@@ -147,8 +157,7 @@ def build_qwen25_vl(out: Path, seed: int = 0) -> Path:
         **_QWEN_IMAGES,
         "image_processor_type": "Qwen2VLImageProcessor",
         "processor_class": "Qwen2_5_VLProcessor",
-        "image_mean": [0.48145466, 0.4578275, 0.40821073],
-        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        **_CLIP_NORM,
         "min_pixels": 3136,
         "max_pixels": 50176,
         "patch_size": 14,
@@ -214,8 +223,7 @@ def build_qwen3_vl(out: Path, seed: int = 0, family: str = "qwen3_vl") -> Path:
         **_QWEN_IMAGES,
         "image_processor_type": "Qwen2VLImageProcessorFast",
         "processor_class": "Qwen3VLProcessor",
-        "image_mean": [0.5, 0.5, 0.5],
-        "image_std": [0.5, 0.5, 0.5],
+        **_HALF_NORM,
         "size": {"shortest_edge": 4096, "longest_edge": 65536},
         "patch_size": 16,
     }
@@ -302,16 +310,12 @@ def build_gemma3(out: Path, seed: int = 0) -> Path:
     }
     (out / "config.json").write_text(json.dumps(cfg, indent=1))
     preprocessor = {
+        **_IMAGES,
         "image_processor_type": "Gemma3ImageProcessor",
         "processor_class": "Gemma3Processor",
         "do_convert_rgb": None,
-        "do_normalize": True,
-        "do_rescale": True,
-        "do_resize": True,
         "do_pan_and_scan": None,
-        "image_mean": [0.5, 0.5, 0.5],
-        "image_std": [0.5, 0.5, 0.5],
-        "rescale_factor": 1 / 255,
+        **_HALF_NORM,
         "resample": 2,
         "size": {"height": IMAGE_SIZE, "width": IMAGE_SIZE},
         "image_seq_length": MM_TOKENS_PER_IMAGE,
@@ -327,6 +331,25 @@ def build_gemma3(out: Path, seed: int = 0) -> Path:
     key = "multi_modal_projector.mm_input_projection_weight"
     weights[key] = mx.random.normal(weights[key].shape, dtype=mx.float32) * 0.2
     _save_muted(out, weights, vocab)
+    return out
+
+
+def _write_model(
+    out: Path,
+    family: str,
+    cfg: dict[str, Any],
+    seed: int,
+    *,
+    preprocessor: dict[str, Any] | None = None,
+    processor: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``out``'s config.json, the processor's configs where given, and random weights of
+    mlx-vlm's ``family`` with the special tokens' output rows zeroed (:func:`_save_muted`)."""
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    for name, value in (("preprocessor_config.json", preprocessor), ("processor_config.json", processor)):
+        if value is not None:
+            (out / name).write_text(json.dumps(value, indent=1))
+    _save_muted(out, _random_weights(family, cfg, seed), cfg["vocab_size"])
     return out
 
 
@@ -497,22 +520,15 @@ def build_mistral3(out: Path, seed: int = 0) -> Path:
             "rope_theta": 10000.0,
         },
     }
-    (out / "config.json").write_text(json.dumps(cfg, indent=1))
     preprocessor = {
+        **_IMAGES,
+        **_CLIP_NORM,
         "image_processor_type": "PixtralImageProcessor",
         "processor_class": "PixtralProcessor",
-        "do_convert_rgb": True,
-        "do_normalize": True,
-        "do_rescale": True,
-        "do_resize": True,
-        "image_mean": [0.48145466, 0.4578275, 0.40821073],
-        "image_std": [0.26862954, 0.26130258, 0.27577711],
         "patch_size": {"height": 8, "width": 8},
         "resample": 3,
-        "rescale_factor": 1 / 255,
         "size": {"longest_edge": 64},
     }
-    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=1))
     processor = {
         "processor_class": "PixtralProcessor",
         "image_token": "[IMG]",
@@ -521,9 +537,7 @@ def build_mistral3(out: Path, seed: int = 0) -> Path:
         "patch_size": 8,
         "spatial_merge_size": 2,
     }
-    (out / "processor_config.json").write_text(json.dumps(processor, indent=1))
-    _save_muted(out, _random_weights("mistral3", cfg, seed), vocab)
-    return out
+    return _write_model(out, "mistral3", cfg, seed, preprocessor=preprocessor, processor=processor)
 
 
 # LFM2-VL's image tokens; mlx-vlm applies the real tiling bounds (2 to 10 tiles a side) whatever the
@@ -612,25 +626,214 @@ def build_lfm2_vl(out: Path, seed: int = 0) -> Path:
             "vision_use_head": False,
         },
     }
-    (out / "config.json").write_text(json.dumps(cfg, indent=1))
     preprocessor = {
+        **_IMAGES,
+        **_HALF_NORM,
+        **tiles,
         "image_processor_type": "Lfm2VlImageProcessorFast",
         "processor_class": "Lfm2VlProcessor",
-        **tiles,
-        "do_normalize": True,
-        "do_rescale": True,
         "do_resize": False,  # as LFM2-VL checkpoints ship it (mlx-vlm resizes regardless)
         "do_pad": True,
-        "image_mean": [0.5, 0.5, 0.5],
-        "image_std": [0.5, 0.5, 0.5],
-        "rescale_factor": 1 / 255,
         "resample": 3,
         # A 96x96 picture is 2.25x the 16-token budget: tiled above a tolerance of 2.
         "max_pixels_tolerance": 2.0,
     }
-    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=1))
-    (out / "processor_config.json").write_text(
-        json.dumps({"processor_class": "Lfm2VlProcessor", "use_image_special_tokens": True}, indent=1)
+    processor = {"processor_class": "Lfm2VlProcessor", "use_image_special_tokens": True}
+    return _write_model(out, "lfm2_vl", cfg, seed, preprocessor=preprocessor, processor=processor)
+
+
+SMOLVLM_TOKENS = (
+    "<fake_token_around_image>",
+    "<image>",
+    "<end_of_utterance>",
+    "<global-img>",
+    *(f"<row_{r}_col_{c}>" for r in range(1, 4) for c in range(1, 4)),
+)
+
+# SmolVLM's template, shortened: "<|im_start|>User:<image>Describe this.<end_of_utterance>\nAssistant:".
+SMOLVLM_CHAT_TEMPLATE = (
+    "<|im_start|>{% for m in messages %}{{ m['role'] | capitalize }}:"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
+    "{% if p['type'] == 'text' %}{{ p['text'] }}"
+    "{% elif p['type'] in ('image', 'image_url') %}<image>{% endif %}"
+    "{% endfor %}{% endif %}<end_of_utterance>\n{% endfor %}"
+    "{% if add_generation_prompt %}Assistant:{% endif %}"
+)
+
+
+def build_smolvlm(out: Path, seed: int = 0) -> Path:
+    """SmolVLM2: a SigLIP tower on 64-pixel images (8-pixel patches, pixel-shuffled 2x2 into 16
+    tokens) and image splitting as the real models do it: a picture resized to at most 128 pixels
+    becomes 64-pixel tiles, each after its ``<row_R_col_C>`` tag, rows ended by line breaks, and the
+    whole picture after ``<global-img>``: one image is many runs of image tokens."""
+    named = {
+        "image_token": "<image>",
+        "fake_image_token": "<fake_token_around_image>",
+        "global_image_token": "<global-img>",
+        "end_of_utterance_token": "<end_of_utterance>",
+    }
+    tok, tc = _write_tokenizer(out, SMOLVLM_TOKENS, {"chat_template": SMOLVLM_CHAT_TEMPLATE, **named})
+    vocab = tok.get_vocab_size()
+    cfg = {
+        "architectures": ["SmolVLMForConditionalGeneration"],
+        "model_type": "smolvlm",
+        "vocab_size": vocab,
+        "scale_factor": 2,
+        "image_token_id": tok.token_to_id("<image>"),
+        "eos_token_id": [tok.token_to_id(tc["eos_token"]), tok.token_to_id("<end_of_utterance>")],
+        "tie_word_embeddings": False,
+        "text_config": {
+            **TINY,
+            "model_type": "llama",
+            "rms_norm_eps": 1e-5,
+            "vocab_size": vocab,
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 4096,
+            "tie_word_embeddings": False,
+        },
+        "vision_config": {
+            "model_type": "smolvlm_vision",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "patch_size": 8,
+            "image_size": 64,
+            "num_channels": 3,
+            "layer_norm_eps": 1e-6,
+        },
+    }
+    preprocessor = {
+        **_IMAGES,
+        **_HALF_NORM,
+        "image_processor_type": "SmolVLMImageProcessor",
+        "processor_class": "SmolVLMProcessor",
+        "size": {"longest_edge": 128},
+        "resample": 1,
+        "do_pad": True,
+        "do_image_splitting": True,
+        "max_image_size": {"longest_edge": 64},
+    }
+    processor = {"image_seq_len": 16}
+    return _write_model(out, "smolvlm", cfg, seed, preprocessor=preprocessor, processor=processor)
+
+
+GLM_TOKENS = ("<|begin_of_image|>", "<|end_of_image|>", "<|image|>", "<|video|>", "<|begin_of_box|>", "<|end_of_box|>")
+
+
+def build_glm4v(out: Path, seed: int = 0) -> Path:
+    """GLM-4.1V: M-RoPE (``get_rope_index`` finds each image by its begin token; partial rotary 0.5,
+    sections [2, 1, 1]) and a head that its config does not say is untied. 14-pixel patches merged
+    2x2 under a pixel budget: a 96x96 picture is 9 image tokens, a 136x96 one 6."""
+    template = QWEN_CHAT_TEMPLATE.replace(
+        "<|vision_start|><|image_pad|><|vision_end|>", "<|begin_of_image|><|image|><|end_of_image|>"
     )
-    _save_muted(out, _random_weights("lfm2_vl", cfg, seed), vocab)
-    return out
+    tok, tc = _write_tokenizer(
+        out, GLM_TOKENS, {"chat_template": template, "image_token": "<|image|>", "video_token": "<|video|>"}
+    )
+    vocab = tok.get_vocab_size()
+    ids = {t: tok.token_to_id(t) for t in GLM_TOKENS}
+    eos = [tok.token_to_id(tc["eos_token"])]
+    cfg = {
+        "architectures": ["Glm4vForConditionalGeneration"],
+        "model_type": "glm4v",
+        "text_config": {
+            **TINY,
+            "model_type": "glm4v_text",
+            "vocab_size": vocab,
+            "eos_token_id": eos,
+            "pad_token_id": 0,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 4096,
+            "partial_rotary_factor": 0.5,  # 16-wide heads: 8 rotary dimensions, 4 frequencies
+            "rope_scaling": {"rope_type": "default", "mrope_section": [2, 1, 1]},
+            "attention_bias": True,
+        },
+        "vision_config": {
+            **_QWEN_TOWER,
+            "model_type": "glm4v",
+            "patch_size": 14,
+            "image_size": 56,  # a 4x4 grid of position embeddings, resampled to each image's grid
+            "rms_norm_eps": 1e-5,
+        },
+        "vocab_size": vocab,
+        "hidden_size": TINY["hidden_size"],
+        "image_token_id": ids["<|image|>"],
+        "image_token_index": ids["<|image|>"],
+        "video_token_id": ids["<|video|>"],
+        "video_token_index": ids["<|video|>"],
+        "vision_start_token_id": ids["<|begin_of_image|>"],
+        "vision_end_token_id": ids["<|end_of_image|>"],
+        "eos_token_id": eos,
+        "pad_token_id": 0,
+        "tie_word_embeddings": False,
+    }
+    preprocessor = {
+        **_QWEN_IMAGES,
+        "image_processor_type": "Glm4vImageProcessor",
+        "processor_class": "Glm4vProcessor",
+        **_CLIP_NORM,
+        "patch_size": 14,
+        "resample": 3,
+        # Budgets of 2 frames x height x width: at most 2 x 84 x 84 (9 image tokens).
+        "size": {"shortest_edge": 2 * 28 * 28, "longest_edge": 2 * 84 * 84},
+    }
+    return _write_model(out, "glm4v", cfg, seed, preprocessor=preprocessor)
+
+
+INTERNVL_TOKENS = ("<img>", "</img>", "<IMG_CONTEXT>")
+
+
+def build_internvl(out: Path, seed: int = 0) -> Path:
+    """InternVL 3: InternViT tiles of 28 pixels in 7-pixel patches, pixel-shuffled into 4 tokens a
+    tile, up to 4 tiles and a thumbnail (each test picture is 5 tiles: 20 image tokens), before a
+    Qwen2 language model. The template's ``<image>`` becomes ``<img>``, the tiles' tokens, ``</img>``."""
+    template = QWEN_CHAT_TEMPLATE.replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>\n")
+    tok, tc = _write_tokenizer(out, INTERNVL_TOKENS, {"chat_template": template})
+    vocab = tok.get_vocab_size()
+    context = tok.token_to_id("<IMG_CONTEXT>")
+    cfg = {
+        "architectures": ["InternVLChatModel"],
+        "model_type": "internvl_chat",
+        "image_token_index": context,
+        "video_token_index": context,
+        "downsample_ratio": 0.5,
+        "force_image_size": 28,
+        "max_dynamic_patch": 4,
+        "min_dynamic_patch": 1,
+        "use_thumbnail": True,
+        "select_layer": -1,
+        "ps_version": "v2",
+        "template": "internvl2_5",
+        "vocab_size": vocab,
+        "eos_token_id": [tok.token_to_id(tc["eos_token"])],
+        "text_config": {
+            **TINY,
+            "model_type": "qwen2",
+            "rms_norm_eps": 1e-6,
+            "vocab_size": vocab,
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 4096,
+            "tie_word_embeddings": False,
+            "attention_bias": True,
+        },
+        "vision_config": {
+            "model_type": "intern_vit_6b",
+            "hidden_size": 32,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "patch_size": 7,
+            "image_size": 28,
+            "num_channels": 3,
+            "layer_norm_eps": 1e-6,
+            "drop_path_rate": 0.0,
+            "qkv_bias": True,
+            "qk_normalization": False,
+            "norm_type": "layer_norm",
+        },
+    }
+    # mlx-vlm's InternVLChatProcessor reads the tiling from config.json and these from here.
+    processor = {"processor_class": "InternVLChatProcessor", "image_size": 28, "patch_size": 7, "downsample_ratio": 0.5}
+    return _write_model(out, "internvl_chat", cfg, seed, processor=processor)

@@ -94,6 +94,9 @@ class ImagePrompt:
     keys: list[int]
     pixels: dict[str, np.ndarray | list[np.ndarray]] = field(default_factory=dict)
     images: int = 0
+    # Whether the prompt's text has more than special tokens and whitespace between every two image
+    # placeholders (VisionModel.key_images).
+    separated: bool = True
 
 
 @dataclass(eq=False)
@@ -156,6 +159,7 @@ class VisionModel:
             raise ValueError(f"{model.config.model_type}: its config names no image token id")
         text_config = getattr(model.config, "text_config", None)
         self.bidirectional = getattr(text_config, "use_bidirectional_attention", None) == "vision"
+        self._blank: dict[int, bool] = {}
         inner = getattr(self._lm, "model", self._lm)
         try:
             named = set(inspect.signature(inner.__call__).parameters)
@@ -203,10 +207,13 @@ class VisionModel:
             # the cache's offset as a Python number (an evaluation, which a compiled step cannot
             # do); with explicit positions, its body and head are all there is to run.
             h = self._lm.model(inputs, inputs_embeds=inputs_embeds, cache=cache, position_ids=positions, **extra)
-            if self._lm.args.tie_word_embeddings:
+            # A tied head is the embedding's transpose (GLM-4V's config names no tying: its head is
+            # its own lm_head).
+            lm_head = getattr(self._lm, "lm_head", None)
+            if lm_head is None or getattr(self._lm.args, "tie_word_embeddings", False):
                 head: mx.array = self._lm.model.embed_tokens.as_linear(h)
                 return head
-            head = self._lm.lm_head(h)
+            head = lm_head(h)
             return head
         out = self._lm(inputs, inputs_embeds=inputs_embeds, cache=cache, **extra)
         logits: mx.array = getattr(out, "logits", out)
@@ -242,17 +249,20 @@ class VisionModel:
             for k, v in out.items()
             if k not in ("input_ids", "attention_mask") and v is not None
         }
-        return ImagePrompt(input_ids=ids, keys=list(ids), pixels=pixels, images=len(images))
+        separated = len(images) < 2 or self._separated(text, len(images))
+        return ImagePrompt(input_ids=ids, keys=list(ids), pixels=pixels, images=len(images), separated=separated)
 
     def key_images(self, prompt: ImagePrompt, digests: list[bytes]) -> None:
         """Replace each image's tokens in ``prompt.keys`` by its image's :func:`image_key`.
 
         An image is one run of image tokens (Qwen, Gemma) or several: Pixtral's rows of patches
-        between break tokens, LFM2-VL's and SmolVLM's tiles after their row/column markers. Runs
-        joined only by the tokenizer's special tokens are one image. Where the runs still do not
-        pair with the images (two images with nothing but special tokens between them), every image
-        token is keyed by all of the prompt's images together: a cached prefix is then shared
-        only up to the first image, never with other images."""
+        between break tokens, LFM2-VL's and SmolVLM's tiles after their row/column markers and
+        line breaks. With one image, or one run per image, which image a run is is plain. Else runs
+        joined only by special tokens and whitespace are one image, provided the prompt's text has
+        more than that between every two image placeholders (:attr:`ImagePrompt.separated`): two
+        images are then never taken for one. Where the runs still do not pair with the images,
+        every image token is keyed by all of the prompt's images together, so that a cached prefix
+        is shared up to the first image only, never with other images."""
         ids = prompt.input_ids
         runs: list[list[int]] = []  # [start, end) of each run of image tokens
         for i, t in enumerate(ids):
@@ -267,15 +277,19 @@ class VisionModel:
                 f"the prompt holds {len(runs)} image placeholder(s) for {len(digests)} image(s): "
                 "the chat template must place one placeholder per image"
             )
-        images = [[run] for run in runs]
-        if len(images) > len(digests):
-            special = self._special_ids
+        if len(digests) == 1:
+            images = [runs]
+        elif len(runs) == len(digests):
+            images = [[run] for run in runs]
+        elif prompt.separated:
             images = [[runs[0]]]
             for run in runs[1:]:
-                if all(t in special for t in ids[images[-1][-1][1] : run[0]]):
+                if all(self._joins(t) for t in ids[images[-1][-1][1] : run[0]]):
                     images[-1].append(run)
                 else:
                     images.append([run])
+        else:
+            images = []
         if len(images) != len(digests):
             images, digests = [runs], [hashlib.sha256(b"".join(digests)).digest()]
         for digest, image in zip(digests, images, strict=True):
@@ -283,12 +297,33 @@ class VisionModel:
             for a, b in image:
                 prompt.keys[a:b] = [key] * (b - a)
 
+    def _separated(self, text: str, images: int) -> bool:
+        """Whether ``text`` holds ``images`` image tokens, with a token between every two of them
+        that could not stand between the runs of one image (not special, not whitespace)."""
+        ids = self._tokenizer(text, add_special_tokens=False)["input_ids"]
+        marks = [i for i, t in enumerate(ids) if t == self.image_token_id]
+        if len(marks) != images:
+            return False
+        return all(not all(self._joins(t) for t in ids[a + 1 : b]) for a, b in zip(marks, marks[1:], strict=False))
+
+    def _joins(self, token: int) -> bool:
+        """Whether ``token`` may stand between the runs of one image: a special token, or whitespace."""
+        if token in self._special_ids:
+            return True
+        blank = self._blank.get(token)
+        if blank is None:  # at most one entry per vocabulary id
+            blank = self._blank[token] = not self._tokenizer.decode([token]).strip()
+        return blank
+
+    @functools.cached_property
+    def _tokenizer(self) -> Any:
+        return getattr(self.processor, "tokenizer", self.processor)
+
     @functools.cached_property
     def _special_ids(self) -> set[int]:
         """The tokenizer's special and added token ids (what a processor puts between an image's runs)."""
-        tokenizer = getattr(self.processor, "tokenizer", self.processor)
-        ids = set(getattr(tokenizer, "all_special_ids", None) or [])
-        ids.update(getattr(tokenizer, "added_tokens_decoder", None) or {})
+        ids = set(getattr(self._tokenizer, "all_special_ids", None) or [])
+        ids.update(getattr(self._tokenizer, "added_tokens_decoder", None) or {})
         return ids
 
     def embed(self, prompt: ImagePrompt) -> VisionInputs:
@@ -299,6 +334,13 @@ class VisionModel:
         features = self.model.get_input_embeddings(ids, pixel_values, mask=mx.ones_like(ids), **pixels)
         self._refuse_uncarried(features, len(prompt.input_ids))
         embeds = getattr(features, "inputs_embeds", features)
+        if embeds.shape[1] != len(prompt.input_ids):
+            # The processor and the model disagree on the image's size in tokens (mlx-vlm's
+            # LLaVA-NeXT at some picture sizes): the positions would not be the prompt's.
+            raise ValueError(
+                f"{type(self.model).__module__.rsplit('.', 1)[-1]}: the model's embeddings cover "
+                f"{embeds.shape[1]} positions for the processor's {len(prompt.input_ids)} prompt tokens"
+            )
         positions = getattr(features, "position_ids", None) if self.mrope else None
         delta = 0
         if self.mrope:
