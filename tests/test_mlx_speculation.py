@@ -25,6 +25,12 @@ def test_lookup_drafts_what_followed_the_tails_last_occurrence() -> None:
     assert Lookup(ctx).propose(2) == [4, 8]
 
 
+def test_lookup_never_drafts_a_position_that_is_no_token() -> None:
+    """A vision-language prompt's image positions are held as -1: a draft stops before them."""
+    assert Lookup([1, 2, 3, -1, -1, 4, 1, 2]).propose(4) == [3]
+    assert Lookup([1, 2, -1, 3, 1, 2]).propose(4) == []
+
+
 def test_lookup_rests_after_misses_and_wakes_after_a_hit() -> None:
     lk = Lookup([1, 2, 3, 1, 2])
     assert lk.propose(4) == [3, 1, 2]  # up to the end of the context

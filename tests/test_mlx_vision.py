@@ -410,6 +410,22 @@ def test_more_families_equal_mlx_vlm_generate(tmp_path: Path, family: str) -> No
     assert _two_turns_equal_mlx_vlm(folder, 8, second_image=True) > 0
 
 
+def test_phi3_v_images_written_as_negative_ids_equal_mlx_vlm_generate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Phi-3.5-vision's processor writes image N's tokens as the id -N: the engine holds them as the
+    image token id (the prefix cache keys each by its image), the embedding step gets them as
+    written, and prompt lookup never drafts them. Image and text requests at once, in 8-token
+    chunks, then a next turn adding a second picture: each answer is mlx-vlm's own."""
+    _need_vlm()
+    from mlx_vlm.models.phi3_v import vision
+
+    clip = vision.VisionModel.CLIP_VIT_LARGE_PATCH14_336_CONFIG  # see tiny_vlms.build_phi3_v
+    monkeypatch.setattr(clip, "num_hidden_layers", 2)
+    monkeypatch.setattr(clip, "intermediate_size", 256)
+    assert _two_turns_equal_mlx_vlm(tiny_vlms.build_phi3_v(tmp_path / "phi3_v"), 8, second_image=True) > 0
+
+
 def test_image_keys_follow_images_not_runs_of_image_tokens() -> None:
     """The prefix cache's keys. One image's runs all take its key; with several images, runs
     joined only by special tokens and whitespace are one image when the prompt's text has more
@@ -452,6 +468,12 @@ def test_image_keys_follow_images_not_runs_of_image_tokens() -> None:
     assert keys([text, image, text, image, text, image], [da, db])[1] == both
     with pytest.raises(ValueError, match="one placeholder per image"):
         keys([text, image, text], [da, db])
+    # Image N's tokens written as -N by the processor (Phi-3.5-vision): each run's image is known.
+    written = [text, -1, -1, brk, -1, text, -2, end]
+    held = [text, image, image, brk, image, text, image, end]
+    prompt = ImagePrompt(input_ids=list(held), keys=list(held), separated=False, model_ids=written)
+    model.key_images(prompt, [da, db])
+    assert prompt.keys == [text, a, a, brk, a, text, b, end]
     # The prompt text: placeholders with a word between them, or only a space and a special token.
     assert model._separated(f"{image} {text} {image}", 2)
     assert not model._separated(f"{image} {space} {brk} {image}", 2)

@@ -837,3 +837,83 @@ def build_internvl(out: Path, seed: int = 0) -> Path:
     # mlx-vlm's InternVLChatProcessor reads the tiling from config.json and these from here.
     processor = {"processor_class": "InternVLChatProcessor", "image_size": 28, "patch_size": 7, "downsample_ratio": 0.5}
     return _write_model(out, "internvl_chat", cfg, seed, processor=processor)
+
+
+PHI_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
+
+# Phi-3.5-vision's template: image parts numbered across the conversation as <|image_N|>.
+PHI_CHAT_TEMPLATE = (
+    "{% set ns = namespace(n=0) %}{% for m in messages %}<|{{ m['role'] }}|>\n"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
+    "{% if p['type'] == 'text' %}{{ p['text'] }}"
+    "{% elif p['type'] in ('image', 'image_url') %}{% set ns.n = ns.n + 1 %}<|image_{{ ns.n }}|>\n{% endif %}"
+    "{% endfor %}{% endif %}<|end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def build_phi3_v(out: Path, seed: int = 0) -> Path:
+    """Phi-3.5-vision: its processor writes image N's tokens as the id -N. HD crops of 336-pixel
+    tiles, 144 tokens a tile: with one crop, a picture is a global view and a tile, 313 tokens.
+
+    mlx-vlm fixes the vision tower as CLIP ViT-L/14-336 in a class attribute
+    (``VisionModel.CLIP_VIT_LARGE_PATCH14_336_CONFIG``): the caller narrows it to 2 layers and an MLP
+    width of 256 first (its width, 1024, and its token grid stay), for as long as the model is used."""
+    import mlx.core as mx
+
+    tok, tc = _write_tokenizer(out, PHI_TOKENS, {"chat_template": PHI_CHAT_TEMPLATE})
+    vocab = tok.get_vocab_size()
+    half = TINY["head_dim"] // 2
+    cfg = {
+        "architectures": ["Phi3VForCausalLM"],
+        "model_type": "phi3_v",
+        **TINY,
+        "num_key_value_heads": TINY["num_attention_heads"],
+        "vocab_size": vocab,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+        "rope_scaling": {
+            "type": "su",
+            "short_factor": [1.0 + 0.05 * i for i in range(half)],
+            "long_factor": [1.0 + 0.5 * i for i in range(half)],
+        },
+        "eos_token_id": tok.token_to_id(tc["eos_token"]),
+        "tie_word_embeddings": False,
+        "embd_layer": {"embedding_cls": "image", "hd_transform_order": "sub_glb", "use_hd_transform": True},
+        "img_processor": {
+            "image_dim_out": 1024,
+            "model_name": "openai/clip-vit-large-patch14-336",
+            "num_img_tokens": 144,
+        },
+        "vision_config": {"model_type": "phi3_v", "num_img_tokens": 144},
+    }
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    preprocessor = {
+        **_CLIP_NORM,
+        "image_processor_type": "Phi3VImageProcessor",
+        "processor_class": "Phi3VProcessor",
+        "num_crops": 1,
+        "num_img_tokens": 144,
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=1))
+    weights = _random_weights("phi3_v", cfg, seed)
+    for key in list(weights):
+        if key.endswith(("glb_GN", "sub_GN", "class_embedding")):  # they start as zeros
+            weights[key] = mx.random.normal(weights[key].shape, dtype=mx.float32) * 0.2
+        if key.endswith("self_attn.qkv_proj.weight"):
+            # Sharper attention (queries and keys x2): over 313 similar random image tokens, a
+            # near-uniform one averages the picture away and two pictures answer alike.
+            qk = 2 * TINY["num_attention_heads"] * TINY["head_dim"]
+            weights[key] = mx.concatenate([weights[key][:qk] * 2.0, weights[key][qk:]])
+    # The head is the model's own lm_head. mlx-vlm's config adds Phi's end ids (2, 32000, 32007) as
+    # end-of-sequence ids: in the demo tokenizer they are words, muted with the special tokens.
+    special = [
+        int(t["id"]) for t in json.loads((out / "tokenizer.json").read_text())["added_tokens"] if t.get("special")
+    ]
+    keep = mx.ones((vocab, 1), dtype=mx.float32)
+    keep[mx.array([*special, 2, 32000, 32007])] = 0.0
+    weights["lm_head.weight"] = weights["lm_head.weight"] * keep
+    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return out

@@ -912,7 +912,11 @@ class Scheduler:
             return False
         if seq.drafter is None:
             if self.draft is None:
-                seq.drafter = Lookup(seq.ids + seq.out_ids)
+                context = seq.ids + seq.out_ids
+                if seq.vision is not None:  # image tokens are not text to draft (nor always in the vocabulary)
+                    assert isinstance(self.model, VisionModel)
+                    context = [-1 if t == self.model.image_token_id else t for t in context]
+                seq.drafter = Lookup(context)
             elif seq.vision is None:  # a draft model reads text only
                 seq.drafter = self.draft.state(seq.ids + seq.out_ids)
             else:

@@ -70,7 +70,11 @@ class Lookup:
         if best < 0:
             self.pace.miss()
             return []
-        return ctx[best : best + self.pace.size(k)]
+        draft = ctx[best : best + self.pace.size(k)]
+        for i, t in enumerate(draft):
+            if t < 0:  # a position that is no token (an image's, in a vision-language prompt)
+                return draft[:i]
+        return draft
 
     def verified(self, accepted: int, drafted: int | None = None) -> None:
         """Record a verification that kept ``accepted`` of ``drafted`` drafts."""

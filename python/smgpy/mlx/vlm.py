@@ -97,6 +97,9 @@ class ImagePrompt:
     # Whether the prompt's text has more than special tokens and whitespace between every two image
     # placeholders (VisionModel.key_images).
     separated: bool = True
+    # The ids the model's embedding step takes, where they differ from ``input_ids``: Phi-3.5-vision's
+    # processor writes image N's tokens as -N, which the engine's ids hold as the image token id.
+    model_ids: list[int] | None = None
 
 
 @dataclass(eq=False)
@@ -151,12 +154,13 @@ class VisionModel:
         self._lm = model.language_model
         # Qwen2-VL's family: positions are (3, B, L), and text after an image is offset.
         self.mrope = hasattr(self._lm, "get_rope_index") and hasattr(self._lm, "model") and hasattr(self._lm, "args")
-        self.image_token_id = _image_token_id(model.config)
+        image_token_id = _image_token_id(model.config)
         from mlx_vlm.utils import should_add_special_tokens
 
         self._add_special = bool(should_add_special_tokens(model.config.model_type, processor))
-        if self.image_token_id is None:
+        if image_token_id is None:
             raise ValueError(f"{model.config.model_type}: its config names no image token id")
+        self.image_token_id: int = image_token_id
         text_config = getattr(model.config, "text_config", None)
         self.bidirectional = getattr(text_config, "use_bidirectional_attention", None) == "vision"
         self._blank: dict[int, bool] = {}
@@ -242,6 +246,9 @@ class VisionModel:
             add_special_tokens=self._add_special,
         )
         ids = [int(t) for t in np.asarray(out["input_ids"]).reshape(-1)]
+        model_ids = None
+        if any(t < 0 for t in ids):  # image N's tokens written as -N (Phi-3.5-vision)
+            model_ids, ids = ids, [self.image_token_id if t < 0 else t for t in ids]
         # Images of different sizes come as a list of arrays where the processor does not resize
         # them to one size (Gemma 4's keeps each image's aspect ratio).
         pixels = {
@@ -250,7 +257,14 @@ class VisionModel:
             if k not in ("input_ids", "attention_mask") and v is not None
         }
         separated = len(images) < 2 or self._separated(text, len(images))
-        return ImagePrompt(input_ids=ids, keys=list(ids), pixels=pixels, images=len(images), separated=separated)
+        return ImagePrompt(
+            input_ids=ids,
+            keys=list(ids),
+            pixels=pixels,
+            images=len(images),
+            separated=separated,
+            model_ids=model_ids,
+        )
 
     def key_images(self, prompt: ImagePrompt, digests: list[bytes]) -> None:
         """Replace each image's tokens in ``prompt.keys`` by its image's :func:`image_key`.
@@ -277,7 +291,11 @@ class VisionModel:
                 f"the prompt holds {len(runs)} image placeholder(s) for {len(digests)} image(s): "
                 "the chat template must place one placeholder per image"
             )
-        if len(digests) == 1:
+        if prompt.model_ids is not None:  # each run's image is written in its ids (-N: image N)
+            images = [[run for run in runs if prompt.model_ids[run[0]] == -n] for n in range(1, len(digests) + 1)]
+            if sum(len(image) for image in images) != len(runs) or not all(images):
+                images = []
+        elif len(digests) == 1:
             images = [runs]
         elif len(runs) == len(digests):
             images = [[run] for run in runs]
@@ -328,7 +346,7 @@ class VisionModel:
 
     def embed(self, prompt: ImagePrompt) -> VisionInputs:
         """Run the vision tower and merge its features into the prompt's embeddings (lazily)."""
-        ids = mx.array([prompt.input_ids], dtype=mx.int32)
+        ids = mx.array([prompt.model_ids or prompt.input_ids], dtype=mx.int32)
         pixels = {k: [mx.array(x) for x in v] if isinstance(v, list) else mx.array(v) for k, v in prompt.pixels.items()}
         pixel_values = pixels.pop("pixel_values", None)
         features = self.model.get_input_embeddings(ids, pixel_values, mask=mx.ones_like(ids), **pixels)
