@@ -396,15 +396,16 @@ def test_gemma4_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_path: Path, 
     assert cached == 0 if bidirectional else cached > 0
 
 
-@pytest.mark.parametrize("family", ["mistral3", "lfm2_vl", "smolvlm", "glm4v", "internvl"])
+@pytest.mark.parametrize("family", ["mistral3", "lfm2_vl", "smolvlm", "glm4v", "internvl", "kimi_vl", "llama4"])
 def test_more_families_equal_mlx_vlm_generate(tmp_path: Path, family: str) -> None:
     """Models whose processor writes one image as several runs of image tokens: Mistral 3's rows
     between ``[IMG_BREAK]`` tokens, LFM2-VL's tiles after their row/column markers and a thumbnail
     (LFM2-VL's language model also keeps a convolution state), SmolVLM's tiles in rows ended by line
     breaks, then the whole picture; GLM-4.1V (M-RoPE, a head its config does not call untied);
-    InternVL 3 (tiles and a thumbnail in one run). Image and text requests at once, in 8-token
-    chunks, then a next turn adding a second picture: each answer is mlx-vlm's own, and the next
-    turn starts from the first turn's cached image."""
+    InternVL 3 (tiles and a thumbnail in one run); Kimi-VL (an MLA and MoE language model); Llama 4
+    (chunked attention, whose cache drops its front: no prefix of it is trimmed back past that). Image
+    and text requests at once, in 8-token chunks, then a next turn adding a second picture: each
+    answer is mlx-vlm's own, and the next turn starts from the first turn's cached image."""
     _need_vlm()
     folder = getattr(tiny_vlms, f"build_{family}")(tmp_path / family)
     assert _two_turns_equal_mlx_vlm(folder, 8, second_image=True) > 0
@@ -528,6 +529,18 @@ def test_a_request_whose_images_the_vision_tower_fails_on_ends_alone(
     assert image.status_code == 200, image.text
     assert image.json()["choices"][0]["message"]["content"] == engine.tokenizer.decode(reference[0])
     assert text.status_code == 200 and text.json()["choices"][0]["message"]["content"]
+
+
+def test_a_model_whose_language_model_cross_attends_to_the_image_is_refused_at_load(tmp_path: Path) -> None:
+    """Llama 3.2 Vision's language model takes the image as ``cross_attention_states`` in its own
+    layers, which the engine's batch does not carry: loading it fails with an error saying so,
+    rather than serving images it cannot see and text through layers run without their states."""
+    _need_vlm()
+    from smgpy.mlx import MLXEngine
+
+    folder = tiny_vlms.build_mllama(tmp_path / "mllama")
+    with pytest.raises(ValueError, match="does not serve this model.*cross_attention_states"):
+        MLXEngine(str(folder))
 
 
 def test_image_features_the_engine_does_not_carry_are_refused() -> None:

@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from tiny_models import TINY, demo_tokenizer_dir
+from tiny_models import DEEPSEEK_V3, TINY, demo_tokenizer_dir
 
 VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 
@@ -342,14 +342,16 @@ def _write_model(
     *,
     preprocessor: dict[str, Any] | None = None,
     processor: dict[str, Any] | None = None,
+    weights: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``out``'s config.json, the processor's configs where given, and random weights of
-    mlx-vlm's ``family`` with the special tokens' output rows zeroed (:func:`_save_muted`)."""
+    """Write ``out``'s config.json, the processor's configs where given, and ``weights`` (default:
+    random weights of mlx-vlm's ``family``) with the special tokens' output rows zeroed
+    (:func:`_save_muted`)."""
     (out / "config.json").write_text(json.dumps(cfg, indent=1))
     for name, value in (("preprocessor_config.json", preprocessor), ("processor_config.json", processor)):
         if value is not None:
             (out / name).write_text(json.dumps(value, indent=1))
-    _save_muted(out, _random_weights(family, cfg, seed), cfg["vocab_size"])
+    _save_muted(out, _random_weights(family, cfg, seed) if weights is None else weights, cfg["vocab_size"])
     return out
 
 
@@ -917,3 +919,216 @@ def build_phi3_v(out: Path, seed: int = 0) -> Path:
     weights["lm_head.weight"] = weights["lm_head.weight"] * keep
     mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
     return out
+
+
+KIMI_TOKENS = (
+    "<|im_user|>",
+    "<|im_assistant|>",
+    "<|im_middle|>",
+    "<|media_start|>",
+    "<|media_content|>",
+    "<|media_end|>",
+    "<|media_pad|>",
+)
+
+# Kimi-VL's template, shortened: an image part is <|media_start|>image<|media_content|><|media_pad|><|media_end|>.
+KIMI_CHAT_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% if m['role'] == 'user' %}<|im_user|>user<|im_middle|>"
+    "{% else %}<|im_assistant|>assistant<|im_middle|>{% endif %}"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
+    "{% if p['type'] == 'text' %}{{ p['text'] }}"
+    "{% elif p['type'] in ('image', 'image_url') %}"
+    "<|media_start|>image<|media_content|><|media_pad|><|media_end|>{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|im_assistant|>assistant<|im_middle|>{% endif %}"
+)
+
+
+def build_kimi_vl(out: Path, seed: int = 0) -> Path:
+    """Kimi-VL: a MoonViT tower (14-pixel patches merged 2x2; pictures center-cropped to multiples
+    of 28 pixels: a 96x96 picture is 9 image tokens) before a DeepSeek-V3 language model (MLA
+    attention, layer 0 dense, layer 1 routed experts)."""
+    import mlx.core as mx
+
+    tok, tc = _write_tokenizer(out, KIMI_TOKENS, {"chat_template": KIMI_CHAT_TEMPLATE})
+    vocab = tok.get_vocab_size()
+    pad = tok.token_to_id("<|media_pad|>")
+    cfg = {
+        "architectures": ["KimiVLForConditionalGeneration"],
+        "model_type": "kimi_vl",
+        "vocab_size": vocab,
+        "media_placeholder_token_id": pad,
+        "image_token_index": pad,
+        "eos_token_id": [tok.token_to_id(tc["eos_token"])],
+        "text_config": {
+            **DEEPSEEK_V3,
+            "model_type": "deepseek_v3",
+            "vocab_size": vocab,
+            "rope_theta": 10000.0,
+            "topk_method": "noaux_tc",
+            "scoring_func": "sigmoid",
+            "norm_topk_prob": True,
+            "routed_scaling_factor": 1.0,
+            "tie_word_embeddings": False,
+        },
+        "vision_config": {
+            "model_type": "moonvit",
+            "depth": 2,
+            "embed_dim": 32,
+            "hidden_size": 32,
+            "num_heads": 2,
+            "intermediate_size": 64,
+            "patch_size": 14,
+            "num_channels": 3,
+            "init_pos_emb_height": 8,
+            "init_pos_emb_width": 8,
+            "merge_kernel_size": [2, 2],
+        },
+    }
+    weights = _random_weights("kimi_vl", cfg, seed)
+    for key in list(weights):  # the position embeddings start as ones, the router as zeros
+        if key.endswith(("pos_emb.weight", "mlp.gate.weight", "e_score_correction_bias")):
+            weights[key] = mx.random.normal(weights[key].shape, dtype=mx.float32) * 0.2
+    # KimiVLProcessor reads only a chat template from here (the image settings come from config.json).
+    processor = {"processor_class": "KimiVLProcessor"}
+    return _write_model(out, "kimi_vl", cfg, seed, processor=processor, weights=weights)
+
+
+def build_mllama(out: Path, seed: int = 0) -> Path:
+    """Llama 3.2 Vision: the image reaches the language model only through cross-attention layers
+    (here layer 1 of 3), as ``cross_attention_states``; the prompt holds one ``<|image|>`` token."""
+    template = QWEN_CHAT_TEMPLATE.replace("<|vision_start|><|image_pad|><|vision_end|>", "<|image|>")
+    tok, tc = _write_tokenizer(out, ("<|image|>", "<|python_tag|>"), {"chat_template": template})
+    vocab = tok.get_vocab_size()
+    image = tok.token_to_id("<|image|>")
+    eos = [tok.token_to_id(tc["eos_token"])]
+    cfg = {
+        "architectures": ["MllamaForConditionalGeneration"],
+        "model_type": "mllama",
+        "image_token_index": image,
+        "image_token_id": image,
+        "vocab_size": vocab,
+        "eos_token_id": eos,
+        "tie_word_embeddings": False,
+        "text_config": {
+            **TINY,
+            "model_type": "mllama_text_model",
+            "vocab_size": vocab,
+            "num_hidden_layers": 3,
+            "max_position_embeddings": 4096,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 10000.0,
+            "tie_word_embeddings": False,
+            "cross_attention_layers": [1],
+            "eos_token_id": eos,
+        },
+        "vision_config": {
+            "model_type": "mllama_vision_model",
+            "image_size": 56,
+            "patch_size": 14,
+            "num_channels": 3,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_global_layers": 1,
+            "num_attention_heads": 2,
+            "max_num_tiles": 4,
+            "norm_eps": 1e-5,
+            "vision_output_dim": 96,  # 32 x (the final and 2 intermediate layers)
+            "intermediate_layers_indices": [0, 1],
+            "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1], [2, 2]],
+        },
+    }
+    preprocessor = {
+        **_IMAGES,
+        **_CLIP_NORM,
+        "image_processor_type": "MllamaImageProcessor",
+        "processor_class": "MllamaProcessor",
+        "do_pad": True,
+        "max_image_tiles": 4,
+        "resample": 2,
+        "size": {"height": 56, "width": 56},
+    }
+    return _write_model(
+        out, "mllama", cfg, seed, preprocessor=preprocessor, processor={"processor_class": "MllamaProcessor"}
+    )
+
+
+LLAMA4_TOKENS = (
+    "<|image_start|>",
+    "<|image_end|>",
+    "<|image|>",
+    "<|patch|>",
+    "<|tile_x_separator|>",
+    "<|tile_y_separator|>",
+)
+
+
+def build_llama4(out: Path, seed: int = 0) -> Path:
+    """Llama 4: layers 0-2 chunked attention (``ChunkedKVCache``, 16-token chunks, so prompts cross
+    chunks and the cache drops its front), layer 3 global without RoPE; layers 1 and 3 routed
+    experts. A picture is one 56-pixel tile, pixel-shuffled into 4 ``<|patch|>`` tokens."""
+    template = QWEN_CHAT_TEMPLATE.replace("<|vision_start|><|image_pad|><|vision_end|>", "<|image|>")
+    tok, tc = _write_tokenizer(out, LLAMA4_TOKENS, {"chat_template": template})
+    vocab = tok.get_vocab_size()
+    patch = tok.token_to_id("<|patch|>")
+    eos = [tok.token_to_id(tc["eos_token"])]
+    cfg = {
+        "architectures": ["Llama4ForConditionalGeneration"],
+        "model_type": "llama4",
+        "image_token_id": patch,
+        "image_token_index": patch,
+        "vocab_size": vocab,
+        "eos_token_id": eos,
+        "tie_word_embeddings": False,
+        "text_config": {
+            **TINY,
+            "model_type": "llama4_text",
+            "intermediate_size_mlp": 128,
+            "num_hidden_layers": 4,
+            "rms_norm_eps": 1e-5,
+            "vocab_size": vocab,
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 4096,
+            "attention_chunk_size": 16,
+            "interleave_moe_layer_step": 2,
+            "num_local_experts": 4,
+            "num_experts_per_tok": 1,
+            "use_qk_norm": True,
+            "attn_temperature_tuning": True,
+            "floor_scale": 8192,
+            "attn_scale": 0.1,
+            "tie_word_embeddings": False,
+            "eos_token_id": eos,
+        },
+        "vision_config": {
+            "model_type": "llama4_vision_model",
+            "hidden_size": 32,
+            "image_size": 56,
+            "initializer_range": 0.02,
+            "projector_dropout": 0.0,
+            "intermediate_size": 128,  # 4x the width: what the projector takes after the pixel shuffle
+            "norm_eps": 1e-5,
+            "num_attention_heads": 2,
+            "num_channels": 3,
+            "num_hidden_layers": 2,
+            "patch_size": 14,
+            "pixel_shuffle_ratio": 0.5,
+            "projector_input_dim": 64,
+            "projector_output_dim": 64,
+            "rope_theta": 10000.0,
+            "vision_feature_layer": -1,
+            "vision_feature_select_strategy": "default",
+            "vision_output_dim": 64,
+        },
+    }
+    preprocessor = {
+        **_HALF_NORM,
+        "image_processor_type": "Llama4ImageProcessor",
+        "processor_class": "Llama4Processor",
+        "size": {"height": 56, "width": 56},
+        "max_patches": 4,
+    }
+    processor = {"processor_class": "Llama4Processor", "patch_size": 14, "pixel_shuffle_ratio": 0.5}
+    return _write_model(out, "llama4", cfg, seed, preprocessor=preprocessor, processor=processor)

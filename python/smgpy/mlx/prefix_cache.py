@@ -90,6 +90,15 @@ class Hit:
 _MISS = Hit(None, 0)
 
 
+def _trimmable(cache: list[Any]) -> bool:
+    """Whether the state can be trimmed back to any shorter prefix of its tokens. Not a chunked
+    attention layer's that has dropped its front (``start_position``: Llama 4's), which mlx-lm's
+    and mlx-vlm's ``ChunkedKVCache`` call trimmable although it cannot go back past that point."""
+    if not can_trim_prompt_cache(cache):
+        return False
+    return not any(getattr(c, "start_position", 0) for c in cache)
+
+
 def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
     n = min(len(a), len(b))
     if n == 0:
@@ -227,7 +236,7 @@ class PrefixCache:
         if nbytes > self.max_bytes:
             return  # would evict everything and still not fit
         key = np.asarray(tokens, dtype=np.int32)
-        trimmable = bool(can_trim_prompt_cache(cache))
+        trimmable = _trimmable(cache)
         for e in list(self._entries):
             if len(e.tokens) == len(key) and _common_prefix(e.tokens, key) == len(key):
                 tier = max(tier, e.tier)

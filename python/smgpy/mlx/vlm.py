@@ -53,6 +53,10 @@ _NOT_CARRIED = (
     "pos_hw",
 )
 
+# What a language model may take that the engine's batch does not carry: a model whose language
+# model names one is refused at load (Llama 3.2 Vision's cross-attention, Florence-2's encoder).
+_UNSERVED_INPUTS = ("cross_attention_states", "decoder_inputs_embeds", "encoder_outputs")
+
 # Processor outputs with one entry per prompt token that a language model may take by name.
 _TOKEN_INPUTS = ("mm_token_type_ids", "token_type_ids")
 
@@ -165,10 +169,14 @@ class VisionModel:
         self.bidirectional = getattr(text_config, "use_bidirectional_attention", None) == "vision"
         self._blank: dict[int, bool] = {}
         inner = getattr(self._lm, "model", self._lm)
-        try:
-            named = set(inspect.signature(inner.__call__).parameters)
-        except (TypeError, ValueError):
-            named = set()
+        named = _parameters(inner) | _parameters(self._lm)
+        unserved = sorted(named & set(_UNSERVED_INPUTS))
+        if unserved:
+            raise ValueError(
+                f"{model.config.model_type}: smgpy's MLX engine does not serve this model: its language model "
+                f"takes {', '.join(unserved)} (cross-attention to the image, or an encoder's outputs), which "
+                "the engine's batch does not carry"
+            )
         # The processor's per-token outputs the language model takes by name (Gemma 4's token
         # types); a language model that does not name them is not given them.
         self._token_inputs = [k for k in _TOKEN_INPUTS if k in named]
@@ -407,6 +415,14 @@ class VisionModel:
         got = np.asarray(positions)
         if got.size % length or not (got.reshape(-1, length) == np.arange(length)).all():
             raise ValueError(f"{model}: smgpy's MLX engine does not support this model's image positions")
+
+
+def _parameters(module: Any) -> set[str]:
+    """The parameter names of ``module.__call__``; none where they cannot be read."""
+    try:
+        return set(inspect.signature(module.__call__).parameters)
+    except (TypeError, ValueError):
+        return set()
 
 
 def _image_token_id(config: Any) -> int | None:
