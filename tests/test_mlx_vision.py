@@ -543,6 +543,29 @@ def test_a_model_whose_language_model_cross_attends_to_the_image_is_refused_at_l
         MLXEngine(str(folder))
 
 
+def test_processor_outputs_that_are_not_numbers_are_no_model_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeepSeek-VL2's processor also returns the prompt it rendered (``sft_format``, text): only
+    numeric outputs go on to the model's embedding step (text made it fail, and the request 503)."""
+    _need_vlm()
+    import mlx_vlm.utils
+    from smgpy.mlx.vlm import VisionModel
+
+    out = {
+        "input_ids": np.array([[1, 9, 9, 2]]),
+        "attention_mask": np.ones((1, 4)),
+        "pixel_values": np.zeros((1, 3, 4, 4), dtype=np.float32),
+        "images_seq_mask": np.array([[False, True, True, False]]),
+        "sft_format": ["<|User|>: <image>"],
+        "tiles": [np.zeros((3, 4, 4)), np.zeros((3, 2, 4))],
+    }
+    monkeypatch.setattr(mlx_vlm.utils, "prepare_inputs", lambda *args, **kwargs: out)
+    model = object.__new__(VisionModel)
+    model.image_token_id, model._add_special, model.processor = 9, False, SimpleNamespace()
+    prompt = model.process("<|User|>: <image>", [_solid(4, 4)])
+    assert prompt.input_ids == [1, 9, 9, 2] and set(prompt.pixels) == {"pixel_values", "images_seq_mask", "tiles"}
+    assert isinstance(prompt.pixels["tiles"], list) and len(prompt.pixels["tiles"]) == 2
+
+
 def test_image_features_the_engine_does_not_carry_are_refused() -> None:
     """What an embedding step returns beyond what the language model calls carry (cross-attention
     states, as Llama 3.2 Vision's; positions other than the default ones in a model without

@@ -258,12 +258,15 @@ class VisionModel:
         if any(t < 0 for t in ids):  # image N's tokens written as -N (Phi-3.5-vision)
             model_ids, ids = ids, [self.image_token_id if t < 0 else t for t in ids]
         # Images of different sizes come as a list of arrays where the processor does not resize
-        # them to one size (Gemma 4's keeps each image's aspect ratio).
-        pixels = {
-            k: [np.asarray(x) for x in v] if isinstance(v, list) else np.asarray(v)
-            for k, v in out.items()
-            if k not in ("input_ids", "attention_mask") and v is not None
-        }
+        # them to one size (Gemma 4's keeps each image's aspect ratio). Outputs that are not
+        # numbers (DeepSeek-VL2's rendered prompt text) are no input of the model's.
+        pixels: dict[str, np.ndarray | list[np.ndarray]] = {}
+        for k, v in out.items():
+            if k in ("input_ids", "attention_mask") or v is None:
+                continue
+            arrays = [np.asarray(x) for x in v] if isinstance(v, list) else [np.asarray(v)]
+            if all(a.dtype.kind in "biuf" for a in arrays):
+                pixels[k] = arrays if isinstance(v, list) else arrays[0]
         separated = len(images) < 2 or self._separated(text, len(images))
         return ImagePrompt(
             input_ids=ids,
