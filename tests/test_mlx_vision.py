@@ -566,6 +566,20 @@ def test_processor_outputs_that_are_not_numbers_are_no_model_input(monkeypatch: 
     assert isinstance(prompt.pixels["tiles"], list) and len(prompt.pixels["tiles"]) == 2
 
 
+def test_a_prefix_lm_is_refused_at_load() -> None:
+    """PaliGemma's language model attends both ways over the whole prompt (mlx-vlm's config sets
+    ``use_bidirectional_attention`` whenever it is unset, and runs the prompt in one pass without a
+    mask): the engine's chunked causal prefill would answer other tokens, so it refuses the model."""
+    _need_vlm()
+    from smgpy.mlx.vlm import VisionModel
+
+    for mode in (True, "all"):
+        text = SimpleNamespace(use_bidirectional_attention=mode)
+        model = SimpleNamespace(config=SimpleNamespace(model_type="paligemma", text_config=text), language_model=None)
+        with pytest.raises(ValueError, match="prefix-LM"):
+            VisionModel(model, processor=None)
+
+
 def test_image_features_the_engine_does_not_carry_are_refused() -> None:
     """What an embedding step returns beyond what the language model calls carry (cross-attention
     states, as Llama 3.2 Vision's; positions other than the default ones in a model without

@@ -156,6 +156,16 @@ class VisionModel:
         self.processor = processor
         self.config = model.config
         self._lm = model.language_model
+        text_config = getattr(model.config, "text_config", None)
+        if getattr(text_config, "use_bidirectional_attention", None) in (True, "all"):
+            # mlx-vlm runs such a prompt in one pass without a mask (PaliGemma's config sets this
+            # whenever it is unset); chunks, causal within, and a last token fed as a decode step
+            # would answer other tokens.
+            raise ValueError(
+                f"{model.config.model_type}: smgpy's MLX engine does not serve this model: its language "
+                "model attends both ways over the whole prompt (a prefix-LM), which the engine's chunked "
+                "causal prefill does not compute"
+            )
         # Qwen2-VL's family: positions are (3, B, L), and text after an image is offset.
         self.mrope = hasattr(self._lm, "get_rope_index") and hasattr(self._lm, "model") and hasattr(self._lm, "args")
         image_token_id = _image_token_id(model.config)
@@ -165,7 +175,6 @@ class VisionModel:
         if image_token_id is None:
             raise ValueError(f"{model.config.model_type}: its config names no image token id")
         self.image_token_id: int = image_token_id
-        text_config = getattr(model.config, "text_config", None)
         self.bidirectional = getattr(text_config, "use_bidirectional_attention", None) == "vision"
         self._blank: dict[int, bool] = {}
         inner = getattr(self._lm, "model", self._lm)
