@@ -337,8 +337,12 @@ class VisionModel:
 
     def _separated(self, text: str, images: int) -> bool:
         """Whether ``text`` holds ``images`` image tokens, with a token between every two of them
-        that could not stand between the runs of one image (not special, not whitespace)."""
-        ids = self._tokenizer(text, add_special_tokens=False)["input_ids"]
+        that could not stand between the runs of one image (not special, not whitespace). A
+        tokenizer that cannot be called so answers no: the keys then take the safe way."""
+        try:
+            ids = self._tokenizer(text, add_special_tokens=False)["input_ids"]
+        except (TypeError, KeyError, AttributeError, ValueError):
+            return False
         marks = [i for i, t in enumerate(ids) if t == self.image_token_id]
         if len(marks) != images:
             return False
