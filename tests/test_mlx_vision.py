@@ -396,18 +396,24 @@ def test_gemma4_images_in_prefill_chunks_equal_mlx_vlm_generate(tmp_path: Path, 
     assert cached == 0 if bidirectional else cached > 0
 
 
-@pytest.mark.parametrize("family", ["mistral3", "lfm2_vl", "smolvlm", "glm4v", "internvl", "kimi_vl", "llama4"])
+@pytest.mark.parametrize(
+    "family", ["mistral3", "lfm2_vl", "smolvlm", "glm4v", "internvl", "kimi_vl", "llama4", "qwen2_vl"]
+)
 def test_more_families_equal_mlx_vlm_generate(tmp_path: Path, family: str) -> None:
     """Models whose processor writes one image as several runs of image tokens: Mistral 3's rows
     between ``[IMG_BREAK]`` tokens, LFM2-VL's tiles after their row/column markers and a thumbnail
     (LFM2-VL's language model also keeps a convolution state), SmolVLM's tiles in rows ended by line
     breaks, then the whole picture; GLM-4.1V (M-RoPE, a head its config does not call untied);
     InternVL 3 (tiles and a thumbnail in one run); Kimi-VL (an MLA and MoE language model); Llama 4
-    (chunked attention, whose cache drops its front: no prefix of it is trimmed back past that). Image
+    (chunked attention, whose cache drops its front: no prefix of it is trimmed back past that);
+    Qwen2-VL (Qwen2.5-VL's elder, without window attention). Image
     and text requests at once, in 8-token chunks, then a next turn adding a second picture: each
     answer is mlx-vlm's own, and the next turn starts from the first turn's cached image."""
     _need_vlm()
-    folder = getattr(tiny_vlms, f"build_{family}")(tmp_path / family)
+    if family == "qwen2_vl":
+        folder = tiny_vlms.build_qwen25_vl(tmp_path / family, family=family)
+    else:
+        folder = getattr(tiny_vlms, f"build_{family}")(tmp_path / family)
     assert _two_turns_equal_mlx_vlm(folder, 8, second_image=True) > 0
 
 

@@ -120,14 +120,21 @@ _HALF_NORM: dict[str, Any] = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 
 _QWEN_IMAGES: dict[str, Any] = {**_IMAGES, "temporal_patch_size": 2, "merge_size": 2}
 
 
-def build_qwen25_vl(out: Path, seed: int = 0) -> Path:
+def build_qwen25_vl(out: Path, seed: int = 0, family: str = "qwen2_5_vl") -> Path:
+    """Qwen2.5-VL (see the module's doc); ``family="qwen2_vl"``: Qwen2-VL, whose vision tower has
+    no window attention."""
     import mlx.core as mx
 
     tok, _ = _write_tokenizer(out, VISION_TOKENS, {"chat_template": QWEN_CHAT_TEMPLATE})
     base = tok.get_vocab_size() - len(VISION_TOKENS)
     ids = {t: tok.token_to_id(t) for t in VISION_TOKENS}
+    tower = {**_QWEN_TOWER, "model_type": family, "patch_size": 14, "spatial_patch_size": 14}
+    if family == "qwen2_5_vl":
+        tower |= {"window_size": 56, "fullatt_block_indexes": [1]}
+    else:  # Qwen2-VL's tower: its width as embed_dim, its MLP as a ratio, the merger's output as hidden_size
+        tower |= {"embed_dim": 32, "hidden_size": 64, "mlp_ratio": 2}
     cfg = {
-        "model_type": "qwen2_5_vl",
+        "model_type": family,
         "hidden_size": 64,
         "num_hidden_layers": 2,
         "intermediate_size": 128,
@@ -143,29 +150,20 @@ def build_qwen25_vl(out: Path, seed: int = 0) -> Path:
         "video_token_id": ids["<|video_pad|>"],
         "vision_start_token_id": ids["<|vision_start|>"],
         "vision_end_token_id": ids["<|vision_end|>"],
-        "vision_config": {
-            **_QWEN_TOWER,
-            "model_type": "qwen2_5_vl",
-            "patch_size": 14,
-            "spatial_patch_size": 14,
-            "window_size": 56,
-            "fullatt_block_indexes": [1],
-        },
+        "vision_config": tower,
     }
     (out / "config.json").write_text(json.dumps(cfg, indent=1))
     processor = {
         **_QWEN_IMAGES,
         "image_processor_type": "Qwen2VLImageProcessor",
-        "processor_class": "Qwen2_5_VLProcessor",
+        "processor_class": "Qwen2_5_VLProcessor" if family == "qwen2_5_vl" else "Qwen2VLProcessor",
         **_CLIP_NORM,
         "min_pixels": 3136,
         "max_pixels": 50176,
         "patch_size": 14,
     }
     (out / "preprocessor_config.json").write_text(json.dumps(processor, indent=1))
-    mx.save_safetensors(
-        str(out / "model.safetensors"), _random_weights("qwen2_5_vl", cfg, seed), metadata={"format": "mlx"}
-    )
+    mx.save_safetensors(str(out / "model.safetensors"), _random_weights(family, cfg, seed), metadata={"format": "mlx"})
     return out
 
 
