@@ -322,6 +322,38 @@ def test_an_engine_abort_is_reported_on_every_endpoint() -> None:
         assert r.status_code == 503 and r.json()["error"]["type"] == "overloaded_error"
 
 
+def test_an_engine_abort_with_a_client_status_is_that_error_with_its_message() -> None:
+    """SGLang's engine refuses a request it cannot take (an input longer than its context) with an
+    abort carrying ``status_code`` 400 and a message for the client: each API answers that status,
+    in its own shape, with that message; a 429 is "overloaded"; a 5xx stays the generic 503."""
+    import anthropic
+
+    refused = {"type": "abort", "message": "The input (9000 tokens) is longer than 8192", "status_code": 400}
+    with serve_in_thread(ScriptedEngine(["a"], finish=refused)) as url:
+        with pytest.raises(openai.BadRequestError, match="longer than 8192"):
+            openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0).chat.completions.create(
+                model="m", messages=MSG
+            )
+        with pytest.raises(anthropic.BadRequestError, match="longer than 8192") as caught:
+            anthropic.Anthropic(base_url=url, api_key="x", max_retries=0).messages.create(
+                model="m", max_tokens=5, messages=MSG
+            )
+        assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+        for path, body in (("/v1/completions", {"prompt": "x"}), ("/v1/responses", {"input": "x"})):
+            r = httpx.post(url + path, json=body)
+            assert r.status_code == 400 and "longer than 8192" in r.json()["error"]["message"], r.text
+        # Streamed: refused before its first event, so the response is that error, not a stream.
+        r = httpx.post(url + "/v1/chat/completions", json={"messages": MSG, "stream": True})
+        assert r.status_code == 400 and "longer than 8192" in r.json()["error"]["message"], r.text
+    busy = {"type": "abort", "message": "the queue is full", "status_code": 429}
+    with serve_in_thread(ScriptedEngine(["a"], finish=busy)) as url:
+        assert httpx.post(url + "/v1/chat/completions", json={"messages": MSG}).status_code == 429
+    failed = {"type": "abort", "message": "CUDA error at /src/kernel.cu:42", "status_code": 500}
+    with serve_in_thread(ScriptedEngine(["a"], finish=failed)) as url:
+        r = httpx.post(url + "/v1/chat/completions", json={"messages": MSG})
+        assert r.status_code == 503 and "kernel.cu" not in r.text
+
+
 # ----- 6. the engine cannot take the server down or wedge it silently -----
 
 

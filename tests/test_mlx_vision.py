@@ -487,19 +487,21 @@ def test_image_keys_follow_images_not_runs_of_image_tokens() -> None:
     assert not model._separated(f"{image} {text}", 2)
 
 
+@pytest.mark.parametrize("refused", [False, True])
 def test_a_request_whose_images_the_vision_tower_fails_on_ends_alone(
-    url: str, engine: Any, reference: list[list[int]], monkeypatch: pytest.MonkeyPatch
+    url: str, engine: Any, reference: list[list[int]], monkeypatch: pytest.MonkeyPatch, refused: bool
 ) -> None:
     """The vision tower failing on one request's images (here: made to fail on any request with two
-    images) ends that request with an error; an image request and a text request sent with it are
-    answered, and nothing waits forever."""
+    images) ends that request with an error: a 503 whose detail is in the server log, or, where the
+    engine refuses what the images give the model (``ImagesRefused``), a 400 saying why. An image
+    request and a text request sent with it are answered, and nothing waits forever."""
     from smgpy.mlx import vlm
 
     real = vlm.VisionModel.embed
 
     def embed(self: Any, prompt: Any) -> Any:
         if prompt.images == 2:
-            raise ValueError("the vision tower cannot read these")
+            raise (vlm.ImagesRefused if refused else ValueError)("these images give features the engine cannot carry")
         return real(self, prompt)
 
     monkeypatch.setattr(vlm.VisionModel, "embed", embed)
@@ -531,7 +533,10 @@ def test_a_request_whose_images_the_vision_tower_fails_on_ends_alone(
             )
 
     failed, image, text = asyncio.run(main())
-    assert failed.status_code >= 500 and failed.json()["error"]["message"], failed.text
+    if refused:
+        assert failed.status_code == 400 and "engine cannot carry" in failed.json()["error"]["message"], failed.text
+    else:
+        assert failed.status_code == 503 and "cannot carry" not in failed.text, failed.text
     assert image.status_code == 200, image.text
     assert image.json()["choices"][0]["message"]["content"] == engine.tokenizer.decode(reference[0])
     assert text.status_code == 200 and text.json()["choices"][0]["message"]["content"]

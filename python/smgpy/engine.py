@@ -166,10 +166,15 @@ class _FinishReasonRequired(TypedDict):
 
 
 class FinishReason(_FinishReasonRequired, total=False):
-    """Why a generation ended: the stop token id or string it ``matched``, or an abort's ``message``."""
+    """Why a generation ended: the stop token id or string it ``matched``, or an abort's ``message``.
+
+    An abort with a 4xx ``status_code`` (SGLang's ``FINISH_ABORT``: the engine refused the request
+    itself, e.g. an input longer than its context) answers the client with that status and the
+    message; any other abort answers 503, its message kept for the server log."""
 
     matched: str | int | None
     message: str
+    status_code: int
 
 
 class _MetaInfoRequired(TypedDict):

@@ -81,7 +81,7 @@ from smgpy.mlx.slots import (
     prefilled_row,
 )
 from smgpy.mlx.verify import greedy_choice, kept_greedy, kept_sampled, sampled_choice
-from smgpy.mlx.vlm import ImagePrompt, VisionInputs, VisionModel
+from smgpy.mlx.vlm import ImagePrompt, ImagesRefused, VisionInputs, VisionModel
 
 __all__ = ["Outlet", "Scheduler", "Sequence", "StepTimes"]
 
@@ -734,10 +734,16 @@ class Scheduler:
             self._take_into_prefill(free, taken)
         except Exception as e:  # the job is assigned last: none exists here
             self.running -= sum(len(g) for g in taken)
+            failed: FinishReason = {"type": "abort", "message": f"generation failed: {e}"}
+            if isinstance(e, ImagesRefused):  # the request's own images: a 400 with the message
+                failed = {"type": "abort", "message": str(e), "status_code": 400}
             for seq in (s for g in taken for s in g):
-                self._finish(seq, {"type": "abort", "message": f"generation failed: {e}"}, "")
+                self._finish(seq, failed, "")
             if len(taken) == 1 and taken[0][0].vision is not None:
-                log.exception("the vision tower failed on a request's images")
+                if isinstance(e, ImagesRefused):
+                    log.warning("a request's images were refused: %s", e)
+                else:
+                    log.exception("the vision tower failed on a request's images")
                 return
             raise
 

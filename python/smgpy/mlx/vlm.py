@@ -37,7 +37,7 @@ import numpy as np
 
 from smgpy.mlx.environment import environment_kept
 
-__all__ = ["ImagePrompt", "VisionModel", "image_key", "is_vlm", "load"]
+__all__ = ["ImagePrompt", "ImagesRefused", "VisionModel", "image_key", "is_vlm", "load"]
 
 # Image tokens are keyed in the prefix cache as ids from here up (past any vocabulary), one id
 # per image content hash, so two prompts share a cached prefix only where their images are equal.
@@ -59,6 +59,11 @@ _UNSERVED_INPUTS = ("cross_attention_states", "decoder_inputs_embeds", "encoder_
 
 # Processor outputs with one entry per prompt token that a language model may take by name.
 _TOKEN_INPUTS = ("mm_token_type_ids", "token_type_ids")
+
+
+class ImagesRefused(ValueError):
+    """A prompt's images give the language model what the engine cannot carry: the request ends
+    with a 400 and this message (written for the client)."""
 
 
 def is_vlm(model_path: str) -> bool:
@@ -379,7 +384,7 @@ class VisionModel:
         if embeds.shape[1] != len(prompt.input_ids):
             # The processor and the model disagree on the image's size in tokens (mlx-vlm's
             # LLaVA-NeXT at some picture sizes): the positions would not be the prompt's.
-            raise ValueError(
+            raise ImagesRefused(
                 f"{type(self.model).__module__.rsplit('.', 1)[-1]}: the model's embeddings cover "
                 f"{embeds.shape[1]} positions for the processor's {len(prompt.input_ids)} prompt tokens"
             )
@@ -409,8 +414,8 @@ class VisionModel:
         if any(len(shape) != 2 or shape[0] != int(visual.sum()) for shape in shapes):
             # Another layout (e.g. Qwen3-Omni's) could not be cut into prefill chunks: refuse the
             # request rather than answer without the features.
-            raise ValueError(
-                f"{type(self.model).__module__}: image features of shapes {shapes} for "
+            raise ImagesRefused(
+                f"{type(self.model).__module__.rsplit('.', 1)[-1]}: image features of shapes {shapes} for "
                 f"{int(visual.sum())} image tokens are not supported"
             )
         inputs.deepstack, inputs.visual = layers, visual
@@ -424,13 +429,15 @@ class VisionModel:
         model = type(self.model).__module__.rsplit(".", 1)[-1]
         for name in _NOT_CARRIED:
             if getattr(features, name, None) is not None:
-                raise ValueError(f"{model}: smgpy's MLX engine does not support this model's image features ({name})")
+                raise ImagesRefused(
+                    f"{model}: smgpy's MLX engine does not support this model's image features ({name})"
+                )
         positions = getattr(features, "position_ids", None)
         if self.mrope or positions is None:
             return
         got = np.asarray(positions)
         if got.size % length or not (got.reshape(-1, length) == np.arange(length)).all():
-            raise ValueError(f"{model}: smgpy's MLX engine does not support this model's image positions")
+            raise ImagesRefused(f"{model}: smgpy's MLX engine does not support this model's image positions")
 
 
 def _parameters(module: Any) -> set[str]:

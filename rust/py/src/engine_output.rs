@@ -170,8 +170,8 @@ fn finish_of(f: &Bound<'_, PyAny>) -> PyResult<Option<EngineFinish>> {
         return Ok(None);
     }
     let py = f.py();
-    let (kind, matched, message): (String, Option<Bound<'_, PyAny>>, Option<String>) = if let Ok(d) = f.cast::<PyDict>()
-    {
+    type Parts<'py> = (String, Option<Bound<'py, PyAny>>, Option<String>, Option<u16>);
+    let (kind, matched, message, status): Parts<'_> = if let Ok(d) = f.cast::<PyDict>() {
         let kind = d
             .get_item(intern!(py, "type"))?
             .map(|k| k.extract::<String>())
@@ -183,9 +183,14 @@ fn finish_of(f: &Bound<'_, PyAny>) -> PyResult<Option<EngineFinish>> {
             .filter(|m| !m.is_none())
             .map(|m| m.str().map(|s| s.to_string()))
             .transpose()?;
-        (kind, matched, message)
+        // SGLang's `FINISH_ABORT` carries an HTTP status; one that is no status is ignored.
+        let status = d
+            .get_item(intern!(py, "status_code"))?
+            .and_then(|s| s.extract::<u16>().ok())
+            .filter(|s| (100..600).contains(s));
+        (kind, matched, message, status)
     } else {
-        (f.extract::<String>()?, None, None)
+        (f.extract::<String>()?, None, None, None)
     };
     let matched = match matched {
         None => None,
@@ -196,7 +201,7 @@ fn finish_of(f: &Bound<'_, PyAny>) -> PyResult<Option<EngineFinish>> {
     };
     Ok(Some(match kind.as_str() {
         "length" => EngineFinish::Length,
-        "abort" => EngineFinish::Abort { message },
+        "abort" => EngineFinish::Abort { message, status },
         _ => EngineFinish::Stop { matched },
     }))
 }

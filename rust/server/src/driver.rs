@@ -225,14 +225,21 @@ impl ChoiceDriver {
                         reason: FinishReason::Length,
                         matched: None,
                     },
-                    Some(EngineFinish::Abort { message }) => {
-                        // The engine's message can hold anything (paths, tracebacks): the log has it.
+                    Some(EngineFinish::Abort { message, status }) => {
                         tracing::warn!(
                             rid = %self.rid,
                             choice = self.index,
+                            status = ?status,
                             message = %crate::logging::escape(message.as_deref().unwrap_or("")),
                             "the engine aborted a request"
                         );
+                        if let (Some(status), Some(text)) = (status, message.as_deref()) {
+                            if let Some(refused) = ApiError::refused_by_engine(status, text) {
+                                return self.cut_off(refused);
+                            }
+                        }
+                        // Any other abort's message can hold anything (paths, tracebacks): the
+                        // log has it.
                         return self.cut_off(ApiError::Unavailable(format!(
                             "the engine stopped request {} before it finished (the server log has the details)",
                             self.rid

@@ -37,6 +37,10 @@ pub enum EngineFinish {
     Length,
     Abort {
         message: Option<String>,
+        /// The HTTP status the engine gave the abort (SGLang's `status_code`). A 4xx says the
+        /// request itself was refused (input too long, an image the model cannot take), and its
+        /// message is written for the client; any other abort is the engine's failure.
+        status: Option<u16>,
     },
 }
 

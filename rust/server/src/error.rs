@@ -61,6 +61,21 @@ impl ApiError {
         }
     }
 
+    /// The error for an engine's abort that carries a 4xx status (SGLang's `FINISH_ABORT` with
+    /// `status_code`: it refused the request itself), its message shown to the client (at most
+    /// 2,000 characters): 404 and 429 as themselves, any other 4xx as 400; `None` for any other
+    /// status, which stays the engine's failure (503).
+    pub fn refused_by_engine(status: u16, message: &str) -> Option<Self> {
+        const MAX_CHARS: usize = 2000;
+        let message: String = message.chars().take(MAX_CHARS).collect();
+        match status {
+            404 => Some(Self::NotFound(message)),
+            429 => Some(Self::Overloaded(message)),
+            400..=499 => Some(Self::bad_request(None, message)),
+            _ => None,
+        }
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
@@ -223,5 +238,40 @@ impl IntoResponse for AnthropicError {
 impl<E: Into<ApiError>> From<E> for AnthropicError {
     fn from(e: E) -> Self {
         AnthropicError(e.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_refusal_keeps_its_client_status_and_message() {
+        let refused = ApiError::refused_by_engine(400, "the input is longer than 8192 tokens").unwrap();
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(refused.to_string(), "the input is longer than 8192 tokens");
+        assert_eq!(
+            ApiError::refused_by_engine(429, "busy").unwrap().status(),
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(
+            ApiError::refused_by_engine(404, "no such adapter").unwrap().status(),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            ApiError::refused_by_engine(422, "x").unwrap().status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert!(ApiError::refused_by_engine(500, "a CUDA error").is_none());
+        assert!(ApiError::refused_by_engine(302, "moved").is_none());
+        let long = "é".repeat(5000);
+        assert_eq!(
+            ApiError::refused_by_engine(400, &long)
+                .unwrap()
+                .to_string()
+                .chars()
+                .count(),
+            2000
+        );
     }
 }
