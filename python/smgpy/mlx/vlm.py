@@ -37,7 +37,7 @@ import numpy as np
 
 from smgpy.mlx.environment import environment_kept
 
-__all__ = ["ImagePrompt", "ImagesRefused", "VisionModel", "image_key", "is_vlm", "load"]
+__all__ = ["ImagePrompt", "ImagesRefused", "ModelNotServed", "VisionModel", "image_key", "is_vlm", "load"]
 
 # Image tokens are keyed in the prefix cache as ids from here up (past any vocabulary), one id
 # per image content hash, so two prompts share a cached prefix only where their images are equal.
@@ -59,6 +59,11 @@ _UNSERVED_INPUTS = ("cross_attention_states", "decoder_inputs_embeds", "encoder_
 
 # Processor outputs with one entry per prompt token that a language model may take by name.
 _TOKEN_INPUTS = ("mm_token_type_ids", "token_type_ids")
+
+
+class ModelNotServed(ValueError):
+    """The engine does not serve this model (its language model computes what the engine's batch
+    cannot): loading fails with this message, written for the user."""
 
 
 class ImagesRefused(ValueError):
@@ -166,7 +171,7 @@ class VisionModel:
             # mlx-vlm runs such a prompt in one pass without a mask (PaliGemma's config sets this
             # whenever it is unset); chunks, causal within, and a last token fed as a decode step
             # would answer other tokens.
-            raise ValueError(
+            raise ModelNotServed(
                 f"{model.config.model_type}: smgpy's MLX engine does not serve this model: its language "
                 "model attends both ways over the whole prompt (a prefix-LM), which the engine's chunked "
                 "causal prefill does not compute"
@@ -186,7 +191,7 @@ class VisionModel:
         named = _parameters(inner) | _parameters(self._lm)
         unserved = sorted(named & set(_UNSERVED_INPUTS))
         if unserved:
-            raise ValueError(
+            raise ModelNotServed(
                 f"{model.config.model_type}: smgpy's MLX engine does not serve this model: its language model "
                 f"takes {', '.join(unserved)} (cross-attention to the image, or an encoder's outputs), which "
                 "the engine's batch does not carry"
