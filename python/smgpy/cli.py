@@ -347,14 +347,37 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     dtype = None if args.dtype == "auto" else args.dtype
     from smgpy.mlx.embedder import EmbeddingServing, MLXEmbedder, is_embedding_model
-
-    # A sentence-embedding --model is served alone (/v1/embeddings); its loader ignores chat-only options.
     from smgpy.mlx.vlm import ModelNotServed
 
+    # A sentence-embedding --model is served alone (/v1/embeddings); its loader ignores chat-only options.
     load: Callable[..., Any] = MLXEmbedder.from_pretrained if is_embedding_model(model) else MLXEngine.from_pretrained
     try:
-        engine = _load_engine(load, model, args, dtype, defaults)
-    except ModelNotServed as e:
+        engine = load(
+            model,
+            dtype=dtype,
+            max_running=args.max_running,
+            max_waiting=args.max_waiting,
+            prefill_step_size=args.prefill_step_size,
+            prefix_cache_bytes=args.prefix_cache_bytes,
+            prefix_cache_dir=args.prefix_cache_dir,
+            prefix_cache_disk_bytes=args.prefix_cache_disk_bytes,
+            context_length=args.context_length,
+            model_name=args.served_model_name,
+            default_sampling={k: v for k, v in defaults.items() if v is not None},
+            generation_config=args.generation_config != "none",
+            kv_bits=args.kv_bits,
+            kv_group_size=args.kv_group_size,
+            compile_step=args.compile_step,
+            prompt_lookup_tokens=args.prompt_lookup_tokens,
+            draft_model=args.draft_model,
+            num_draft_tokens=args.num_draft_tokens,
+            image_policy=ImagePolicy(
+                max_images=args.max_images,
+                allowed_domains=frozenset(args.allowed_media_domains),
+                local_path=args.allowed_local_media_path,
+            ),
+        )
+    except ModelNotServed as e:  # a model the engine refuses (vlm.VisionModel): say why, no traceback
         print(f"smgpy: {e}", file=sys.stderr)
         return 2
     if args.embedding_model:
@@ -390,37 +413,6 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         engine.shutdown()
     return 0
-
-
-def _load_engine(
-    load: Callable[..., Any], model: str, args: argparse.Namespace, dtype: Any, defaults: dict[str, Any]
-) -> Any:
-    """The engine ``load`` makes of ``model`` with ``smgpy serve``'s flags."""
-    return load(
-        model,
-        dtype=dtype,
-        max_running=args.max_running,
-        max_waiting=args.max_waiting,
-        prefill_step_size=args.prefill_step_size,
-        prefix_cache_bytes=args.prefix_cache_bytes,
-        prefix_cache_dir=args.prefix_cache_dir,
-        prefix_cache_disk_bytes=args.prefix_cache_disk_bytes,
-        context_length=args.context_length,
-        model_name=args.served_model_name,
-        default_sampling={k: v for k, v in defaults.items() if v is not None},
-        generation_config=args.generation_config != "none",
-        kv_bits=args.kv_bits,
-        kv_group_size=args.kv_group_size,
-        compile_step=args.compile_step,
-        prompt_lookup_tokens=args.prompt_lookup_tokens,
-        draft_model=args.draft_model,
-        num_draft_tokens=args.num_draft_tokens,
-        image_policy=ImagePolicy(
-            max_images=args.max_images,
-            allowed_domains=frozenset(args.allowed_media_domains),
-            local_path=args.allowed_local_media_path,
-        ),
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
