@@ -131,14 +131,13 @@ fn parse_input(input: Option<&Value>) -> Result<EmbeddingInput, ProtocolError> {
                     .iter()
                     .enumerate()
                     .map(|(i, v)| match v {
-                        Value::Array(inner) if inner.is_empty() => Err(ProtocolError::new(
-                            format!("input[{i}]"),
-                            format!("input[{i}] must not be an empty list of token ids"),
-                        )),
+                        Value::Array(inner) if inner.is_empty() => {
+                            Err(item_error(i, "must not be an empty list of token ids"))
+                        }
                         Value::Array(inner) => ids(inner, &format!("input[{i}]")),
-                        other => Err(ProtocolError::new(
-                            format!("input[{i}]"),
-                            format!("input[{i}] must be a list of token ids like the items before it, got {other}"),
+                        other => Err(item_error(
+                            i,
+                            format_args!("must be a list of token ids like the items before it, got {other}"),
                         )),
                     })
                     .collect::<Result<Vec<_>, _>>()
@@ -161,17 +160,19 @@ fn texts(items: &[Value]) -> Result<Vec<String>, ProtocolError> {
         .iter()
         .enumerate()
         .map(|(i, v)| match v {
-            Value::String(s) if s.is_empty() => Err(ProtocolError::new(
-                format!("input[{i}]"),
-                format!("input[{i}] must not be an empty string"),
-            )),
+            Value::String(s) if s.is_empty() => Err(item_error(i, "must not be an empty string")),
             Value::String(s) => Ok(s.clone()),
-            other => Err(ProtocolError::new(
-                format!("input[{i}]"),
-                format!("input[{i}] must be a string like the items before it, got {other}"),
+            other => Err(item_error(
+                i,
+                format_args!("must be a string like the items before it, got {other}"),
             )),
         })
         .collect()
+}
+
+/// `input[i]` is not what its place in the list asks: `must` says what it must be.
+fn item_error(i: usize, must: impl std::fmt::Display) -> ProtocolError {
+    ProtocolError::new(format!("input[{i}]"), format!("input[{i}] {must}"))
 }
 
 fn ids(items: &[Value], path: &str) -> Result<Vec<i64>, ProtocolError> {

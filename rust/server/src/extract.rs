@@ -57,39 +57,42 @@ where
     }
 }
 
-/// `ApiPath<T>`: path parameters; a malformed one (bad percent-encoding, invalid UTF-8) is a 400
-/// in our error shape, not axum's plain text.
-pub struct ApiPath<T>(pub T);
+/// An extractor of axum's request parts (path, query) whose rejection is a 400 in our error
+/// shape with axum's own text, not axum's plain-text response. One macro, since axum's
+/// rejections share `body_text` by convention only, not through a trait.
+macro_rules! parts_extractor {
+    ($(#[$doc:meta])* $name:ident, $axum:ident, $($bound:tt)+) => {
+        $(#[$doc])*
+        pub struct $name<T>(pub T);
 
-impl<T, S> FromRequestParts<S> for ApiPath<T>
-where
-    T: DeserializeOwned + Send,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
+        impl<T, S> FromRequestParts<S> for $name<T>
+        where
+            T: $($bound)+,
+            S: Send + Sync,
+        {
+            type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        axum::extract::Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|p| ApiPath(p.0))
-            .map_err(|e| ApiError::bad_request(None, e.body_text()))
-    }
+            async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+                axum::extract::$axum::<T>::from_request_parts(parts, state)
+                    .await
+                    .map(|x| $name(x.0))
+                    .map_err(|e| ApiError::bad_request(None, e.body_text()))
+            }
+        }
+    };
 }
 
-/// `ApiQuery<T>`: the query string; a malformed one is a 400 in our error shape.
-pub struct ApiQuery<T>(pub T);
+parts_extractor!(
+    /// `ApiPath<T>`: path parameters; a malformed one (bad percent-encoding, invalid UTF-8) is a
+    /// 400 in our error shape.
+    ApiPath,
+    Path,
+    DeserializeOwned + Send
+);
 
-impl<T, S> FromRequestParts<S> for ApiQuery<T>
-where
-    T: DeserializeOwned,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        axum::extract::Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|q| ApiQuery(q.0))
-            .map_err(|e| ApiError::bad_request(None, e.body_text()))
-    }
-}
+parts_extractor!(
+    /// `ApiQuery<T>`: the query string; a malformed one is a 400 in our error shape.
+    ApiQuery,
+    Query,
+    DeserializeOwned
+);

@@ -300,37 +300,42 @@ fn json_head<'a>(c: &mut Cursor<'a>) -> Result<Found<'a>, Stop> {
 /// Mistral's `NAME[ARGS]{`, `NAME[CALL_ID]ID[ARGS]{` or `NAME{`.
 fn mistral_head<'a>(c: &mut Cursor<'a>) -> Result<Found<'a>, Stop> {
     let start = c.i;
-    let name_end = loop {
+    let name_byte =
+        |b: u8| b.is_ascii_alphanumeric() || b >= 0x80 || matches!(b, b'_' | b'-' | b'.' | b':' | b'/' | b' ');
+    let (name_end, has_id) = to_mistral_args(c, name_byte, true)?;
+    let name = &c.s[start..name_end];
+    if !has_id {
+        return Ok(Found::json(None, name, Tail::Nothing));
+    }
+    let id_start = c.i;
+    let (id_end, _) = to_mistral_args(c, |_| true, false)?;
+    Ok(Found::json(
+        Some(c.s[id_start..id_end].trim().into()),
+        name,
+        Tail::Nothing,
+    ))
+}
+
+/// Reads a Mistral head's part up to its arguments: `{` (left for the arguments) or `[ARGS]`
+/// (consumed), over bytes `ok` accepts; where `call_id`, a `[CALL_ID]` (consumed) may end the
+/// part instead, and the answer says so. Returns where the part's text ends.
+fn to_mistral_args(c: &mut Cursor<'_>, ok: impl Fn(u8) -> bool, call_id: bool) -> Result<(usize, bool), Stop> {
+    loop {
         match c.peek()? {
-            b'{' => break c.i,
+            b'{' => return Ok((c.i, false)),
             b'[' => {
                 let end = c.i;
-                if c.lit("[ARGS]").is_ok() {
-                    break end;
+                let args = c.lit("[ARGS]");
+                if args.is_ok() || !call_id {
+                    return args.map(|()| (end, false));
                 }
                 c.lit("[CALL_ID]")?;
-                let id_start = c.i;
-                let id_end = loop {
-                    match c.peek()? {
-                        b'{' => break c.i,
-                        b'[' => {
-                            let e = c.i;
-                            c.lit("[ARGS]")?;
-                            break e;
-                        }
-                        _ => c.i += 1,
-                    }
-                };
-                let id = c.s[id_start..id_end].trim();
-                return Ok(Found::json(Some(id.into()), &c.s[start..end], Tail::Nothing));
+                return Ok((end, true));
             }
-            b if b.is_ascii_alphanumeric() || b >= 0x80 || matches!(b, b'_' | b'-' | b'.' | b':' | b'/' | b' ') => {
-                c.i += 1
-            }
+            b if ok(b) => c.i += 1,
             _ => return Err(Stop::No),
         }
-    };
-    Ok(Found::json(None, &c.s[start..name_end], Tail::Nothing))
+    }
 }
 
 /// Bytes of the tail at the start of `text`.

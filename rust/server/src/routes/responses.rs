@@ -11,13 +11,14 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 use smgpy_protocol::common::FinishReason;
-use smgpy_protocol::responses::ResponsesRequest;
+use smgpy_protocol::responses::{ResponsesForm, ResponsesRequest};
 use smgpy_template::RenderArgs;
 
 use crate::blocks::{Block, Blocks, Event, Kind};
 use crate::driver::{Counts, Finish, Step};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::literal::Rendered;
 use crate::prompt;
 use crate::routes::prelude::{self, Turn};
 use crate::routes::response_store::Stored;
@@ -32,35 +33,7 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let form = req.validate()?;
     let images = super::image_data(&state, &form.images)?;
-    let mut messages = Vec::new();
-    if let Some(i) = req.instructions.as_deref().filter(|i| !i.is_empty()) {
-        messages.push(json!({"role": "system", "content": i}));
-    }
-    if let Some(prev) = &req.previous_response_id {
-        let history = state.0.responses.history(prev).await?;
-        // The stored history counts against the body limit as if the client had sent it.
-        let limit = state.config().max_body_bytes;
-        if history.iter().map(super::json_size).sum::<usize>() > limit {
-            return Err(ApiError::PayloadTooLarge { limit });
-        }
-        messages.extend(history);
-    }
-    messages.extend(form.input_messages.iter().cloned());
-    let mut kwargs = Map::new();
-    if let Some(e) = &form.reasoning_effort {
-        kwargs.insert("reasoning_effort".into(), json!(e));
-    }
-    let text = prompt::render(
-        &state,
-        RenderArgs {
-            messages,
-            tools: prompt::tools_for_template(form.tools.as_deref(), &form.tool_choice),
-            documents: None,
-            add_generation_prompt: true,
-            continue_final_message: false,
-            kwargs,
-        },
-    )?;
+    let text = conversation(&state, &req, &form).await?;
     let prepared = prelude::prepare(
         &state,
         Turn {
@@ -99,6 +72,40 @@ pub async fn create(
         store: req.store.then(|| state.clone()),
     };
     respond(&state, wire, vec![driver], req.stream).await
+}
+
+/// The conversation a response continues (instructions, the stored history of
+/// `previous_response_id`, then the input items), rendered with the model's template.
+async fn conversation(state: &AppState, req: &ResponsesRequest, form: &ResponsesForm) -> Result<Rendered, ApiError> {
+    let mut messages = Vec::new();
+    if let Some(i) = req.instructions.as_deref().filter(|i| !i.is_empty()) {
+        messages.push(json!({"role": "system", "content": i}));
+    }
+    if let Some(prev) = &req.previous_response_id {
+        let history = state.0.responses.history(prev).await?;
+        // The stored history counts against the body limit as if the client had sent it.
+        let limit = state.config().max_body_bytes;
+        if history.iter().map(super::json_size).sum::<usize>() > limit {
+            return Err(ApiError::PayloadTooLarge { limit });
+        }
+        messages.extend(history);
+    }
+    messages.extend(form.input_messages.iter().cloned());
+    let mut kwargs = Map::new();
+    if let Some(e) = &form.reasoning_effort {
+        kwargs.insert("reasoning_effort".into(), json!(e));
+    }
+    prompt::render(
+        state,
+        RenderArgs {
+            messages,
+            tools: prompt::tools_for_template(form.tools.as_deref(), &form.tool_choice),
+            documents: None,
+            add_generation_prompt: true,
+            continue_final_message: false,
+            kwargs,
+        },
+    )
 }
 
 pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<Response, ApiError> {
