@@ -56,50 +56,9 @@ from pathlib import Path
 from typing import Any
 
 from _blas import add_cpu_blas_argument, child_env, find_blas, preload_here
-from mlx_tiny import TINY, forward_step_rates, write_random_llama
+from mlx_tiny import SHAPES, build_model, forward_step_rates
 
-SHAPES: dict[str, dict[str, Any]] = {
-    "tiny": TINY,
-    # SmolLM2-135M's own sizes.
-    "135m": {
-        "num_hidden_layers": 30,
-        "hidden_size": 576,
-        "num_attention_heads": 9,
-        "num_key_value_heads": 3,
-        "head_dim": 64,
-        "intermediate_size": 1536,
-    },
-    # SmolLM2-1.7B's sizes.
-    "1.7b": {
-        "num_hidden_layers": 24,
-        "hidden_size": 2048,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "head_dim": 64,
-        "intermediate_size": 8192,
-    },
-}
 CONCURRENCY = (1, 8, 32)
-
-
-def build_model(out: Path, shape: str, dtype: str, tokenizer: Path | None, seed: int = 0) -> Path:
-    """A random-weight llama of ``shape`` with the demo model's tokenizer (special tokens' rows
-    zeroed, so greedy decoding never ends early)."""
-    if tokenizer is None:
-        from smgpy.mlx import demo_gguf_path, resolve_model
-
-        tokenizer = Path(resolve_model(str(demo_gguf_path()), dtype="float32")[0])
-    config: dict[str, Any] = {
-        "model_type": "llama",
-        "vocab_size": 49152,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 100000.0,
-        "max_position_embeddings": 8192,
-        "tie_word_embeddings": True,
-        "torch_dtype": dtype,
-    }
-    config.update(SHAPES[shape])
-    return write_random_llama(out, config, tokenizer, seed, dtype)
 
 
 # ----- the worker: one engine version, in its own process -----

@@ -28,7 +28,12 @@ step; ``--cpu-blas auto`` runs both servers (through ``LD_PRELOAD``) and the bar
 (preloaded in this process) on OpenBLAS (or BLIS, MKL; see ``benches/_blas.py``), which makes the
 step cheap enough for the servers' own overhead to show.
 
-Run: ``python benches/mlx_tiny.py [--rounds 3] [--cpu-blas off|auto] [--max-running N]``.
+``--shape tiny|135m|1.7b`` and ``--dtype`` pick the random-weight llama (the tiny one above, or one of
+SmolLM2-135M's or SmolLM2-1.7B's sizes), ``--tokenizer DIR`` the tokenizer files where the demo model
+cannot be fetched (a device machine: ``benches/gpu_table.sh`` runs issue #32's GPU table there), and
+``--per-client`` how many requests each client sends back to back (a steady state, not the ramp).
+
+Run: ``python benches/mlx_tiny.py [--rounds 3] [--cpu-blas off|auto] [--max-running N] [--shape S --dtype D]``.
 """
 
 from __future__ import annotations
@@ -68,14 +73,47 @@ STARTUP_TIMEOUT = 300.0
 # ----- the model -----
 
 
-def build_tiny_model(out: Path, seed: int) -> Path:
-    """Write the tiny random-weight model (config.json, model.safetensors, tokenizer) to ``out``."""
-    from smgpy.mlx import demo_gguf_path, resolve_model
+SHAPES: dict[str, dict[str, Any]] = {
+    "tiny": TINY,
+    # SmolLM2-135M's own sizes.
+    "135m": {
+        "num_hidden_layers": 30,
+        "hidden_size": 576,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "head_dim": 64,
+        "intermediate_size": 1536,
+    },
+    # SmolLM2-1.7B's sizes.
+    "1.7b": {
+        "num_hidden_layers": 24,
+        "hidden_size": 2048,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "head_dim": 64,
+        "intermediate_size": 8192,
+    },
+}
 
-    src = Path(resolve_model(str(demo_gguf_path()), dtype="float32")[0])
-    config = json.loads((src / "config.json").read_text())
-    config.update(TINY)
-    return write_random_llama(out, config, src, seed)
+
+def build_model(out: Path, shape: str, dtype: str, tokenizer: Path | None, seed: int = 0) -> Path:
+    """A random-weight llama of ``shape`` with the demo model's tokenizer (special tokens' rows
+    zeroed, so greedy decoding never ends early)."""
+    if tokenizer is None:
+        from smgpy.mlx import demo_gguf_path, resolve_model
+
+        tokenizer = Path(resolve_model(str(demo_gguf_path()), dtype="float32")[0])
+    config: dict[str, Any] = {
+        "model_type": "llama",
+        "vocab_size": 49152,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 100000.0,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": True,
+        "torch_dtype": dtype,
+    }
+    config.update(SHAPES[shape])
+    return write_random_llama(out, config, tokenizer, seed, dtype)
 
 
 def write_random_llama(out: Path, config: dict[str, Any], tokenizer: Path, seed: int, dtype: str = "float32") -> Path:
@@ -293,8 +331,25 @@ def main() -> None:
         "--requests", type=int, default=16, help="at least this many requests per measurement (2 per client at least)"
     )
     parser.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCY))
-    parser.add_argument("--model-dir", help="where to write the tiny model (default: a temporary directory)")
+    parser.add_argument(
+        "--per-client",
+        type=int,
+        help="requests each client sends per measurement (default: enough for --requests, 2 at least); "
+        "a steady state on an accelerator wants 6 or more",
+    )
+    parser.add_argument("--model-dir", help="where to write the model (default: a temporary directory)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
+    parser.add_argument(
+        "--shape", choices=sorted(SHAPES), default="tiny", help="the random-weight llama's sizes (default: tiny)"
+    )
+    parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    parser.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=os.environ.get("SMGPY_GPU_TOKENIZER"),
+        help="a directory with the demo model's tokenizer files, where the demo model cannot be fetched "
+        "(a device machine; default: $SMGPY_GPU_TOKENIZER, else the demo model)",
+    )
     add_cpu_blas_argument(parser, default="off", used_by="both servers and the bare step")
     parser.add_argument("--max-running", type=int, help="smgpy serve --max-running (default: smgpy's own)")
     parser.add_argument("--decode-concurrency", type=int, help="mlx_lm.server --decode-concurrency (default: its own)")
@@ -306,8 +361,11 @@ def main() -> None:
     preload_here(blas)  # before mlx is imported: the model-step rates use it
     tmp = tempfile.TemporaryDirectory(prefix="smgpy-tiny-")
     model_dir = Path(args.model_dir or tmp.name).resolve()
-    build_tiny_model(model_dir, args.seed)
-    print(f"tiny model in {model_dir}; BLAS: {blas or 'bundled reference'} (both servers)", flush=True)
+    build_model(model_dir, args.shape, args.dtype, args.tokenizer, args.seed)
+    print(
+        f"{args.shape} model ({args.dtype}) in {model_dir}; BLAS: {blas or 'bundled reference'} (both servers)",
+        flush=True,
+    )
     load_before = os.getloadavg()
 
     steps = forward_step_rates(model_dir, tuple(sorted(set(args.concurrency) | {8})))
@@ -344,7 +402,7 @@ def main() -> None:
                 print("warning: the two servers' greedy texts differ", flush=True)
             for rnd in range(args.rounds):
                 for c in args.concurrency:
-                    per_client = max(2, -(-args.requests // c))
+                    per_client = args.per_client or max(2, -(-args.requests // c))
                     for key in keys if rnd % 2 == 0 else list(reversed(keys)):
                         r = asyncio.run(drive(ports[key], models[key], c, per_client, args.max_tokens, f"{rnd}"))
                         runs[key][c].append(r)
