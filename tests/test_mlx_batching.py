@@ -477,6 +477,36 @@ def test_a_step_that_cannot_be_traced_or_drifts_is_not_compiled(model_dir: Path)
         eager.shutdown()
 
 
+def test_a_bfloat16_step_that_differs_by_rounding_alone_is_compiled(model_dir: Path) -> None:
+    """In bfloat16 a GPU's fused kernels round otherwise than the eager step: logits a unit or two
+    in their last place apart are the same step; a quarter of the scale apart they are not."""
+    from mlx_lm import load
+    from smgpy.mlx.compiled_step import CompiledDecode, _TracedCache, agreement, check_batch
+
+    model, _ = load(str(model_dir))
+    model.set_dtype(mx.bfloat16)
+    layers = len(model.layers)
+
+    class Scaled:
+        """Scales its logits by ``factor`` when traced."""
+
+        def __init__(self, factor: float) -> None:
+            self.factor = factor
+
+        def __call__(self, x: mx.array, cache: list[Any]) -> mx.array:
+            out: mx.array = model(x, cache=cache)
+            return out * self.factor if isinstance(cache[0], _TracedCache) else out
+
+    def batch() -> Any:
+        return check_batch(model, layers)
+
+    assert agreement(mx.float32) == 1e-3 and agreement(mx.bfloat16) > 2**-7
+    assert CompiledDecode(model, layers).check(batch)
+    # 1 + 2^-7 is one unit in the last place of bfloat16: beyond float32's bound, within bfloat16's.
+    assert CompiledDecode(Scaled(1 + 2**-7), layers).check(batch)
+    assert not CompiledDecode(Scaled(1.25), layers).check(batch)
+
+
 def test_the_compiled_step_keeps_a_plain_cached_layers_sliding_window(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -36,7 +36,7 @@ import mlx.core as mx
 from smgpy.mlx import mlx_lm_api
 from smgpy.mlx.slots import SlotBatch, grouped_mask
 
-__all__ = ["SPAN_STEP", "CompiledDecode", "check_batch"]
+__all__ = ["SPAN_STEP", "CompiledDecode", "agreement", "check_batch"]
 
 # Columns a step attends to, rounded up to this: a new span is a new shape (compiled once).
 SPAN_STEP = 64
@@ -201,7 +201,7 @@ class CompiledDecode:
         scale = mx.abs(eager).max().item()
         diff = mx.abs(eager.astype(mx.float32) - compiled.astype(mx.float32)).max().item()
         assert isinstance(scale, float) and isinstance(diff, float)
-        if diff > 1e-3 * max(1.0, scale):
+        if diff > agreement(eager.dtype) * max(1.0, scale):
             log.info(
                 "decode step not compiled: %s's compiled logits differ from the eager step's by %.3g",
                 type(self._model).__module__,
@@ -210,6 +210,22 @@ class CompiledDecode:
             return False
         self.steps = 0
         return True
+
+
+def agreement(dtype: mx.Dtype) -> float:
+    """How far, relative to the logits' largest magnitude, a compiled step's logits of ``dtype`` may
+    be from the eager step's and still be taken for the same computation.
+
+    Float32 logits of the two agree to ~1e-6 of their scale (on this project's CPU, to the bit), so
+    1e-3 leaves room for a backend's other summation orders and nothing more. In bfloat16 and float16
+    the dtype decides: where MLX fuses a chain of elementwise ops into one kernel, the intermediates stay
+    in float32 while the eager step rounds each of them, and a GPU's fused attention sums masked columns
+    in another order, so logits move by a few units in their last place (2^-7 of their size in
+    bfloat16, 2^-10 in float16). With the float32 bound, a bfloat16 model could lose its compiled step
+    to rounding alone; the bound there is 8 such units (6 % of the scale in bfloat16). A step that is
+    wrong, not rounded (a mask off by a column, a cache it cannot trace), misses by more.
+    """
+    return max(1e-3, 8 * mx.finfo(dtype).eps)
 
 
 def check_batch(
