@@ -438,6 +438,21 @@ def test_the_decode_step_runs_compiled_and_gives_mlx_lm_tokens(engine: Any, refe
     assert compiled.steps > before, "the decode steps ran eagerly"
 
 
+def test_a_lone_requests_first_token_is_read_before_another_step_is_queued(engine: Any, reference: Any) -> None:
+    """A batch's first tokens go out before the next decode step is queued: a lone request waits one
+    step for its first token, not two, and one that wants one token runs one step, none wasted."""
+    prompt = ids(random.Random(11), 21)
+    before = engine._sched.times.steps
+    got, meta = asyncio.run(generate(engine, prompt, 1))
+    assert got == reference(prompt, 1) and meta["finish_reason"]["type"] == "length"
+    assert engine._sched.times.steps - before == 1
+    before = engine._sched.times.steps
+    got, _ = asyncio.run(generate(engine, prompt, 5, num_draft_tokens=0))  # plain decode steps only
+    assert got == reference(prompt, 5)
+    # Pipelined after the first: the step queued before the fifth token is read is the sixth.
+    assert engine._sched.times.steps - before == 6
+
+
 def test_a_step_that_cannot_be_traced_or_drifts_is_not_compiled(model_dir: Path) -> None:
     from mlx_lm import load
     from smgpy.mlx.compiled_step import CompiledDecode, _TracedCache, check_batch

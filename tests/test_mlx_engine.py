@@ -358,7 +358,8 @@ def test_prefix_cache_is_bounded_by_bytes_with_lru_eviction(reference: Any) -> N
     model(mx.array([[42]]), cache=one)
     per_token = sum(c.keys[..., :1, :].nbytes + c.values[..., :1, :].nbytes for c in one)  # KV bytes of a token
     length = 30
-    entry = (length + 1) * per_token  # prompt + the one generated token
+    # The prompt alone: the one generated token ends the request before any step feeds it back.
+    entry = length * per_token
     bound = entry * 5 // 2
     small = demo_engine(prefix_cache_bytes=bound)
     prompts = {name: [base + i for i in range(length)] for name, base in (("a", 1000), ("b", 2000), ("c", 3000))}

@@ -241,6 +241,9 @@ class _Step:
     seqs: list[Sequence | None]
     sampled: mx.array
     logprobs: dict[int, mx.array]
+    # Every row's first token: the batch was empty before (a lone request, or a burst into an idle
+    # engine). Read before the next step is queued (see ``_serve``).
+    first: bool = False
 
 
 @dataclass
@@ -495,13 +498,17 @@ class Scheduler:
                         self.times.prefill += time.perf_counter() - t2
                         continue
                 wait = 0.0
-                if step is not None and chunked:
+                if step is not None and (chunked or step.first):
                     # The step queued before a prefill chunk ran before it: its tokens go out now,
                     # not after the next step is queued. Where queueing waits for the device (MLX's
                     # CPU backend bounds its queue), they would wait for that step too, and a
                     # running row would stall for a chunk and two steps instead of a chunk and one.
+                    # So do the first tokens of a batch that was empty: a lone request's time to
+                    # first token is then one step, not two (on a GPU, one step and the host's
+                    # building of the next); once per such batch, so throughput does not notice.
                     wait = self._collect_unpipelined(step)
                     step = None
+                    self._retire()  # rows that ended just now: the next step need not compute them
                 nxt = self._decode() if any(s is not None for s in self._rows) else None
                 if step is not None:
                     # The previous step's outputs go out before a prefill chunk is queued: where
@@ -1148,7 +1155,8 @@ class Scheduler:
         sampled, logprobs, contexts = self._pick(seqs, logits, inputs)
         mx.async_eval(sampled, list(logprobs.values()), contexts)  # type: ignore[no-untyped-call]
         self._inputs = sampled
-        return _Step(seqs, sampled, logprobs)
+        first = all(s is None or s.generated == 0 for s in seqs)
+        return _Step(seqs, sampled, logprobs, first)
 
     def _pick(
         self, seqs: list[Sequence | None], logits: mx.array, inputs: mx.array
