@@ -354,6 +354,9 @@ def _two_turns_equal_mlx_vlm(folder: Path, prefill_step_size: int, second_image:
                 return answers, await ask(follow)
 
             answers, again = asyncio.run(main())
+        # The prefix cache's own count of the tokens it saved is what the clients were told.
+        told = sum((a.usage.prompt_tokens_details.cached_tokens or 0) for a in [*answers, again])
+        assert engine._sched.load_info()["prefix_cache_cached_tokens"] == told
         refs = [reference([first], [path]) for path in paths]
         assert refs[0] != refs[1]  # the picture matters
         refs += [reference([{"role": "user", "content": text}], []) for text in TEXTS]

@@ -773,6 +773,7 @@ class Scheduler:
             for seq in group:
                 seq.rope_delta = vision.delta
             if cached < vision.through:  # its images attend both ways: prefilled from 0 (VisionInputs)
+                self._cache.unused(hit)
                 cache, cached = None, 0
         for seq in group:
             seq.cached_tokens = cached

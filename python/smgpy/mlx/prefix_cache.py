@@ -211,6 +211,14 @@ class PrefixCache:
         self.cached_tokens += best_use
         return Hit(cache, best_use, checkpoints)
 
+    def unused(self, hit: Hit) -> None:
+        """``hit`` was not used (a prompt that must be prefilled from position 0 after all, such as
+        Gemma 4's images that attend both ways): it leaves the hit counts, which then say what the
+        cache saved."""
+        if hit.cache is not None:
+            self.hits -= 1
+            self.cached_tokens -= hit.cached
+
     def _load(self, e: _Entry) -> list[Any] | None:
         """The entry's state, read back from disk when only there."""
         if e.cache is not None:
