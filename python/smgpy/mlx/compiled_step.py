@@ -216,12 +216,13 @@ def agreement(dtype: mx.Dtype) -> float:
     """How far, relative to the logits' largest magnitude, a compiled step's logits of ``dtype`` may
     be from the eager step's and still be taken for the same computation.
 
-    Float32 logits of the two agree to ~1e-6 of their scale (on this project's CPU, to the bit), so
-    1e-3 leaves room for a backend's other summation orders and nothing more. In bfloat16 and float16
-    the dtype decides: where MLX fuses a chain of elementwise ops into one kernel, the intermediates stay
-    in float32 while the eager step rounds each of them, and a GPU's fused attention sums masked columns
-    in another order, so logits move by a few units in their last place (2^-7 of their size in
-    bfloat16, 2^-10 in float16). With the float32 bound, a bfloat16 model could lose its compiled step
+    Float32 logits of the two agree far closer than 1e-3 of their scale, which leaves room for a
+    backend's other summation orders and nothing more. In bfloat16 and float16 the dtype decides: where
+    a backend fuses a chain of elementwise ops into one kernel, it can keep the intermediates in float32
+    while the eager step rounds each of them, and a fused attention can sum the masked columns in
+    another order, which moves logits by a few units in their last place (2^-7 of their size in
+    bfloat16, 2^-10 in float16; on this project's CPU the two agree to the bit in bfloat16, on a GPU
+    this is not measured). With the float32 bound, a bfloat16 model could lose its compiled step
     to rounding alone; the bound there is 8 such units (6 % of the scale in bfloat16). A step that is
     wrong, not rounded (a mask off by a column, a cache it cannot trace), misses by more.
     """
