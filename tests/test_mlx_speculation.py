@@ -25,6 +25,18 @@ def test_lookup_drafts_what_followed_the_tails_last_occurrence() -> None:
     assert Lookup(ctx).propose(2) == [4, 8]
 
 
+def test_lookup_goes_on_in_the_text_it_was_copying() -> None:
+    """Two passages end alike; the output copied the first, left it for a renamed token and came
+    back: the draft goes on in the first, where a fresh lookup takes the more recent second."""
+    first, second = [7, 1, 2, 3, 4, 5, 6], [8, 1, 2, 3, 4, 5, 0]
+    lk = Lookup([*first, *second, 7, 1])
+    assert lk.propose(4) == [2, 3, 4, 5]  # only the first passage follows "7 1"
+    lk.verified(0, 4)  # the model wrote 20 where the text has 2 (a rename)
+    lk.extend([20, 3, 4, 5])
+    assert lk.propose(2) == [6, 8]
+    assert Lookup(lk.context).propose(2) == [0, 7]
+
+
 def test_lookup_never_drafts_a_position_that_is_no_token() -> None:
     """A vision-language prompt's image positions are held as -1: a draft stops before them."""
     assert Lookup([1, 2, 3, -1, -1, 4, 1, 2]).propose(4) == [3]
@@ -106,6 +118,14 @@ def test_step_cost_drafts_where_a_wider_pass_is_cheap_and_not_where_it_is_not() 
     frozen.decoded(8, 0.3)
     frozen.speculated(8, 2, 0.6)
     assert frozen.best_width(8, paces(0.6)) == 5
+    # An estimate that stopped speculation fades with plain steps, so it is measured again.
+    unlucky = StepCost()
+    unlucky.decoded(8, 0.1)
+    unlucky.speculated(8, 2, 0.2)  # one slow step: a column as dear as a step
+    assert unlucky.best_width(8, paces(0.6)) == 1
+    for _ in range(200):
+        unlucky.decoded(8, 0.1)
+    assert unlucky.best_width(8, paces(0.6)) > 1
     pace = Pace()
     pace.rate = 0.5
     assert pace.expected(3) == 0.5 + 0.25 + 0.125

@@ -5,8 +5,10 @@ passes) for nothing, and drafting at all costs the engine its pipelining (the st
 be read before a draft can be made). So after a verification that kept no draft, or a prompt lookup
 that found none, the sequence rests for a number of tokens that doubles with each miss in a row (up
 to 32) and is back to 1 after a hit: output that rarely matches its drafts runs at the speed of
-plain decoding. The draft length follows what was accepted lately (up to the configured ``k``): a
-long draft whose tail is always rejected only widens the forward pass.
+plain decoding. A draft model's draft length follows what was accepted lately (up to the
+configured ``k``): its drafts cost a pass of the draft model each, and a long draft whose tail is
+always rejected only widens the forward pass. A prompt lookup's drafts cost nothing to make, so it
+drafts ``k`` and the step's width decides how many are verified.
 
 With several rows running, a speculative step widens every row's pass to the longest draft, so
 whether it pays depends on the machine: on an accelerator a step of 8 rows x 4 tokens costs about
@@ -25,6 +27,7 @@ __all__ = ["Pace", "StepCost"]
 
 _MAX_REST = 32
 _PRIOR_RATE = 0.6  # the share of drafts assumed kept before any verification
+_FORGET = 0.995  # per plain step, what a bucket keeps of its ``StepCost.extra`` (see there)
 
 
 class Pace:
@@ -90,7 +93,16 @@ class StepCost:
     attention, a column only queries it. Until a batch size has been seen speculating it
     borrows the nearest one's ``extra`` (0 when none: speculation is tried, and measured). With
     ``learn=False`` it keeps assuming 0 (the tests' way to verify drafts on a CPU where they do
-    not pay)."""
+    not pay).
+
+    Only a speculative step measures ``extra``, and a high estimate stops speculative steps: one
+    noisy step could stop speculation for good. On this CPU, one row's ``extra`` ranged 0.14-0.52
+    over one bench run (a step's time varies by a fifth here), and at 0.55 no row with the prior
+    rate is worth verifying; a run that stayed there served the rest of its requests without a
+    draft (1.14x on the summary workload, against 3.4-3.8x in the runs around it; in the next run
+    the estimate reached 0.52). So each plain
+    step lets its bucket's ``extra`` decay by ``_FORGET``, a half-life of about 140 plain steps:
+    an estimate that says no is tried again, and measured, now and then."""
 
     def __init__(self, *, learn: bool = True) -> None:
         self.learn = learn
@@ -108,6 +120,8 @@ class StepCost:
         b = self._bucket(rows)
         old = self._decode.get(b)
         self._decode[b] = seconds if old is None else 0.9 * old + 0.1 * seconds
+        if b in self._extra:
+            self._extra[b] *= _FORGET
 
     def speculated(self, rows: int, width: int, seconds: float) -> None:
         """A speculative step of ``rows`` rows, ``width`` columns, took ``seconds``."""
