@@ -12,7 +12,7 @@ make the prompts (SmolLM2-135M-Instruct cannot do the edit itself: asked to, it 
 code).
 
     python benches/lookup_drafts.py
-    python benches/lookup_drafts.py --base /tmp/base/python   # the same, with another tree's lookup
+    python benches/lookup_drafts.py --base BASE/python   # also a worktree BASE of another commit
 """
 
 from __future__ import annotations
