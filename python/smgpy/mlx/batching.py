@@ -966,10 +966,7 @@ class Scheduler:
         bound = []
         for seq in seqs:
             assert seq.drafter is not None
-            limit = self._draft_limit(seq)
-            # A lookup drafts up to the limit; a draft model as much as its pace allows.
-            size = limit if isinstance(seq.drafter, Lookup) else seq.drafter.pace.size(limit)
-            bound.append((seq.drafter.pace, size))
+            bound.append((seq.drafter.pace, seq.drafter.pace.size(self._draft_limit(seq))))
         return self.cost.best_width(self.batch.rows, bound) > 1
 
     @property

@@ -46,7 +46,7 @@ class Lookup:
         self.context: list[int] = []
         self._after: dict[tuple[int, int], list[int]] = {}
         self.max_ngram = max(2, max_ngram)
-        self.pace = Pace()
+        self.pace = Pace(follow_acceptance=False)  # a lookup's drafts cost nothing to make
         self._source = -1  # the position the last draft was copied from ...
         self._source_at = 0  # ... when the context was this long
         self.extend(context)
@@ -97,7 +97,7 @@ class Lookup:
             self.pace.miss()
             return []
         self._source, self._source_at = best, n
-        draft = ctx[best : best + k]
+        draft = ctx[best : best + self.pace.size(k)]
         for i, t in enumerate(draft):
             if t < 0:  # a position that is no token (an image's, in a vision-language prompt)
                 return draft[:i]

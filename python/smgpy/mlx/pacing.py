@@ -31,9 +31,12 @@ _FORGET = 0.995  # per plain step, what a bucket keeps of its ``StepCost.extra``
 
 
 class Pace:
-    """One sequence's drafting rhythm: rests after misses, draft length after acceptance."""
+    """One sequence's drafting rhythm: rests after misses, draft length after acceptance (only
+    where drafts cost something to make: ``follow_acceptance``, a draft model's; a prompt lookup
+    drafts ``k``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, follow_acceptance: bool = True) -> None:
+        self.follow_acceptance = follow_acceptance
         self._rest = 0  # tokens to go before drafting again
         self._backoff = 1
         self._recent = 2.0  # accepted drafts per verification, smoothed
@@ -62,6 +65,8 @@ class Pace:
 
     def size(self, k: int) -> int:
         """How many tokens to draft now, at most ``k``."""
+        if not self.follow_acceptance:
+            return k
         return max(1, min(k, round(self._recent * 1.5) + 1))
 
     def expected(self, drafts: int) -> float:
@@ -100,9 +105,9 @@ class StepCost:
     over one bench run (a step's time varies by a fifth here), and at 0.55 no row with the prior
     rate is worth verifying; a run that stayed there served the rest of its requests without a
     draft (1.14x on the summary workload, against 3.4-3.8x in the runs around it; in the next run
-    the estimate reached 0.52). So each plain
-    step lets its bucket's ``extra`` decay by ``_FORGET``, a half-life of about 140 plain steps:
-    an estimate that says no is tried again, and measured, now and then."""
+    the estimate reached 0.52). So each plain step lets its bucket's ``extra`` decay by
+    ``_FORGET``, a half-life of about 140 plain steps: an estimate that says no is tried again,
+    and measured, now and then."""
 
     def __init__(self, *, learn: bool = True) -> None:
         self.learn = learn
