@@ -8,8 +8,8 @@ saves where a wider forward pass costs about what one token does (an accelerator
 on this project's CPU a wider pass costs more, which ``benches/speculative.py`` measures with the
 real model. It needs no model run, so it is exact and repeatable: a change to the lookup shows as
 a change of passes, without this machine's noise. The demo model's tokenizer and chat template
-make the prompts (SmolLM2-135M-Instruct cannot do the edit itself: asked to, it writes other
-code).
+make the prompts (SmolLM2-135M-Instruct does not make the edit itself: asked to, it copies parts of
+the file, rewrites others its own way, and does not rename).
 
     python benches/lookup_drafts.py
     python benches/lookup_drafts.py --base BASE/python   # also a worktree BASE of another commit
@@ -23,62 +23,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-FUNCTION = '''def fetch_records(client, table, since, limit=100, retries=3):
-    """Fetch the rows of a table changed since a timestamp, page by page."""
-    records = []
-    cursor = None
-    while True:
-        params = {"table": table, "since": since, "limit": limit}
-        if cursor is not None:
-            params["cursor"] = cursor
-        for attempt in range(retries):
-            try:
-                response = client.get("/records", params=params)
-                break
-            except TimeoutError:
-                if attempt == retries - 1:
-                    raise
-                time.sleep(2 ** attempt)
-        if response.status != 200:
-            raise RuntimeError(f"fetch failed: {response.status}")
-        page = response.json()
-        for row in page["rows"]:
-            if row.get("deleted"):
-                continue
-            record = {
-                "id": row["id"],
-                "name": row["name"].strip(),
-                "updated": parse_time(row["updated_at"]),
-                "tags": sorted(set(row.get("tags", []))),
-            }
-            records.append(record)
-        cursor = page.get("next")
-        if not cursor:
-            break
-    records.sort(key=lambda r: r["updated"])
-    return records
-
-
-def summarize(records, window=7):
-    """Count the records updated in each window of days, and the tags seen in each."""
-    if not records:
-        return []
-    start = records[0]["updated"]
-    buckets = []
-    current = {"start": start, "count": 0, "tags": set()}
-    for record in records:
-        while record["updated"] - current["start"] >= window * 86400:
-            buckets.append(current)
-            current = {"start": current["start"] + window * 86400, "count": 0, "tags": set()}
-        current["count"] += 1
-        current["tags"].update(record["tags"])
-    buckets.append(current)
-    return [
-        {"start": b["start"], "count": b["count"], "tags": sorted(b["tags"])}
-        for b in buckets
-    ]
-'''
-
 
 def cases() -> dict[str, tuple[str, str]]:
     """Each case's question and the exact answer."""
@@ -87,13 +31,9 @@ def cases() -> dict[str, tuple[str, str]]:
 
     renamed = s.CODE.replace("compute_value", "calc_value")
     return {
-        "rename a parameter (54 lines)": (
-            f"Here is a Python file:\n\n```python\n{FUNCTION}```\n\n"
-            "Rename `retries` to `attempts` and output the whole file.",
-            "```python\n" + FUNCTION.replace("retries", "attempts") + "```",
-        ),
+        "rename a parameter (60 lines)": (s.EDIT, s.EDITED),
         "rename a call (40 alike lines)": (
-            s.EDIT,
+            s.ALIKE,
             f"```python\ndef process(items):\n{renamed}\n    return total_39\n```",
         ),
         "quote every other sentence": (s.SUMMARY, " ".join(s.DOC.split(". ")[::2])),

@@ -9,7 +9,11 @@ request's first, over the time from the first token to the last: the prefill is 
 without speculation), the best of the rounds, the ratio to no speculation,
 the acceptance rate (accepted / drafted tokens) and whether the outputs were identical.
 
-- ``edit``: rewrite a 40-line function with one change (the answer repeats the prompt);
+- ``edit``: rewrite a 60-line file with one change (a parameter renamed; the answer repeats the prompt).
+  SmolLM2-135M rewrites parts of the file its own way and does not rename: ``benches/lookup_drafts.py``
+  replays what a model that does the edit exactly would write;
+- ``alike``: rewrite 40 lines that differ only in their numbers, one call renamed (the model writes
+  ``total_0 = 0`` and so on instead: lines a lookup drafts all but the number of);
 - ``summary``: summarise a document (an answer that quotes some of it);
 - ``chat``: free chat (little repetition: speculation must back off and cost nothing);
 - ``json``: return five records as JSON under a JSON schema (structured output; a tool call echoing
@@ -34,10 +38,77 @@ from typing import Any
 
 from _blas import add_cpu_blas_argument, find_blas, preload_here
 
+FILE = '''def fetch_records(client, table, since, limit=100, retries=3):
+    """Fetch the rows of a table changed since a timestamp, page by page."""
+    records = []
+    cursor = None
+    while True:
+        params = {"table": table, "since": since, "limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        for attempt in range(retries):
+            try:
+                response = client.get("/records", params=params)
+                break
+            except TimeoutError:
+                if attempt == retries - 1:
+                    raise
+                time.sleep(2 ** attempt)
+        if response.status != 200:
+            raise RuntimeError(f"fetch failed: {response.status}")
+        page = response.json()
+        for row in page["rows"]:
+            if row.get("deleted"):
+                continue
+            record = {
+                "id": row["id"],
+                "name": row["name"].strip(),
+                "updated": parse_time(row["updated_at"]),
+                "tags": sorted(set(row.get("tags", []))),
+            }
+            records.append(record)
+        cursor = page.get("next")
+        if not cursor:
+            break
+    records.sort(key=lambda r: r["updated"])
+    return records
+
+
+def summarize(records, window=7):
+    """Count the records updated in each window of days, and the tags seen in each."""
+    if not records:
+        return []
+    start = records[0]["updated"]
+    buckets = []
+    current = {"start": start, "count": 0, "tags": set()}
+    for record in records:
+        while record["updated"] - current["start"] >= window * 86400:
+            buckets.append(current)
+            current = {"start": current["start"] + window * 86400, "count": 0, "tags": set()}
+        current["count"] += 1
+        current["tags"].update(record["tags"])
+    buckets.append(current)
+    return [
+        {"start": b["start"], "count": b["count"], "tags": sorted(b["tags"])}
+        for b in buckets
+    ]
+
+
+def parse_time(text):
+    """Seconds since the epoch of an ISO-8601 timestamp such as 2024-05-01T12:00:00Z."""
+    moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return int(moment.timestamp())
+'''
+EDIT = (
+    "Rename `retries` to `attempts` in the following code. Reply with the complete updated code."
+    f"\n\n```python\n{FILE}```"
+)
+# What an exact editor answers (``benches/lookup_drafts.py``).
+EDITED = f"```python\n{FILE.replace('retries', 'attempts')}```"
 CODE = "\n".join(
     f"    total_{i} = compute_value(items[{i}], factor={i % 7}) + offset_{i % 5}  # step {i}" for i in range(40)
 )
-EDIT = (
+ALIKE = (
     "Here is a Python function:\n\n```python\ndef process(items):\n" + CODE + "\n    return total_39\n```\n\n"
     "Rewrite the whole function, unchanged except that `compute_value` is renamed `calc_value`."
 )
@@ -85,7 +156,7 @@ RECORDS_SCHEMA = {
     },
     "required": ["records"],
 }
-WORKLOADS = {"edit": [EDIT], "summary": [SUMMARY], "chat": CHAT, "json": [TOOL_ECHO]}
+WORKLOADS = {"edit": [EDIT], "alike": [ALIKE], "summary": [SUMMARY], "chat": CHAT, "json": [TOOL_ECHO]}
 # Extra sampling parameters per workload: ``json`` is constrained by a JSON schema (structured output).
 PARAMS: dict[str, dict[str, Any]] = {"json": {"json_schema": json.dumps(RECORDS_SCHEMA)}}
 

@@ -58,6 +58,31 @@ def test_lookup_rests_after_misses_and_wakes_after_a_hit() -> None:
     assert Lookup([5, 6, 7]).propose(4) == []  # nothing repeats
 
 
+def test_an_unverified_lookup_checks_its_drafts_against_the_output() -> None:
+    """While no step verifies a row (its drafts judged not worth a wider pass), the lookup checks
+    drafts against the tokens that come instead: the row's rate rises when its answer copies the
+    prompt and falls when it writes something else, where before it stayed at what it was."""
+    passage = list(range(100, 220))
+    copying = Lookup([*passage, 1, 2, 3, *passage[:3]])
+    copying.pace.rate = 0.3  # as after a stretch of rejected drafts
+    copying.verified(0, 4)
+    for t in passage[3:]:  # the answer copies the passage; no step verifies it
+        copying.extend([t])
+    assert copying.pace.rate > 0.9
+    astray = Lookup([*passage, 1, 2, 3, *passage[:3]])
+    astray.pace.rate = 0.9
+    astray.verified(4, 4)
+    for i in range(60):  # the passage's first two tokens again and again, and then something else
+        for t in (passage[0], passage[1], 300 + i):
+            astray.extend([t])
+    assert astray.pace.rate < 0.3
+    # A draft to verify replaces a check in progress: the step's verification counts, not both.
+    lk = Lookup([*passage, *passage[:3]])
+    assert lk._check
+    assert lk.propose(4) == passage[3:7]
+    assert not lk._check
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 5), min_size=3, max_size=60), st.integers(1, 8))
 def test_lookup_drafts_continue_an_earlier_occurrence_of_the_tail(ctx: list[int], k: int) -> None:
@@ -126,6 +151,22 @@ def test_step_cost_drafts_where_a_wider_pass_is_cheap_and_not_where_it_is_not() 
     for _ in range(200):
         unlucky.decoded(8, 0.1)
     assert unlucky.best_width(8, paces(0.6)) > 1
+    # A speculative step costs a fixed part more than a plain one, plus a part per column (at 8
+    # rows on this project's CPU, 0.16 and 0.39 plain steps): priced by the 2-wide steps alone,
+    # a 9-wide step would cost 5.4 plain steps, not 4.3.
+    both = StepCost()
+    both.speculated(8, 7, 0.35)  # before the batch size's first plain step: priced once it comes
+    both.decoded(8, 0.1)
+    for _ in range(20):
+        both.speculated(8, 2, 0.155)
+    fixed, per_column = both.line(8)
+    assert abs(fixed - 0.16) < 0.01 and abs(per_column - 0.39) < 0.01
+    only_narrow = StepCost()
+    only_narrow.decoded(8, 0.1)
+    only_narrow.speculated(8, 2, 0.155)
+    assert only_narrow.line(8) == (0.0, pytest.approx(0.55))
+    rows = [(pace, 8) for pace, _ in paces(0.85)]
+    assert both.best_width(8, rows) > only_narrow.best_width(8, rows)
     pace = Pace()
     pace.rate = 0.5
     assert pace.expected(3) == 0.5 + 0.25 + 0.125

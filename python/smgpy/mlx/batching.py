@@ -930,7 +930,7 @@ class Scheduler:
                 if seq.vision is not None:  # image tokens are not text to draft (nor always in the vocabulary)
                     assert isinstance(self.model, VisionModel)
                     context = [-1 if t == self.model.image_token_id else t for t in context]
-                seq.drafter = Lookup(context)
+                seq.drafter = Lookup(context, k=self.lookup_tokens)
             elif seq.vision is None:  # a draft model reads text only
                 seq.drafter = self.draft.state(seq.ids + seq.out_ids)
             else:

@@ -8,7 +8,9 @@ to 32) and is back to 1 after a hit: output that rarely matches its drafts runs 
 plain decoding. A draft model's draft length follows what was accepted lately (up to the
 configured ``k``): its drafts cost a pass of the draft model each, and a long draft whose tail is
 always rejected only widens the forward pass. A prompt lookup's drafts cost nothing to make, so it
-drafts ``k`` and the step's width decides how many are verified.
+drafts ``k`` and the step's width decides how many are verified; and while its row is not
+verified, it checks its drafts against the output itself (:class:`~smgpy.mlx.lookup.Lookup`), so a
+row judged not worth verifying is verified again when its text turns to copying.
 
 With several rows running, a speculative step widens every row's pass to the longest draft, so
 whether it pays depends on the machine: on an accelerator a step of 8 rows x 4 tokens costs about
@@ -27,21 +29,28 @@ __all__ = ["Pace", "StepCost"]
 
 _MAX_REST = 32
 _PRIOR_RATE = 0.6  # the share of drafts assumed kept before any verification
-_FORGET = 0.995  # per plain step, what a bucket keeps of its ``StepCost.extra`` (see there)
+_FORGET = 0.995  # per plain step, what a bucket keeps of its speculative steps' prices (``StepCost``)
+_EARLY = 16  # speculative steps kept to price before their batch size's first plain step
 
 
 class Pace:
-    """One sequence's drafting rhythm: rests after misses, draft length after acceptance (only
-    where drafts cost something to make: ``follow_acceptance``, a draft model's; a prompt lookup
-    drafts ``k``)."""
+    """One sequence's drafting rhythm: rests after misses, draft length after acceptance, and the
+    share of its drafts kept.
 
-    def __init__(self, *, follow_acceptance: bool = True) -> None:
-        self.follow_acceptance = follow_acceptance
+    ``free_drafts``: drafts cost nothing to make (a prompt lookup's). Such a sequence drafts ``k``
+    (the step's width decides how many are verified), and while no step verifies it its owner
+    checks drafts against the tokens that come instead (:meth:`measured`), so its rate follows the
+    text. A draft model's drafts cost a pass each: their length follows what was accepted lately,
+    and a rate no verification has tested for a while drifts back to the prior (a row judged not
+    worth verifying would otherwise never be tried again, however its text changes)."""
+
+    def __init__(self, *, free_drafts: bool = False) -> None:
+        self.free_drafts = free_drafts
         self._rest = 0  # tokens to go before drafting again
         self._backoff = 1
         self._recent = 2.0  # accepted drafts per verification, smoothed
         self.rate = _PRIOR_RATE  # the share of drafted tokens accepted, smoothed (per token, in order)
-        self._unverified = 0  # tokens emitted since the last verification
+        self.unverified = 0  # tokens emitted since the last verification
 
     @property
     def resting(self) -> bool:
@@ -49,13 +58,12 @@ class Pace:
         return self._rest > 0
 
     def advanced(self, tokens: int) -> None:
-        """``tokens`` more were emitted: a rest runs down, and a rate that no verification has
-        tested for a while drifts back to the prior (a row judged not worth verifying would
-        otherwise never be tried again, however its text changes)."""
+        """``tokens`` more were emitted: a rest runs down, and a rate that no verification (and,
+        with free drafts, no check) has tested for a while drifts back to the prior."""
         if self._rest:
             self._rest = max(0, self._rest - tokens)
-        self._unverified += tokens
-        if self._unverified > 8:
+        self.unverified += tokens
+        if self.unverified > 8 and not self.free_drafts:
             self.rate += (_PRIOR_RATE - self.rate) * min(1.0, 0.03 * tokens)
 
     def miss(self) -> None:
@@ -65,7 +73,7 @@ class Pace:
 
     def size(self, k: int) -> int:
         """How many tokens to draft now, at most ``k``."""
-        if not self.follow_acceptance:
+        if self.free_drafts:
             return k
         return max(1, min(k, round(self._recent * 1.5) + 1))
 
@@ -77,42 +85,57 @@ class Pace:
 
     def verified(self, accepted: int, drafted: int | None = None) -> None:
         """Record a verification that kept ``accepted`` of ``drafted`` drafts."""
-        self._unverified = 0
+        self.unverified = 0
         if drafted:
-            # A verification stops at the first rejection: ``accepted`` kept, one rejected.
-            tried = min(drafted, accepted + 1)
-            self.rate = 0.8 * self.rate + 0.2 * (accepted / tried)
+            self.measured(accepted, drafted)
         self._recent = 0.7 * self._recent + 0.3 * accepted
         if accepted:
             self._backoff = 1
         else:
             self.miss()
 
+    def measured(self, accepted: int, drafted: int) -> None:
+        """``accepted`` of ``drafted`` drafts agreed with the output, verified or checked after it."""
+        # A verification stops at the first rejection: ``accepted`` kept, one rejected.
+        tried = min(drafted, accepted + 1)
+        self.rate = 0.8 * self.rate + 0.2 * (accepted / tried)
+
 
 class StepCost:
     """What a speculative step costs against a plain one, learnt from the steps run: for each
-    batch size (rounded to a power of two), the time of a plain decode step, and the extra time
-    per extra column of a speculative step relative to it (``extra``: 0 where a wider pass costs
-    nothing more, as on an accelerator; ~0.05 for one row and ~0.4 for eight on this project's
-    2-core CPU). Cost is not a function of tokens alone: a row brings its whole context to
-    attention, a column only queries it. Until a batch size has been seen speculating it
-    borrows the nearest one's ``extra`` (0 when none: speculation is tried, and measured). With
-    ``learn=False`` it keeps assuming 0 (the tests' way to verify drafts on a CPU where they do
-    not pay).
+    batch size (rounded to a power of two), the time of a plain decode step, and the time of a
+    speculative step of each width tried, relative to it. A line through those,
+    ``1 + fixed + per_column * (width - 1)``, prices the widths (:meth:`cost`): ``per_column`` is
+    0 where a wider pass costs nothing more (an accelerator at small batch), ~0.4 for eight rows
+    on this project's 2-core CPU; ``fixed`` is what any speculative step costs more than a plain
+    one (the pipeline it gives up, an eager graph where the plain step is compiled). Cost is not
+    a function of tokens alone: a row brings its whole context to attention, a column only
+    queries it. Until a batch size has been seen speculating it borrows the nearest one's line
+    (none: free, so speculation is tried, and measured). With ``learn=False`` it keeps assuming
+    a wider step is free (the tests' way to verify drafts on a CPU where they do not pay).
 
-    Only a speculative step measures ``extra``, and a high estimate stops speculative steps: one
-    noisy step could stop speculation for good. On this CPU, one row's ``extra`` ranged 0.14-0.52
-    over one bench run (a step's time varies by a fifth here), and at 0.55 no row with the prior
-    rate is worth verifying; a run that stayed there served the rest of its requests without a
-    draft (1.14x on the summary workload, against 3.4-3.8x in the runs around it; in the next run
-    the estimate reached 0.52). So each plain step lets its bucket's ``extra`` decay by
-    ``_FORGET``, a half-life of about 140 plain steps: an estimate that says no is tried again,
-    and measured, now and then."""
+    Why a line with a fixed part, and a table by width under it: a single per-column price, learnt
+    from whatever widths ran last, overprices wide steps after narrow ones. At eight rows here a
+    2-wide step took 1.55 plain steps and a 7-wide one 3.5 (a fixed 0.16, 0.39 a column): priced
+    from the 2-wide steps, a 9-wide one cost 5.4 steps instead of 4.3, too dear to try at the
+    acceptance of a copied file, so steps stayed narrow and kept it priced so (8 clients, the
+    edit workload of ``benches/speculative.py``: 1.08x).
+
+    Only a speculative step measures its width, and a high price stops speculative steps: one
+    noisy step could stop speculation for good. On this CPU, one row's price per column ranged
+    0.14-0.52 over one bench run (a step's time varies by a fifth here), and at 0.55 no row with
+    the prior rate is worth verifying; a run that stayed there served the rest of its requests
+    without a draft (1.14x on the summary workload, against 3.4-3.8x in the runs around it). So
+    each plain step lets its bucket's prices decay by ``_FORGET``, a half-life of about 140 plain
+    steps: a price that says no is tried again, and measured, now and then. Speculative steps run
+    before a batch size's first plain step (a burst's first turns) are kept and priced once it
+    is measured, so the widest steps, which come first, are not lost."""
 
     def __init__(self, *, learn: bool = True) -> None:
         self.learn = learn
         self._decode: dict[int, float] = {}  # bucket -> seconds per plain step, smoothed
-        self._extra: dict[int, float] = {}  # bucket -> relative cost per extra column, smoothed
+        self._extra: dict[int, dict[int, float]] = {}  # bucket -> width -> its cost - 1, in plain steps
+        self._early: dict[int, list[tuple[int, float]]] = {}  # bucket -> (width, seconds) before a plain step
 
     @staticmethod
     def _bucket(rows: int) -> int:
@@ -125,26 +148,54 @@ class StepCost:
         b = self._bucket(rows)
         old = self._decode.get(b)
         self._decode[b] = seconds if old is None else 0.9 * old + 0.1 * seconds
-        if b in self._extra:
-            self._extra[b] *= _FORGET
+        table = self._extra.get(b)
+        if table:
+            for width in table:
+                table[width] *= _FORGET
+        for width, spent in self._early.pop(b, []):
+            self._learn(b, width, spent)
 
     def speculated(self, rows: int, width: int, seconds: float) -> None:
         """A speculative step of ``rows`` rows, ``width`` columns, took ``seconds``."""
-        b = self._bucket(rows)
-        plain = self._decode.get(b)
-        if not self.learn or width < 2 or plain is None:
+        if not self.learn or width < 2 or rows <= 0:
             return
-        seen = min(2.0, max(0.0, (seconds / plain - 1) / (width - 1)))
-        old = self._extra.get(b)
-        self._extra[b] = seen if old is None else 0.7 * old + 0.3 * seen
+        b = self._bucket(rows)
+        if b not in self._decode:
+            early = self._early.setdefault(b, [])
+            if len(early) < _EARLY:
+                early.append((width, seconds))
+            return
+        self._learn(b, width, seconds)
+
+    def _learn(self, b: int, width: int, seconds: float) -> None:
+        seen = min(2.0 * (width - 1), max(0.0, seconds / self._decode[b] - 1))
+        table = self._extra.setdefault(b, {})
+        old = table.get(width)
+        table[width] = seen if old is None else 0.7 * old + 0.3 * seen
+
+    def line(self, rows: int) -> tuple[float, float]:
+        """``(fixed, per_column)``, the price of a speculative step of ``rows`` rows (see the
+        class doc): the least-squares line through the widths measured, or through the origin
+        where one width was, or neither part negative."""
+        if not self._extra:
+            return 0.0, 0.0
+        b = self._bucket(rows)
+        table = self._extra[min(self._extra, key=lambda k: (abs(k - b), -k))]
+        xs = np.array([w - 1 for w in table], dtype=np.float64)
+        ys = np.array(list(table.values()), dtype=np.float64)
+        if len(xs) > 1:
+            dx = xs - xs.mean()
+            slope = float(dx @ (ys - ys.mean()) / (dx @ dx))
+            fixed = float(ys.mean() - slope * xs.mean())
+            if slope < 0:  # wider measured cheaper: noise; one price for any width
+                return float(ys.mean()), 0.0
+            if fixed >= 0:
+                return fixed, slope
+        return 0.0, float(xs @ ys / (xs @ xs))
 
     def extra(self, rows: int) -> float:
         """The relative cost of one more column for ``rows`` rows (see the class doc)."""
-        if not self._extra:
-            return 0.0
-        b = self._bucket(rows)
-        nearest = min(self._extra, key=lambda k: (abs(k - b), -k))
-        return self._extra[nearest]
+        return self.line(rows)[1]
 
     def best_width(self, rows: int, rates: list[tuple[Pace, int]]) -> int:
         """The width of the next step of ``rows`` rows: 1 (a plain decode step) or 1 + the drafts
@@ -152,7 +203,7 @@ class StepCost:
         pace and how many drafts it has."""
         if not rates:
             return 1
-        extra = self.extra(rows)
+        fixed, per_column = self.line(rows)
         # Each row's expected kept drafts at every width at once (this runs every turn).
         p = np.array([min(pace.rate, 0.999) for pace, _ in rates])
         d = np.array([n for _, n in rates])
@@ -160,7 +211,7 @@ class StepCost:
         for width in range(2, int(d.max()) + 2):
             m = np.minimum(d, width - 1)
             tokens = rows + float(np.sum(p * (1 - p**m) / (1 - p)))
-            rate = tokens / (1 + extra * (width - 1))
+            rate = tokens / (1 + fixed + per_column * (width - 1))
             if rate > best_rate * 1.05:  # a speculative step gives up the pipeline: ask a margin
                 best, best_rate = width, rate
         return best
