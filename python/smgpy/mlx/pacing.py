@@ -58,8 +58,9 @@ class Pace:
         return self._rest > 0
 
     def advanced(self, tokens: int) -> None:
-        """``tokens`` more were emitted: a rest runs down, and a rate that no verification (and,
-        with free drafts, no check) has tested for a while drifts back to the prior."""
+        """``tokens`` more were emitted: a rest runs down, and a rate that no verification has
+        tested for a while drifts back to the prior (not with free drafts: their owner checks
+        them against the output instead)."""
         if self._rest:
             self._rest = max(0, self._rest - tokens)
         self.unverified += tokens
@@ -105,7 +106,7 @@ class StepCost:
     """What a speculative step costs against a plain one, learnt from the steps run: for each
     batch size (rounded to a power of two), the time of a plain decode step, and the time of a
     speculative step of each width tried, relative to it. A line through those,
-    ``1 + fixed + per_column * (width - 1)``, prices the widths (:meth:`cost`): ``per_column`` is
+    ``1 + fixed + per_column * (width - 1)``, prices the widths (:meth:`line`): ``per_column`` is
     0 where a wider pass costs nothing more (an accelerator at small batch), ~0.4 for eight rows
     on this project's 2-core CPU; ``fixed`` is what any speculative step costs more than a plain
     one (the pipeline it gives up, an eager graph where the plain step is compiled). Cost is not
