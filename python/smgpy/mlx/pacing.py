@@ -182,17 +182,18 @@ class StepCost:
             return 0.0, 0.0
         b = self._bucket(rows)
         table = self._extra[min(self._extra, key=lambda k: (abs(k - b), -k))]
-        xs = np.array([w - 1 for w in table], dtype=np.float64)
-        ys = np.array(list(table.values()), dtype=np.float64)
+        # A handful of widths at most (up to ``k`` + 1): plain arithmetic, cheaper than arrays here.
+        xs = [w - 1 for w in table]
+        ys = list(table.values())
         if len(xs) > 1:
-            dx = xs - xs.mean()
-            slope = float(dx @ (ys - ys.mean()) / (dx @ dx))
-            fixed = float(ys.mean() - slope * xs.mean())
+            mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+            slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+            fixed = my - slope * mx
             if slope < 0:  # wider measured cheaper: noise; one price for any width
-                return float(ys.mean()), 0.0
+                return my, 0.0
             if fixed >= 0:
                 return fixed, slope
-        return 0.0, float(xs @ ys / (xs @ xs))
+        return 0.0, sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
 
     def extra(self, rows: int) -> float:
         """The relative cost of one more column for ``rows`` rows (see the class doc)."""
