@@ -138,6 +138,30 @@ def test_step_cost_drafts_where_a_wider_pass_is_cheap_and_not_where_it_is_not() 
     assert mixed.best_width(6, paces(0.2)) == 1  # 5-8 rows: the same bucket
     assert abs(mixed.extra(32) - 0.4) < 1e-9  # no 32-row step seen: the nearest bucket's
     assert StepCost().best_width(8, paces(0.6)) == 5  # nothing learnt yet: try it
+    # Tried once at a batch size with no plain step measured: plain steps until one is, then the
+    # step is priced (left free, speculation went on unpriced for as long as any row drafted).
+    fresh = StepCost()
+    fresh.speculated(8, 5, 0.3)
+    assert fresh.best_width(8, paces(0.99)) == 1
+    assert fresh.best_width(6, paces(0.99)) == 1  # the same bucket
+    assert fresh.best_width(2, paces(0.99)) > 1  # another batch size is not held back
+    fresh.decoded(8, 0.3)
+    assert fresh.line(8) == (0.0, 0.0) and fresh.best_width(8, paces(0.6)) == 5  # as cheap as a plain step
+    # While prompts arrive, a prefill chunk comes between plain steps and none is measured: after
+    # ``_HOLD`` such turns, one more step is tried, and the hold starts again.
+    from smgpy.mlx.pacing import _HOLD
+
+    arriving = StepCost()
+    arriving.speculated(8, 5, 0.3)
+    for _ in range(_HOLD):
+        assert arriving.best_width(8, paces(0.99)) == 1
+        arriving.unmeasured(8)
+    assert arriving.best_width(8, paces(0.99)) > 1
+    arriving.speculated(8, 5, 0.3)
+    assert arriving.best_width(8, paces(0.99)) == 1
+    for _ in range(_HOLD):
+        arriving.unmeasured(2)  # another batch size's turns do not count
+    assert arriving.best_width(8, paces(0.99)) == 1
     assert StepCost().best_width(8, []) == 1
     frozen = StepCost(learn=False)
     frozen.decoded(8, 0.3)

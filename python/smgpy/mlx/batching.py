@@ -523,6 +523,8 @@ class Scheduler:
                     self.times.record(len(nxt.seqs), (t1 - t0) - wait, wait)
                     if step is not None:  # pipelined: a turn lasts about one step
                         self.cost.decoded(len(nxt.seqs), t1 - t0)
+                    else:
+                        self.cost.unmeasured(len(nxt.seqs))
                 self.times.prefill += t2 - t1
                 step = nxt
             except Exception as e:  # a failed step must not kill the thread: fail the batch, go on

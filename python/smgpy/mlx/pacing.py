@@ -31,6 +31,7 @@ _MAX_REST = 32
 _PRIOR_RATE = 0.6  # the share of drafts assumed kept before any verification
 _FORGET = 0.995  # per plain step, what a bucket keeps of its speculative steps' prices (``StepCost``)
 _EARLY = 16  # speculative steps kept to price before their batch size's first plain step
+_HOLD = 8  # plain turns, none measured, after which an unpriced batch size may speculate again
 
 
 class Pace:
@@ -130,13 +131,21 @@ class StepCost:
     each plain step lets its bucket's prices decay by ``_FORGET``, a half-life of about 140 plain
     steps: a price that says no is tried again, and measured, now and then. Speculative steps run
     before a batch size's first plain step (a burst's first turns) are kept and priced once it
-    is measured, so the widest steps, which come first, are not lost."""
+    is measured, so the widest steps, which come first, are not lost; and after one such step a
+    batch size runs plain steps until one is measured. Left free, speculation went on at every
+    width the drafts allowed, unpriced, for as long as any row drafted: at eight rows on the edit
+    workload, half of a run's speculative steps (9 columns wide, 3.5-4 plain steps each, at the
+    prior's acceptance) came before the first plain step. Only a plain step that follows one is
+    measured (a turn is then one step), and while prompts arrive a chunk of prefill comes between
+    them, so the hold lasts ``_HOLD`` plain turns at most (:meth:`unmeasured`), then one more step
+    is tried."""
 
     def __init__(self, *, learn: bool = True) -> None:
         self.learn = learn
         self._decode: dict[int, float] = {}  # bucket -> seconds per plain step, smoothed
         self._extra: dict[int, dict[int, float]] = {}  # bucket -> width -> its cost - 1, in plain steps
         self._early: dict[int, list[tuple[int, float]]] = {}  # bucket -> (width, seconds) before a plain step
+        self._held: dict[int, int] = {}  # bucket -> plain turns not measured since its last early step
 
     @staticmethod
     def _bucket(rows: int) -> int:
@@ -155,6 +164,14 @@ class StepCost:
                 table[width] *= _FORGET
         for width, spent in self._early.pop(b, []):
             self._learn(b, width, spent)
+        self._held.pop(b, None)
+
+    def unmeasured(self, rows: int) -> None:
+        """A plain decode step of ``rows`` rows ran, not timed (the step before it was not one)."""
+        if self.learn and rows > 0:
+            b = self._bucket(rows)
+            if b in self._early:
+                self._held[b] = self._held.get(b, 0) + 1
 
     def speculated(self, rows: int, width: int, seconds: float) -> None:
         """A speculative step of ``rows`` rows, ``width`` columns, took ``seconds``."""
@@ -165,6 +182,7 @@ class StepCost:
             early = self._early.setdefault(b, [])
             if len(early) < _EARLY:
                 early.append((width, seconds))
+            self._held[b] = 0
             return
         self._learn(b, width, seconds)
 
@@ -205,6 +223,9 @@ class StepCost:
         pace and how many drafts it has."""
         if not rates:
             return 1
+        b = self._bucket(rows)
+        if self.learn and self._early.get(b) and self._held.get(b, 0) < _HOLD:
+            return 1  # a step was tried at this batch size: plain steps now, to price it
         fixed, per_column = self.line(rows)
         # Each row's expected kept drafts at every width at once (this runs every turn).
         p = np.array([min(pace.rate, 0.999) for pace, _ in rates])
