@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -216,11 +215,21 @@ def main() -> None:
         help="also a draft model made of the demo model's first N layers (early exit), per N",
     )
     ap.add_argument("--num-draft-tokens", type=int, default=3, help="tokens per step of the draft models")
+    ap.add_argument(
+        "--model",
+        default=None,
+        help="the model (a GGUF file or an MLX model directory); default: the demo model, fetched once. "
+        "On a device machine, which has no model hub, the demo GGUF carried there (benches/gpu_speculative.sh)",
+    )
     add_cpu_blas_argument(ap, default="auto", used_by="MLX's CPU backend")
     args = ap.parse_args()
     preload_here(find_blas(args.cpu_blas))
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from conftest import demo_engine
+    from smgpy.mlx import MLXEngine, demo_gguf_path
+
+    model = args.model or str(demo_gguf_path())
+
+    def demo_engine(**options: Any) -> Any:  # no test helpers here: a device machine has no pytest
+        return MLXEngine.from_pretrained(model, **options)
 
     engines: dict[str, Any] = {f"k={k}": demo_engine(prompt_lookup_tokens=k) for k in [0, *args.k]}
     base = engines["k=0"]
