@@ -134,7 +134,7 @@ class StepCost:
     is measured, so the widest steps, which come first, are not lost; and after one such step a
     batch size runs plain steps until one is measured. Left free, speculation went on at every
     width the drafts allowed, unpriced, for as long as any row drafted: at eight rows on the edit
-    workload, half of a run's speculative steps (9 columns wide, 3.5-4 plain steps each, at the
+    workload, half of a run's speculative steps (6-9 columns wide, 3-4.5 plain steps each, at the
     prior's acceptance) came before the first plain step. Only a plain step that follows one is
     measured (a turn is then one step), and while prompts arrive a chunk of prefill comes between
     them, so the hold lasts ``_HOLD`` plain turns at most (:meth:`unmeasured`), then one more step
@@ -167,7 +167,8 @@ class StepCost:
         self._held.pop(b, None)
 
     def unmeasured(self, rows: int) -> None:
-        """A plain decode step of ``rows`` rows ran, not timed (the step before it was not one)."""
+        """A plain decode step of ``rows`` rows ran untimed: the turn before it ran no plain step
+        (a speculative one, or none), or a prefill chunk came between them."""
         if self.learn and rows > 0:
             b = self._bucket(rows)
             if b in self._early:
