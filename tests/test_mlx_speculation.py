@@ -136,7 +136,7 @@ def test_step_cost_drafts_where_a_wider_pass_is_cheap_and_not_where_it_is_not() 
     assert mixed.best_width(8, paces(0.2)) == 1
     assert 1 < mixed.best_width(8, paces(0.8)) < 5
     assert mixed.best_width(6, paces(0.2)) == 1  # 5-8 rows: the same bucket
-    assert abs(mixed.extra(32) - 0.4) < 1e-9  # no 32-row step seen: the nearest bucket's
+    assert abs(mixed.line(32)[1] - 0.4) < 1e-9  # no 32-row step seen: the nearest bucket's
     assert StepCost().best_width(8, paces(0.6)) == 5  # nothing learnt yet: try it
     # Tried once at a batch size with no plain step measured: plain steps until one is, then the
     # step is priced (left free, speculation went on unpriced for as long as any row drafted).

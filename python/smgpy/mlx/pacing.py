@@ -112,33 +112,30 @@ class StepCost:
     on this project's 2-core CPU; ``fixed`` is what any speculative step costs more than a plain
     one (the pipeline it gives up, an eager graph where the plain step is compiled). Cost is not
     a function of tokens alone: a row brings its whole context to attention, a column only
-    queries it. Until a batch size has been seen speculating it borrows the nearest one's line
-    (none: free, so speculation is tried, and measured). With ``learn=False`` it keeps assuming
-    a wider step is free (the tests' way to verify drafts on a CPU where they do not pay).
+    queries it. A batch size not seen speculating borrows the nearest one's line (none: free).
+    With ``learn=False`` a wider step is always free (the tests' way to verify drafts on a CPU
+    where they do not pay).
 
     Why a line with a fixed part, and a table by width under it: a single per-column price, learnt
     from whatever widths ran last, overprices wide steps after narrow ones. At eight rows here a
     2-wide step took 1.55 plain steps and a 7-wide one 3.5 (a fixed 0.16, 0.39 a column): priced
-    from the 2-wide steps, a 9-wide one cost 5.4 steps instead of 4.3, too dear to try at the
-    acceptance of a copied file, so steps stayed narrow and kept it priced so (8 clients, the
-    edit workload of ``benches/speculative.py``: 1.08x).
+    from the 2-wide steps, a 9-wide one cost 5.4 steps instead of 4.3, too dear at the acceptance
+    of a copied file, so steps stayed narrow and kept it priced so.
 
-    Only a speculative step measures its width, and a high price stops speculative steps: one
-    noisy step could stop speculation for good. On this CPU, one row's price per column ranged
-    0.14-0.52 over one bench run (a step's time varies by a fifth here), and at 0.55 no row with
-    the prior rate is worth verifying; a run that stayed there served the rest of its requests
-    without a draft (1.14x on the summary workload, against 3.4-3.8x in the runs around it). So
-    each plain step lets its bucket's prices decay by ``_FORGET``, a half-life of about 140 plain
-    steps: a price that says no is tried again, and measured, now and then. Speculative steps run
-    before a batch size's first plain step (a burst's first turns) are kept and priced once it
-    is measured, so the widest steps, which come first, are not lost; and after one such step a
-    batch size runs plain steps until one is measured. Left free, speculation went on at every
-    width the drafts allowed, unpriced, for as long as any row drafted: at eight rows on the edit
-    workload, half of a run's speculative steps (6-9 columns wide, 3-4.5 plain steps each, at the
-    prior's acceptance) came before the first plain step. Only a plain step that follows one is
-    measured (a turn is then one step), and while prompts arrive a chunk of prefill comes between
-    them, so the hold lasts ``_HOLD`` plain turns at most (:meth:`unmeasured`), then one more step
-    is tried."""
+    Why prices decay: only a speculative step measures its width, and a high price stops
+    speculative steps, so one noisy step could stop speculation for good (here a run whose price
+    reached 0.55 a column served the rest of its requests without a draft). Each plain step lets
+    its bucket's prices decay by ``_FORGET`` (a half-life of about 140 plain steps), so a price
+    that says no is measured again now and then.
+
+    Why a hold: a batch size with no plain step measured cannot price its speculative steps, and
+    left free, speculation went on unpriced at every width the drafts allowed for as long as any
+    row drafted (at eight rows on the edit workload, half of a run's speculative steps, 6-9
+    columns wide and 3-4.5 plain steps each, came before the first plain step). So such steps are
+    kept (``_EARLY`` at most) and priced when the first plain step is measured, and after one of
+    them the batch size runs plain steps until then. Only a plain step that follows one is timed,
+    and while prompts arrive a prefill chunk comes between them, so the hold lasts ``_HOLD``
+    untimed plain turns at most (:meth:`unmeasured`), then one more step is tried."""
 
     def __init__(self, *, learn: bool = True) -> None:
         self.learn = learn
@@ -213,10 +210,6 @@ class StepCost:
             if fixed >= 0:
                 return fixed, slope
         return 0.0, sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
-
-    def extra(self, rows: int) -> float:
-        """The relative cost of one more column for ``rows`` rows (see the class doc)."""
-        return self.line(rows)[1]
 
     def best_width(self, rows: int, rates: list[tuple[Pace, int]]) -> int:
         """The width of the next step of ``rows`` rows: 1 (a plain decode step) or 1 + the drafts
