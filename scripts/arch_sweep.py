@@ -3,9 +3,11 @@
 `tests/test_mlx_arch_matrix.py` keeps one model of each family, with configurations written by hand.
 This sweep goes wider, for an mlx-lm upgrade: for each module of `mlx_lm.models` it fills the
 fields of its `ModelArgs` from one tiny configuration (hidden size 64, 4 layers, 4 experts, a
-16-token sliding window, ...; `OVERRIDES` and `WHOLE` below hold what a model type needs besides),
-builds the model with `tests/tiny_models.py`, and compares the engine's greedy tokens for four
-prompts submitted together with mlx-lm's `generate_step` for each alone, as the matrix test does. Each model runs in its own process (a crash or a hang is one row).
+16-token sliding window, ...; `OVERRIDES` and `WHOLE` below hold what a model type needs besides;
+a multimodal wrapper gets the tiny configuration as its `text_config`), builds the model with
+`tests/tiny_models.py`, and compares the engine's greedy tokens for four prompts submitted
+together with mlx-lm's `generate_step` for each alone, as the matrix test does. Each model runs in
+its own process (a crash or a hang is one row).
 
     python scripts/arch_sweep.py [--only gemma2 gpt_bigcode] [--timeout 240]
 
@@ -71,7 +73,10 @@ SLIDING = ["sliding_attention", "full_attention"] * (LAYERS // 2)
 OVERRIDES: dict[str, dict[str, Any]] = {
     "deepseek_v2": {"rope_scaling": {"factor": 1.0, "mscale_all_dim": 0, "type": "yarn", "mscale": 1}},
     "deepseek_v32": {"index_head_dim": 16, "index_n_heads": 2, "index_topk": 8},
-    "exaone4": {"rope_scaling": None, "sliding_window_pattern": "LLLG"},
+    "exaone4": {
+        "rope_scaling": None, "sliding_window_pattern": "LLLG",
+        "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+    },
     "gemma4_text": {
         "num_hidden_layers": 6, "layer_types": None, "num_kv_shared_layers": 2, "hidden_size_per_layer_input": 16,
         "vocab_size_per_layer_input": 49152, "global_head_dim": 32, "sliding_window_pattern": 3,
@@ -114,6 +119,51 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "olmo_hybrid": {"layer_types": ["linear_attention", "full_attention"] * (LAYERS // 2), "rope_parameters": None},
     "spark2_5": {"hidden_act": "gelu", "layer_types": SLIDING, "rope_parameters": dict.fromkeys(set(SLIDING), ROPE)},
     "step3p5": {"moe_top_k": 2, "share_expert_dim": 64, "moe_intermediate_size": 32, "layer_types": SLIDING},
+    "dbrx": {
+        "ffn_config": {"ffn_hidden_size": 64, "moe_num_experts": 4, "moe_top_k": 2},
+        "attn_config": {"kv_n_heads": 2, "clip_qkv": 8.0, "rope_theta": 10000.0},
+    },
+    "openelm": {
+        "num_transformer_layers": LAYERS, "model_dim": 64, "ffn_dim_divisor": 8, "num_query_heads": [4] * LAYERS,
+        "num_kv_heads": [2] * LAYERS, "ffn_multipliers": [2.0] * LAYERS,
+    },
+    "longcat_flash": {
+        "attention_method": "MLA", "zero_expert_type": "identity", "expert_ffn_hidden_size": 64,
+        "zero_expert_num": 2, "mla_scale_q_lora": True, "mla_scale_kv_lora": True,
+    },
+    "longcat_flash_ngram": {
+        "ngram_vocab_size_ratio": 2, "expert_ffn_hidden_size": 64, "zero_expert_num": 2, "mla_scale_q_lora": True,
+        "mla_scale_kv_lora": True,
+    },
+    "mellum": {"rope_parameters": dict.fromkeys(set(SLIDING), ROPE)},
+    "plamo": {"n_shared_head": 2},
+    "kimi_k3": {
+        "hidden_act": "situ", "num_experts": 4, "num_experts_per_token": 2, "moe_intermediate_size": 32,
+        "linear_attn_config": {"kda_layers": [1, 3], "num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4},
+        "attn_res_block_size": 2,
+    },
+    "minimax_m3_vl": {
+        "moe_layer_freq": None, "dense_intermediate_size": 128, "num_local_experts": 4,
+        "sparse_attention_config": {
+            "sparse_num_index_heads": 2, "sparse_index_dim": 16, "sparse_block_size": 4, "sparse_topk_blocks": 2,
+        },
+    },
+    "muse_spark": {
+        "post_norm_eps": 1e-5, "layer_rope_theta": [10000.0, 0.0] * (LAYERS // 2), "final_logit_softcapping": 30.0,
+        "output_multiplier": 1.0, "moe_hidden_size": 32, "moe_intermediate_size": 32, "num_local_experts": 4,
+        "rope_parameters": ROPE, "mlp_layer_types": ["sparse"] * LAYERS, "num_shared_experts": 0,
+    },
+    "qwen": {"kv_channels": 16},
+    "phixtral": {"num_vocab": 49152, "model_dim": 64, "num_heads": 4, "num_layers": LAYERS, "rotary_dim": 8},
+}  # fmt: skip
+# What a wrapper's config.json holds beside its text configuration, for transformers' checks.
+TOP: dict[str, dict[str, Any]] = {"muse_spark": {"audio_config": {"out_hidden_size": 64}}}
+# Multimodal wrappers read by mlx-lm as language models: their text configuration is the tiny
+# configuration of the model type named here (the wrapped language model's).
+TEXT_OF = {
+    "gemma3": "gemma3_text", "gemma4": "gemma4_text", "kimi_k25": "deepseek_v3", "kimi_vl": "deepseek_v3",
+    "lfm2-vl": "lfm2", "mistral3": "ministral3", "pixtral": "llama", "qwen2_vl": "qwen2", "qwen3_vl": "qwen3",
+    "qwen3_vl_moe": "qwen3_moe",
 }  # fmt: skip
 QWEN3_5 = {
     "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": LAYERS, "num_attention_heads": 4,
@@ -156,8 +206,20 @@ def config(name: str) -> dict[str, Any]:
     cfg: dict[str, Any] = {"model_type": name, "vocab_size": tiny_models.VOCAB}
     if name in WHOLE:
         return {**cfg, **WHOLE[name]}
-    args = importlib.import_module(f"mlx_lm.models.{name}").ModelArgs
-    extra = OVERRIDES.get(name, {})
+    if name in TEXT_OF:
+        return {**cfg, "text_config": config(TEXT_OF[name])}
+    module = importlib.import_module(f"mlx_lm.models.{name}")
+    text_args = getattr(module, "TextArgs", None)
+    if text_args is not None and "text_config" in {f.name for f in dataclasses.fields(module.ModelArgs)}:
+        # A wrapper with its own text class: the tiny configuration goes one level down.
+        text = fill(text_args, {"vocab_size": tiny_models.VOCAB}, OVERRIDES.get(name, {}))
+        return {**cfg, **TOP.get(name, {}), "text_config": text}
+    return fill(module.ModelArgs, cfg, OVERRIDES.get(name, {}))
+
+
+def fill(args: Any, cfg: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` with every field of dataclass ``args`` that the tiny configuration or ``extra`` sets."""
+    cfg = dict(cfg)
     missing = []
     for f in dataclasses.fields(args):
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
@@ -171,7 +233,9 @@ def config(name: str) -> dict[str, Any]:
             missing.append(f.name)
     if missing:
         raise LookupError(f"MISSING {missing}")
-    return cfg
+    # What the class does not read but another reader of config.json does (transformers' own).
+    names = {f.name for f in dataclasses.fields(args)}
+    return {**cfg, **{k: v for k, v in extra.items() if k not in names and v is not None}}
 
 
 def one(name: str) -> str:

@@ -4,10 +4,10 @@ For each model type a tiny random-weight model is built with mlx-lm's classes (`
 dense, MoE, MLA, sparse attention (DeepSeek's indexer), sliding window, shared keys and values
 across layers (Gemma 4), blocks without attention (nemotron-nas), chunked attention, the hybrids
 (GatedDeltaNet, Mamba, SSM, short convolutions), RWKV, grouped-query scores of five axes (gemma2),
-learned absolute positions (gpt_bigcode) and a 4-bit quantized llama. Four prompts of clearly
-different lengths go through one engine concurrently; each one's greedy tokens must equal what
-mlx-lm's `generate_step` gives for that prompt alone, and the engine batches every model but those
-that cannot be batched.
+learned absolute positions (gpt_bigcode), key blocks picked by an indexer (MiniMax-M3), n-gram
+embeddings (LongCat-Flash) and a 4-bit quantized llama. Four prompts of clearly different lengths go
+through one engine concurrently; each one's greedy tokens must equal what mlx-lm's `generate_step`
+gives for that prompt alone, and the engine batches every model but those that cannot be batched.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from smgpy.engine import GenerateReqInput
 PROMPT_LENGTHS = (5, 13, 29, 47)
 MAX_NEW_TOKENS = 8
 REQUEST_TIMEOUT = 60.0
-# What runs one sequence at a time: llama4's chunked-attention cache has no batch form, and
-# gpt_bigcode reads its cache's offset as one number (its learned positions).
-ONE_AT_A_TIME = {"llama4", "gpt_bigcode"}
+# What runs one sequence at a time: llama4's chunked-attention cache has no batch form,
+# gpt_bigcode reads its cache's offset as one number (its learned positions), and MiniMax-M3's
+# indexer cuts key blocks from a padded row's first column, not its first token.
+ONE_AT_A_TIME = {"llama4", "gpt_bigcode", "minimax_m3_vl"}
 
 
 def prompts(seed: int = 0) -> list[list[int]]:
@@ -120,9 +121,27 @@ def _probe(path: Path, model: Any = None) -> Any:
     return probe_batching(model, by_caches)
 
 
+def test_prompts_shorter_than_an_n_gram_context_batch_with_longer_ones(built: tiny_models.Built) -> None:
+    """LongCat-Flash's n-gram context holds a row's last 3 ids; prompts of 1 and 2 tokens leave it
+    shorter than the batch's, and still join it and give their tokens alone."""
+    path = built("longcat_flash_ngram")
+    rng = random.Random(1)
+    ids = [[rng.randrange(1000, 40000) for _ in range(n)] for n in (1, 2, 3, 9, 17)]
+    want = mlx_lm_greedy(path, ids)
+    got, running = engine_greedy(path, ids)
+    assert running == 8
+    assert [g for g, _ in got] == want
+
+
 @pytest.mark.parametrize(
     ("name", "mode", "grouped"),
-    [("llama", "slots", False), ("gemma2", "slots", True), ("mamba", "merge", False), ("gpt_bigcode", "single", False)],
+    [
+        ("llama", "slots", False),
+        ("gemma2", "slots", True),
+        ("mamba", "merge", False),
+        ("gpt_bigcode", "single", False),
+        ("minimax_m3_vl", "single", False),
+    ],
 )
 def test_the_load_probe_finds_how_each_model_batches(
     name: str, mode: str, grouped: bool, built: tiny_models.Built
@@ -131,6 +150,8 @@ def test_the_load_probe_finds_how_each_model_batches(
     assert (fit.mode, fit.grouped) == (mode, grouped)
     if name == "gpt_bigcode":  # its position embedding reads the cache's offset as one number
         assert "ValueError" in fit.reason
+    elif name == "minimax_m3_vl":  # runs, but a padded row's key blocks are cut at other columns
+        assert "batched logits differ from the prompt's alone" in fit.reason
     else:
         assert fit.reason == ""
 

@@ -10,7 +10,12 @@ check they failed every request or gave other tokens batched:
   model;
 - gpt_bigcode (learned absolute positions) reads the cache's offset as one Python number, afm7's
   layers that reuse another layer's keys and values take their positions from the column count,
-  and phi3small's block-sparse mask ignores the padding: they run one sequence at a time.
+  and phi3small's block-sparse mask ignores the padding: they run one sequence at a time;
+- MiniMax-M3's indexer keeps the top ``index_topk_blocks`` blocks of ``index_block_size`` cache
+  columns, cut from column 0: a padded row's blocks are cut elsewhere than alone, so it picks
+  other keys. Prompts of a few tokens have fewer blocks than it keeps and never reach that
+  selection, so for such a model the probe's prompts are made longer than ``topk + 1`` blocks
+  (:func:`_lengths`); it then runs one sequence at a time.
 
 A list of model types would go stale with every mlx-lm release, so :func:`probe_batching` runs
 two short prompts of different lengths at load, batched as the engine batches them (a padded
@@ -54,9 +59,24 @@ class BatchFit:
     reason: str = ""
 
 
-def _prompts(vocab: int | None) -> list[list[int]]:
+def _lengths(model: Any) -> tuple[int, int]:
+    """The probe's prompt lengths, longest first: ``_LENGTHS``, or where an attention layer selects
+    key blocks (``index_block_size``, ``index_topk_blocks``), a shorter prompt one block longer than
+    the selection keeps, so that it drops blocks, and a longer one whose padding of the shorter is
+    not a whole number of blocks."""
+    named = getattr(model, "named_modules", None)
+    for _, module in named() if named is not None else ():
+        size, keep = getattr(module, "index_block_size", None), getattr(module, "index_topk_blocks", None)
+        if isinstance(size, int) and isinstance(keep, int) and size > 0:
+            short = size * (keep + 1) + 1
+            pad = size // 2 + 1 if (size // 2 + 1) % size else 1
+            return short + pad, short
+    return _LENGTHS
+
+
+def _prompts(vocab: int | None, lengths: tuple[int, ...] = _LENGTHS) -> list[list[int]]:
     """Fixed ids above the usual special tokens, inside the vocabulary however small."""
-    return [[(100 + (7 * i + 3 * j) % 97) % (vocab or 200) for j in range(n)] for i, n in enumerate(_LENGTHS)]
+    return [[(100 + (7 * i + 3 * j) % 97) % (vocab or 200) for j in range(n)] for i, n in enumerate(lengths)]
 
 
 def _alone(model: Any, prompt: list[int]) -> mx.array:
@@ -121,7 +141,7 @@ def probe_batching(model: Any, mode: str, kv_bits: int | None = None, kv_group_s
 
 
 def _probe(model: Any, mode: str, kv_bits: int | None, kv_group_size: int) -> BatchFit:
-    prompts = _prompts(mlx_lm_api.vocab_size(model))
+    prompts = _prompts(mlx_lm_api.vocab_size(model), _lengths(model))
     short = len(prompts) - 1
     alone = _alone(model, prompts[short])
     layouts = (False, True) if mode == "slots" else (False,)

@@ -702,6 +702,7 @@ class MergeBatch:
             self.caches = merged
         else:
             for c, m in zip(self.caches, merged, strict=True):
+                _same_widths(c, m)
                 c.extend(m)
         self._rows += 1
         return self._rows - 1
@@ -730,6 +731,37 @@ class MergeBatch:
     def reset(self) -> None:
         self.caches = None
         self._rows = 0
+
+
+def _same_widths(batch: Any, joiner: Any) -> None:
+    """Left-pad with zeros the arrays of ``batch``'s and ``joiner``'s array caches (and of the array
+    caches in their cache lists) to the same shape past the row axis, so that they concatenate.
+
+    An array cache's state has one shape for every row, except a state that keeps a row's last
+    tokens: LongCat-Flash's n-gram context keeps the last ``n - 1`` token ids, fewer after a shorter
+    prompt, and the batch's rows came from prompts of other lengths. Zeros before them are what the
+    model reads where no token came before (its own shift fills zeros), so the row's next
+    embeddings are the same as alone.
+    """
+    parts = getattr(batch, "caches", None)
+    if isinstance(parts, (list, tuple)):
+        for b, j in zip(parts, getattr(joiner, "caches", ()), strict=False):
+            _same_widths(b, j)
+        return
+    mine, theirs = getattr(batch, "cache", None), getattr(joiner, "cache", None)
+    if not isinstance(mine, list) or not isinstance(theirs, list):
+        return
+    for i, (a, b) in enumerate(zip(mine, theirs, strict=False)):
+        if not isinstance(a, mx.array) or not isinstance(b, mx.array) or a.ndim != b.ndim or a.shape[1:] == b.shape[1:]:
+            continue
+        shape = [max(x, y) for x, y in zip(a.shape[1:], b.shape[1:], strict=True)]
+        mine[i], theirs[i] = _left_padded(a, shape), _left_padded(b, shape)
+
+
+def _left_padded(a: mx.array, shape: list[int]) -> mx.array:
+    """``a`` with zeros before its entries on each axis past the first, to ``shape``."""
+    widths = [(0, 0)] + [(n - m, 0) for n, m in zip(shape, a.shape[1:], strict=True)]
+    return mx.pad(a, widths) if any(w for w, _ in widths) else a
 
 
 class SingleBatch:
