@@ -27,7 +27,8 @@ version of ``smgpy.mlx``, so a change can be compared with the code before it in
 alternating order, and prints the ratios. ``--shape tiny|135m|1.7b`` and ``--dtype`` pick the
 random-weight model (the demo model's llama config cut down, or at the size of SmolLM2-135M /
 SmolLM2-1.7B); ``--tokenizer DIR`` gives the tokenizer files where the demo model cannot be
-fetched (a device machine).
+fetched (a device machine). ``--kv-bits 8`` runs the engines with a quantized KV cache (the bare step
+stays unquantized).
 
 ``--cpu-blas auto`` (or a library) runs everything on OpenBLAS (or BLIS, MKL) instead of the
 reference BLAS the Linux ``mlx[cpu]`` wheel links: preloaded in this process for the bare step
@@ -175,6 +176,8 @@ def worker(args: argparse.Namespace) -> None:
     options: dict[str, Any] = {"max_running": 32, "max_waiting": 256, "prefix_cache_bytes": 0}
     if "prompt_lookup_tokens" in inspect.signature(MLXEngine).parameters:  # older engines have none
         options["prompt_lookup_tokens"] = 0
+    if args.kv_bits is not None:
+        options.update(kv_bits=args.kv_bits, kv_group_size=args.kv_group_size)
     engine = MLXEngine(args.model, **options)
     result: dict[str, Any] = {"points": []}
 
@@ -212,6 +215,8 @@ def run_worker(src: Path | None, args: argparse.Namespace, model_dir: Path, blas
         "--long-prompt",
         str(args.long_prompt),
     ]
+    if args.kv_bits is not None:
+        cmd += ["--kv-bits", str(args.kv_bits), "--kv-group-size", str(args.kv_group_size)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
@@ -232,6 +237,8 @@ def main() -> None:
     ap.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     ap.add_argument("--tokenizer", type=Path, default=os.environ.get("SMGPY_GPU_TOKENIZER"))
+    ap.add_argument("--kv-bits", type=int, help="the engine's running batch keeps keys and values quantized")
+    ap.add_argument("--kv-group-size", type=int, default=32, help="with --kv-bits (the tiny shape's heads are 32 wide)")
     add_cpu_blas_argument(ap, default="off", used_by="every measurement")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -263,7 +270,8 @@ def main() -> None:
         vals = [p[key] for r in runs[name] for p in r["points"] if p["clients"] == c and key in p]
         return statistics.median(vals) if vals else float("nan")
 
-    print(f"\nshape {args.shape}, {args.dtype}; BLAS: {blas or 'MLX bundled'}; median of {args.rounds} rounds")
+    kv = f"; KV cache {args.kv_bits} bits, groups of {args.kv_group_size}" if args.kv_bits else ""
+    print(f"\nshape {args.shape}, {args.dtype}{kv}; BLAS: {blas or 'MLX bundled'}; median of {args.rounds} rounds")
     cols = " | ".join(f"{n} tok/s | {n} / bare | {n} host us/step" for n in variants)
     head = "| clients | bare step tok/s | bare host us/step | " + cols
     print(head + (" | host base / smgpy |" if "base" in variants else " |"))

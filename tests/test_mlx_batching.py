@@ -360,10 +360,10 @@ def test_a_quantized_kv_cache_gives_mlx_lm_quantized_tokens_in_a_batch(
     model_dir: Path, tmp_path: Path, bits: int
 ) -> None:
     """``kv_bits``: prompts of many lengths at once (a shared padded prefill, joiners longer than
-    the batch), each equal to mlx-lm's quantized-cache generation of it alone; the batch and the
-    prefix cache hold the quantized bytes per token; a hit resumes from the quantized entry exactly
-    as mlx-lm does from that entry; the disk tier keeps entries across a restart, also into a
-    server without ``kv_bits``."""
+    the batch), each equal to mlx-lm's quantized-cache generation of it alone, decoded by the
+    compiled step; the batch and the prefix cache hold the quantized bytes per token; a hit resumes
+    from the quantized entry exactly as mlx-lm does from that entry; the disk tier keeps entries
+    across a restart, also into a server without ``kv_bits``."""
     from mlx_lm import load
 
     model, _ = load(str(model_dir))
@@ -379,6 +379,8 @@ def test_a_quantized_kv_cache_gives_mlx_lm_quantized_tokens_in_a_batch(
 
         for p, (got, _) in zip(prompts, asyncio.run(main()), strict=True):
             assert got == quantized_greedy(model, p, 12, bits), len(p)
+        compiled = eng._sched.compiled
+        assert compiled is not None and compiled.steps > 0, "the quantized decode steps ran eagerly"
         # Bytes per cached token, in the running batch and in a prefix-cache entry, against 32 bits.
         layers, kv_heads, head_dim = 2, 1, 32
         quantized = layers * 2 * kv_heads * (head_dim * bits / 8 + 2 * (head_dim // 32) * 4)

@@ -426,11 +426,16 @@ class Scheduler:
         if self.kv_bits is not None:
             self._check_kv_quantization(caches, fit.reason)
         self.batch = self._new_batch()
-        if self.mode == "slots" and self.kv_bits is None and self._compile_step:
+        if self.mode == "slots" and self._compile_step:
             layers = len(caches)
             deltas = isinstance(self.model, VisionModel) and self.model.mrope
-            step = CompiledDecode(self.model, layers, deltas=deltas, grouped=self._grouped)
-            if step.check(lambda: check_batch(self.model, layers, grouped=self._grouped)):
+            bits, group = self.kv_bits, self.kv_group_size
+            step = CompiledDecode(
+                self.model, layers, deltas=deltas, grouped=self._grouped, kv_bits=bits, kv_group_size=group
+            )
+            if step.check(
+                lambda: check_batch(self.model, layers, grouped=self._grouped, kv_bits=bits, kv_group_size=group)
+            ):
                 self.compiled = step
                 log.info("decode step compiled (once per batch shape)")
 

@@ -18,7 +18,9 @@ mask, also an input). A new shape (another bucket of rows, a longer span, grown 
 and compiled once, the first time it occurs (that step takes ~4 ms more for the 2-layer model and
 ~0.1 s more for SmolLM2-135M's 30 layers on this project's 2-core CPU); MLX keeps each. The buffers
 go in and come back as arrays: nothing else holds them during the step, so MLX updates them in place
-(one column written, no copy of the cache).
+(one column written, no copy of the cache). With ``--kv-bits`` each layer's keys and values are three
+buffers each (packed data, scales, biases) and the step quantizes the new column as the eager
+step's cache does.
 
 Attending over masked columns adds zeros to each softmax, which can change the last bits of a
 logit. At load (:meth:`CompiledDecode.check`) one step of a small batch of rows of different
@@ -110,13 +112,50 @@ class _TracedCache:
         return self.keys[:rows, :, :span, :], self.values[:rows, :, :span, :]
 
 
-class CompiledDecode:
-    """The compiled decode step of a :class:`~smgpy.mlx.slots.SlotBatch` without ``kv_bits``."""
+class _TracedQuantizedCache(_TracedCache):
+    """A layer's cache of quantized keys and values (``--kv-bits``) while the step is traced: each
+    is a tuple (packed data, scales, biases), the token's columns quantized as
+    :class:`~smgpy.mlx.slots.SlotQuantizedKVCache` writes them. mlx-lm's attention reads any cache
+    with ``bits`` through its quantized path."""
 
-    def __init__(self, model: Any, num_layers: int, *, deltas: bool = False, grouped: bool = False) -> None:
+    keys: Any
+    values: Any
+
+    def __init__(self, keys: Any, values: Any, *args: Any, bits: int, group_size: int) -> None:
+        super().__init__(keys, values, *args)
+        self.bits = bits
+        self.group_size = group_size
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Any, Any]:
+        at = self._idx[None]
+        rows, span = self._rows, self._cols.shape[0]
+        out = []
+        for bufs, new in ((self.keys, keys), (self.values, values)):
+            parts = mx.quantize(new, group_size=self.group_size, bits=self.bits)
+            out.append(tuple(mx.slice_update(b, x, at, axes=(2,)) for b, x in zip(bufs, parts, strict=True)))
+        self.keys, self.values = out
+        return tuple(a[:rows, :, :span, :] for a in self.keys), tuple(a[:rows, :, :span, :] for a in self.values)
+
+
+class CompiledDecode:
+    """The compiled decode step of a :class:`~smgpy.mlx.slots.SlotBatch`, its keys and values
+    quantized where ``kv_bits`` is given (as the batch's)."""
+
+    def __init__(
+        self,
+        model: Any,
+        num_layers: int,
+        *,
+        deltas: bool = False,
+        grouped: bool = False,
+        kv_bits: int | None = None,
+        kv_group_size: int = 64,
+    ) -> None:
         self._model = model
         self._layers = num_layers
         self._grouped = grouped  # the attention mask takes a query-group axis (``slots.grouped_mask``)
+        self._bits = kv_bits
+        self._group_size = kv_group_size
         # A vision-language model with M-RoPE takes each row's position delta (an input too).
         self._deltas = deltas
         self._zeros: dict[int, mx.array] = {}
@@ -137,13 +176,29 @@ class CompiledDecode:
         *bufs: mx.array,
     ) -> Any:
         rows = tokens.shape[0]
+        shared = (rows, cols, idx, starts, offset, keep, self._grouped)
+        caches: list[_TracedCache]
+        if self._bits is None:
+            caches = [_TracedCache(bufs[2 * i], bufs[2 * i + 1], *shared) for i in range(self._layers)]
+            logits = self._logits(tokens, deltas, caches)
+            return (logits, *[a for c in caches for a in (c.keys, c.values)])
         caches = [
-            _TracedCache(bufs[2 * i], bufs[2 * i + 1], rows, cols, idx, starts, offset, keep, self._grouped)
+            _TracedQuantizedCache(
+                tuple(bufs[6 * i : 6 * i + 3]),
+                tuple(bufs[6 * i + 3 : 6 * i + 6]),
+                *shared,
+                bits=self._bits,
+                group_size=self._group_size,
+            )
             for i in range(self._layers)
         ]
+        logits = self._logits(tokens, deltas, caches)
+        return (logits, *[a for c in caches for a in (*c.keys, *c.values)])
+
+    def _logits(self, tokens: mx.array, deltas: mx.array, caches: list[Any]) -> mx.array:
         extra = {"deltas": deltas} if self._deltas else {}
-        logits = self._model(tokens[:, None], cache=caches, **extra)[:, -1, :]
-        return (logits, *[a for c in caches for a in (c.keys, c.values)])
+        logits: mx.array = self._model(tokens[:, None], cache=caches, **extra)[:, -1, :]
+        return logits
 
     def __call__(self, batch: SlotBatch, inputs: mx.array, deltas: mx.array | None = None) -> mx.array | None:
         """Queue-ready logits of one decode step of ``batch`` (rows ``0..batch.rows``), its
@@ -230,11 +285,17 @@ def agreement(dtype: mx.Dtype) -> float:
 
 
 def check_batch(
-    model: Any, num_layers: int, lengths: tuple[int, ...] = (5, 2, 9), *, grouped: bool = False
+    model: Any,
+    num_layers: int,
+    lengths: tuple[int, ...] = (5, 2, 9),
+    *,
+    grouped: bool = False,
+    kv_bits: int | None = None,
+    kv_group_size: int = 64,
 ) -> tuple[SlotBatch, mx.array]:
     """A batch of rows of ``lengths`` prompt tokens (fixed ids) prefilled alone and joined,
     and each row's next input: what :meth:`CompiledDecode.check` compares on."""
-    batch = SlotBatch(num_layers, grouped=grouped)
+    batch = SlotBatch(num_layers, kv_bits, kv_group_size, grouped=grouped)
     for i, n in enumerate(lengths):
         caches = mlx_lm_api.make_prompt_cache(model)
         tokens = mx.array([[(7 * i + 3 * j + 1) % 97 for j in range(n)]], dtype=mx.uint32)

@@ -557,26 +557,34 @@ class SlotBatch:
         """The column every row writes next."""
         return self._s.idx
 
+    @property
+    def parts(self) -> int:
+        """Arrays per layer's keys (and per its values): 1, or 3 quantized (data, scales, biases)."""
+        return 1 if self.kv_bits is None else 3
+
     def take_buffers(self, n: int) -> list[mx.array] | None:
-        """Every layer's key and value buffers (keys, values, keys, ...), grown to hold the next
-        ``n`` columns, handed to a compiled step (:mod:`smgpy.mlx.compiled_step`) that gives them
-        back with :meth:`give_buffers`. The caches let go of them meanwhile, so the step can write
-        them in place. None (nothing taken) before the first buffers exist, or when quantized."""
-        if self.kv_bits is not None or any(c._k is None or c._v is None for c in self.caches):
+        """Every layer's key and value buffers (each layer's key parts, then its value parts: see
+        :attr:`parts`), grown to hold the next ``n`` columns, handed to a compiled step
+        (:mod:`smgpy.mlx.compiled_step`) that gives them back with :meth:`give_buffers`. The caches
+        let go of them meanwhile, so the step can write them in place. None (nothing taken) before
+        the first buffers exist."""
+        if any(c._k is None or c._v is None for c in self.caches):
             return None
         rows, width = len(self.live), self._s.idx + n
         out: list[mx.array] = []
         for c in self.caches:
             assert c._k is not None and c._v is not None
             c._ensure(rows, width, c._k, c._v)
-            out += [c._k[0], c._v[0]]
+            out += [*c._k, *c._v]
             c._k = c._v = None
         return out
 
     def give_buffers(self, bufs: list[mx.array]) -> None:
         """The buffers back from a compiled step (see :meth:`take_buffers`)."""
+        p = self.parts
         for i, c in enumerate(self.caches):
-            c._k, c._v = (bufs[2 * i],), (bufs[2 * i + 1],)
+            at = 2 * p * i
+            c._k, c._v = tuple(bufs[at : at + p]), tuple(bufs[at + p : at + 2 * p])
 
     def step_positions(self, capacity: int, span: int) -> tuple[mx.array, mx.array, mx.array, mx.array | None]:
         """A compiled step's inputs for ``capacity`` rows attending to ``span`` columns: the write
