@@ -150,10 +150,32 @@ def test_the_load_probe_finds_how_each_model_batches(
     assert (fit.mode, fit.grouped) == (mode, grouped)
     if name == "gpt_bigcode":  # its position embedding reads the cache's offset as one number
         assert "ValueError" in fit.reason
-    elif name == "minimax_m3_vl":  # runs, but a padded row's key blocks are cut at other columns
-        assert "batched logits differ from the prompt's alone" in fit.reason
+    elif name == "minimax_m3_vl":  # a padded row's key blocks are cut at other columns: not probed
+        assert "keeps the top 2 blocks of 4 cache columns, cut from column 0" in fit.reason
     else:
         assert fit.reason == ""
+
+
+def test_attention_that_picks_key_blocks_is_known_by_its_settings_inside_a_wrapper() -> None:
+    """mlx-vlm's MiniMax-M3 names its block settings ``sparse_*`` and sits inside the engine's
+    vision-language wrapper (``.model``); mlx-lm's names them ``index_*``."""
+    import mlx.nn as nn
+    from smgpy.mlx.batch_probe import _key_blocks
+
+    class Attention(nn.Module):
+        def __init__(self, **settings: int) -> None:
+            super().__init__()
+            for k, v in settings.items():
+                setattr(self, k, v)
+
+    class Wrapper:  # no named_modules, as the engine's VisionModel
+        def __init__(self, model: Any) -> None:
+            self.model = model
+
+    vlm = nn.Sequential(nn.Linear(2, 2), Attention(sparse_block_size=128, sparse_topk_blocks=16))
+    assert "top 16 blocks of 128 cache columns" in _key_blocks(Wrapper(vlm))
+    assert "top 2 blocks of 4" in _key_blocks(nn.Sequential(Attention(index_block_size=4, index_topk_blocks=2)))
+    assert _key_blocks(Wrapper(nn.Sequential(nn.Linear(2, 2), Attention(block_size=4)))) == ""
 
 
 class _RowShifted:

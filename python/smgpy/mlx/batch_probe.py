@@ -11,11 +11,12 @@ check they failed every request or gave other tokens batched:
 - gpt_bigcode (learned absolute positions) reads the cache's offset as one Python number, afm7's
   layers that reuse another layer's keys and values take their positions from the column count,
   and phi3small's block-sparse mask ignores the padding: they run one sequence at a time;
-- MiniMax-M3's indexer keeps the top ``index_topk_blocks`` blocks of ``index_block_size`` cache
-  columns, cut from column 0: a padded row's blocks are cut elsewhere than alone, so it picks
-  other keys. Prompts of a few tokens have fewer blocks than it keeps and never reach that
-  selection, so for such a model the probe's prompts are made longer than ``topk + 1`` blocks
-  (:func:`_lengths`); it then runs one sequence at a time.
+- MiniMax-M3's indexer keeps its top blocks of cache columns, cut from column 0 (in mlx-lm's class
+  and in mlx-vlm's, which also always keeps the first blocks): a padded row's blocks are cut
+  elsewhere than alone, so it attends to other keys. Only prompts longer than the blocks it keeps
+  (16 of 128 columns by default) reach that selection, too long for a probe at load, so such
+  attention is recognised by its block settings (:func:`_key_blocks`) and runs one sequence at a
+  time without a probe.
 
 A list of model types would go stale with every mlx-lm release, so :func:`probe_batching` runs
 two short prompts of different lengths at load, batched as the engine batches them (a padded
@@ -59,24 +60,32 @@ class BatchFit:
     reason: str = ""
 
 
-def _lengths(model: Any) -> tuple[int, int]:
-    """The probe's prompt lengths, longest first: ``_LENGTHS``, or where an attention layer selects
-    key blocks (``index_block_size``, ``index_topk_blocks``), a shorter prompt one block longer than
-    the selection keeps, so that it drops blocks, and a longer one whose padding of the shorter is
-    not a whole number of blocks."""
-    named = getattr(model, "named_modules", None)
+# The block settings of attention that picks key blocks by cache column: mlx-lm's MiniMax-M3
+# class, and mlx-vlm's.
+_BLOCK_SETTINGS = (("index_block_size", "index_topk_blocks"), ("sparse_block_size", "sparse_topk_blocks"))
+
+
+def _key_blocks(model: Any) -> str:
+    """Why ``model``'s attention cannot take a padded row (empty when it can, as far as its block
+    settings tell): a layer that keeps the top blocks of cache columns, cut from column 0."""
+    inner = model
+    while not hasattr(inner, "named_modules") and hasattr(inner, "model"):
+        inner = inner.model  # a vision-language model's wrapper: mlx-vlm's model is inside
+    named = getattr(inner, "named_modules", None)
     for _, module in named() if named is not None else ():
-        size, keep = getattr(module, "index_block_size", None), getattr(module, "index_topk_blocks", None)
-        if isinstance(size, int) and isinstance(keep, int) and size > 0:
-            short = size * (keep + 1) + 1
-            pad = size // 2 + 1 if (size // 2 + 1) % size else 1
-            return short + pad, short
-    return _LENGTHS
+        for size_name, keep_name in _BLOCK_SETTINGS:
+            size, keep = getattr(module, size_name, None), getattr(module, keep_name, None)
+            if isinstance(size, int) and isinstance(keep, int):
+                return (
+                    f"its attention keeps the top {keep} blocks of {size} cache columns, cut from column 0, "
+                    "so a padded row's blocks differ from its own"
+                )
+    return ""
 
 
-def _prompts(vocab: int | None, lengths: tuple[int, ...] = _LENGTHS) -> list[list[int]]:
+def _prompts(vocab: int | None) -> list[list[int]]:
     """Fixed ids above the usual special tokens, inside the vocabulary however small."""
-    return [[(100 + (7 * i + 3 * j) % 97) % (vocab or 200) for j in range(n)] for i, n in enumerate(lengths)]
+    return [[(100 + (7 * i + 3 * j) % 97) % (vocab or 200) for j in range(n)] for i, n in enumerate(_LENGTHS)]
 
 
 def _alone(model: Any, prompt: list[int]) -> mx.array:
@@ -141,7 +150,10 @@ def probe_batching(model: Any, mode: str, kv_bits: int | None = None, kv_group_s
 
 
 def _probe(model: Any, mode: str, kv_bits: int | None, kv_group_size: int) -> BatchFit:
-    prompts = _prompts(mlx_lm_api.vocab_size(model), _lengths(model))
+    blocks = _key_blocks(model)
+    if blocks:
+        return BatchFit("single", reason=blocks)
+    prompts = _prompts(mlx_lm_api.vocab_size(model))
     short = len(prompts) - 1
     alone = _alone(model, prompts[short])
     layouts = (False, True) if mode == "slots" else (False,)

@@ -36,7 +36,7 @@ from typing import Any
 import mlx.core as mx
 
 from smgpy.mlx import mlx_lm_api
-from smgpy.mlx.slots import SlotBatch, grouped_mask
+from smgpy.mlx.slots import QUANTIZED_PARTS, SlotBatch, grouped_mask
 
 __all__ = ["SPAN_STEP", "CompiledDecode", "agreement", "check_batch"]
 
@@ -121,15 +121,29 @@ class _TracedQuantizedCache(_TracedCache):
     keys: Any
     values: Any
 
-    def __init__(self, keys: Any, values: Any, *args: Any, bits: int, group_size: int) -> None:
-        super().__init__(keys, values, *args)
+    def __init__(
+        self,
+        keys: tuple[mx.array, ...],
+        values: tuple[mx.array, ...],
+        rows: int,
+        cols: mx.array,
+        idx: mx.array,
+        starts: mx.array,
+        offset: mx.array,
+        keep: mx.array,
+        grouped: bool,
+        *,
+        bits: int,
+        group_size: int,
+    ) -> None:
+        super().__init__(keys, values, rows, cols, idx, starts, offset, keep, grouped)  # type: ignore[arg-type]
         self.bits = bits
         self.group_size = group_size
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Any, Any]:
         at = self._idx[None]
         rows, span = self._rows, self._cols.shape[0]
-        out = []
+        out: list[tuple[mx.array, ...]] = []
         for bufs, new in ((self.keys, keys), (self.values, values)):
             parts = mx.quantize(new, group_size=self.group_size, bits=self.bits)
             out.append(tuple(mx.slice_update(b, x, at, axes=(2,)) for b, x in zip(bufs, parts, strict=True)))
@@ -182,10 +196,11 @@ class CompiledDecode:
             caches = [_TracedCache(bufs[2 * i], bufs[2 * i + 1], *shared) for i in range(self._layers)]
             logits = self._logits(tokens, deltas, caches)
             return (logits, *[a for c in caches for a in (c.keys, c.values)])
+        p = QUANTIZED_PARTS
         caches = [
             _TracedQuantizedCache(
-                tuple(bufs[6 * i : 6 * i + 3]),
-                tuple(bufs[6 * i + 3 : 6 * i + 6]),
+                tuple(bufs[2 * p * i : 2 * p * i + p]),
+                tuple(bufs[2 * p * i + p : 2 * p * (i + 1)]),
                 *shared,
                 bits=self._bits,
                 group_size=self._group_size,

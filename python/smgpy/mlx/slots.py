@@ -46,6 +46,7 @@ import numpy as np
 from smgpy.mlx.mlx_lm_api import BatchKVCache, KVCache, QuantizedKVCache, create_causal_mask
 
 __all__ = [
+    "QUANTIZED_PARTS",
     "MergeBatch",
     "SingleBatch",
     "SlotBatch",
@@ -59,6 +60,9 @@ __all__ = [
 ]
 
 _STEP = 256
+# Arrays that hold a quantized layer's keys (and its values): MLX's affine ``mx.quantize`` gives the
+# packed data, a scale and a bias per group.
+QUANTIZED_PARTS = 3
 # Dead columns left of every live row are cut once there are this many: every step attends over
 # them (rows are right-aligned, so the span starts at column 0), and a cut copies the live columns
 # once. At 256, with short requests coming and going, steps attended over ~2x the columns rows
@@ -559,8 +563,8 @@ class SlotBatch:
 
     @property
     def parts(self) -> int:
-        """Arrays per layer's keys (and per its values): 1, or 3 quantized (data, scales, biases)."""
-        return 1 if self.kv_bits is None else 3
+        """Arrays per layer's keys (and per its values): 1, or quantized ``QUANTIZED_PARTS``."""
+        return 1 if self.kv_bits is None else QUANTIZED_PARTS
 
     def take_buffers(self, n: int) -> list[mx.array] | None:
         """Every layer's key and value buffers (each layer's key parts, then its value parts: see
@@ -743,7 +747,7 @@ class MergeBatch:
 
 def _same_widths(batch: Any, joiner: Any) -> None:
     """Left-pad with zeros the arrays of ``batch``'s and ``joiner``'s array caches (and of the array
-    caches in their cache lists) to the same shape past the row axis, so that they concatenate.
+    caches in their cache lists) to the same width on the token axis (1), so that they concatenate.
 
     An array cache's state has one shape for every row, except a state that keeps a row's last
     tokens: LongCat-Flash's n-gram context keeps the last ``n - 1`` token ids, fewer after a shorter
@@ -760,16 +764,19 @@ def _same_widths(batch: Any, joiner: Any) -> None:
     if not isinstance(mine, list) or not isinstance(theirs, list):
         return
     for i, (a, b) in enumerate(zip(mine, theirs, strict=False)):
-        if not isinstance(a, mx.array) or not isinstance(b, mx.array) or a.ndim != b.ndim or a.shape[1:] == b.shape[1:]:
+        if not isinstance(a, mx.array) or not isinstance(b, mx.array) or a.ndim < 2 or a.ndim != b.ndim:
             continue
-        shape = [max(x, y) for x, y in zip(a.shape[1:], b.shape[1:], strict=True)]
-        mine[i], theirs[i] = _left_padded(a, shape), _left_padded(b, shape)
+        # Only the token axis (1) may differ; any other difference is left for ``extend`` to refuse.
+        if a.shape[1] == b.shape[1] or a.shape[2:] != b.shape[2:]:
+            continue
+        width = max(a.shape[1], b.shape[1])
+        mine[i], theirs[i] = _left_padded(a, width), _left_padded(b, width)
 
 
-def _left_padded(a: mx.array, shape: list[int]) -> mx.array:
-    """``a`` with zeros before its entries on each axis past the first, to ``shape``."""
-    widths = [(0, 0)] + [(n - m, 0) for n, m in zip(shape, a.shape[1:], strict=True)]
-    return mx.pad(a, widths) if any(w for w, _ in widths) else a
+def _left_padded(a: mx.array, width: int) -> mx.array:
+    """``a`` with zeros before its entries on axis 1, to ``width``."""
+    more = width - a.shape[1]
+    return mx.pad(a, [(0, 0), (more, 0)] + [(0, 0)] * (a.ndim - 2)) if more else a
 
 
 class SingleBatch:
