@@ -31,6 +31,7 @@ step's, and is turned off (logged) when they do not or the model cannot be trace
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
@@ -63,6 +64,21 @@ def _bucket(rows: int) -> int:
     return p
 
 
+@dataclass(frozen=True)
+class _StepInputs:
+    """What every layer's traced cache reads of the step: the rows computed, the attended columns'
+    indices, the write column, each row's first live column and position, which columns hold
+    tokens, and whether the mask takes a query-group axis."""
+
+    rows: int
+    cols: mx.array
+    idx: mx.array
+    starts: mx.array
+    offset: mx.array
+    keep: mx.array
+    grouped: bool
+
+
 class _TracedCache:
     """One layer's cache while the step is traced: the buffers in, the written buffers out.
 
@@ -71,44 +87,29 @@ class _TracedCache:
     arrays, so the traced graph does not depend on their values.
     """
 
-    def __init__(
-        self,
-        keys: mx.array,
-        values: mx.array,
-        rows: int,
-        cols: mx.array,
-        idx: mx.array,
-        starts: mx.array,
-        offset: mx.array,
-        keep: mx.array,
-        grouped: bool,
-    ) -> None:
+    def __init__(self, keys: mx.array, values: mx.array, step: _StepInputs) -> None:
         self.keys = keys
         self.values = values
-        self._rows = rows
-        self._cols = cols
-        self._idx = idx
-        self._starts = starts
-        self._keep = keep
-        self._grouped = grouped
-        self.offset = offset
+        self._step = step
+        self.offset = step.offset
 
     def make_mask(self, N: int, return_array: bool = False, **kwargs: Any) -> mx.array:  # noqa: N803 (mlx-lm's name)
-        cols = self._cols
-        queries = self._idx + mx.arange(N)
+        step = self._step
+        cols = step.cols
+        queries = step.idx + mx.arange(N)
         causal = cols[None, :] <= queries[:, None]
         window = kwargs.get("window_size")
         if window is not None:  # a sliding-window layer over plain caches (as the eager step's mask)
             causal = causal & (queries[:, None] < cols[None, :] + window)
-        live = cols[None, None, None, :] >= self._starts[:, None, None, None]
-        mask: mx.array = causal[None, None] & live & self._keep[:, None, None, :]
-        return grouped_mask(mask) if self._grouped else mask
+        live = cols[None, None, None, :] >= step.starts[:, None, None, None]
+        mask: mx.array = causal[None, None] & live & step.keep[:, None, None, :]
+        return grouped_mask(mask) if step.grouped else mask
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
-        at = self._idx[None]
+        at = self._step.idx[None]
         self.keys = mx.slice_update(self.keys, keys, at, axes=(2,))
         self.values = mx.slice_update(self.values, values, at, axes=(2,))
-        rows, span = self._rows, self._cols.shape[0]
+        rows, span = self._step.rows, self._step.cols.shape[0]
         return self.keys[:rows, :, :span, :], self.values[:rows, :, :span, :]
 
 
@@ -122,27 +123,18 @@ class _TracedQuantizedCache(_TracedCache):
     values: Any
 
     def __init__(
-        self,
-        keys: tuple[mx.array, ...],
-        values: tuple[mx.array, ...],
-        rows: int,
-        cols: mx.array,
-        idx: mx.array,
-        starts: mx.array,
-        offset: mx.array,
-        keep: mx.array,
-        grouped: bool,
-        *,
-        bits: int,
-        group_size: int,
+        self, keys: tuple[mx.array, ...], values: tuple[mx.array, ...], step: _StepInputs, bits: int, group_size: int
     ) -> None:
-        super().__init__(keys, values, rows, cols, idx, starts, offset, keep, grouped)  # type: ignore[arg-type]
+        self.keys = keys
+        self.values = values
+        self._step = step
+        self.offset = step.offset
         self.bits = bits
         self.group_size = group_size
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Any, Any]:
-        at = self._idx[None]
-        rows, span = self._rows, self._cols.shape[0]
+        at = self._step.idx[None]
+        rows, span = self._step.rows, self._step.cols.shape[0]
         out: list[tuple[mx.array, ...]] = []
         for bufs, new in ((self.keys, keys), (self.values, values)):
             parts = mx.quantize(new, group_size=self.group_size, bits=self.bits)
@@ -190,10 +182,10 @@ class CompiledDecode:
         *bufs: mx.array,
     ) -> Any:
         rows = tokens.shape[0]
-        shared = (rows, cols, idx, starts, offset, keep, self._grouped)
+        step = _StepInputs(rows, cols, idx, starts, offset, keep, self._grouped)
         caches: list[_TracedCache]
         if self._bits is None:
-            caches = [_TracedCache(bufs[2 * i], bufs[2 * i + 1], *shared) for i in range(self._layers)]
+            caches = [_TracedCache(bufs[2 * i], bufs[2 * i + 1], step) for i in range(self._layers)]
             logits = self._logits(tokens, deltas, caches)
             return (logits, *[a for c in caches for a in (c.keys, c.values)])
         p = QUANTIZED_PARTS
@@ -201,9 +193,9 @@ class CompiledDecode:
             _TracedQuantizedCache(
                 tuple(bufs[2 * p * i : 2 * p * i + p]),
                 tuple(bufs[2 * p * i + p : 2 * p * (i + 1)]),
-                *shared,
-                bits=self._bits,
-                group_size=self._group_size,
+                step,
+                self._bits,
+                self._group_size,
             )
             for i in range(self._layers)
         ]
