@@ -112,6 +112,10 @@ class _TracedCache:
         rows, span = self._step.rows, self._step.cols.shape[0]
         return self.keys[:rows, :, :span, :], self.values[:rows, :, :span, :]
 
+    def buffers(self) -> tuple[mx.array, ...]:
+        """The written buffers, in the order they came in."""
+        return self.keys, self.values
+
 
 class _TracedQuantizedCache(_TracedCache):
     """A layer's cache of quantized keys and values (``--kv-bits``) while the step is traced: each
@@ -141,6 +145,9 @@ class _TracedQuantizedCache(_TracedCache):
             out.append(tuple(mx.slice_update(b, x, at, axes=(2,)) for b, x in zip(bufs, parts, strict=True)))
         self.keys, self.values = out
         return tuple(a[:rows, :, :span, :] for a in self.keys), tuple(a[:rows, :, :span, :] for a in self.values)
+
+    def buffers(self) -> tuple[mx.array, ...]:
+        return (*self.keys, *self.values)
 
 
 class CompiledDecode:
@@ -183,29 +190,18 @@ class CompiledDecode:
     ) -> Any:
         rows = tokens.shape[0]
         step = _StepInputs(rows, cols, idx, starts, offset, keep, self._grouped)
-        caches: list[_TracedCache]
-        if self._bits is None:
-            caches = [_TracedCache(bufs[2 * i], bufs[2 * i + 1], step) for i in range(self._layers)]
-            logits = self._logits(tokens, deltas, caches)
-            return (logits, *[a for c in caches for a in (c.keys, c.values)])
-        p = QUANTIZED_PARTS
-        caches = [
-            _TracedQuantizedCache(
-                tuple(bufs[2 * p * i : 2 * p * i + p]),
-                tuple(bufs[2 * p * i + p : 2 * p * (i + 1)]),
-                step,
-                self._bits,
-                self._group_size,
-            )
-            for i in range(self._layers)
-        ]
-        logits = self._logits(tokens, deltas, caches)
-        return (logits, *[a for c in caches for a in (*c.keys, *c.values)])
-
-    def _logits(self, tokens: mx.array, deltas: mx.array, caches: list[Any]) -> mx.array:
+        n = 2 * (1 if self._bits is None else QUANTIZED_PARTS)  # buffers per layer, as ``SlotBatch.parts``
+        caches = [self._traced(bufs[n * i : n * (i + 1)], step) for i in range(self._layers)]
         extra = {"deltas": deltas} if self._deltas else {}
-        logits: mx.array = self._model(tokens[:, None], cache=caches, **extra)[:, -1, :]
-        return logits
+        logits = self._model(tokens[:, None], cache=caches, **extra)[:, -1, :]
+        return (logits, *[a for c in caches for a in c.buffers()])
+
+    def _traced(self, bufs: tuple[mx.array, ...], step: _StepInputs) -> _TracedCache:
+        """One layer's traced cache over its buffers (keys' parts, then values')."""
+        if self._bits is None:
+            return _TracedCache(bufs[0], bufs[1], step)
+        half = len(bufs) // 2
+        return _TracedQuantizedCache(bufs[:half], bufs[half:], step, self._bits, self._group_size)
 
     def __call__(self, batch: SlotBatch, inputs: mx.array, deltas: mx.array | None = None) -> mx.array | None:
         """Queue-ready logits of one decode step of ``batch`` (rows ``0..batch.rows``), its
